@@ -1,0 +1,181 @@
+"""The environment fingerprint stored with every run and diffed between runs.
+
+Heavy libraries are described as *loaded* (read from the imported module, so the version
+that actually ran) or as *installed* (package metadata only) when the process never
+imported them.  Nothing here imports TensorFlow, MPI or NVML just to describe them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from perfsuite import __version__
+
+ENV_PREFIXES = ("TF_", "XLA_FLAGS", "NCCL_", "OMP_", "KMP_", "CUDA_VISIBLE_DEVICES")
+
+# Module name -> distribution names that may provide it.
+_LIBRARIES = {
+    "numpy": ("numpy",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tf-nightly"),
+    "mpi4py": ("mpi4py",),
+    "pytest": ("pytest",),
+    "pytest_benchmark": ("pytest-benchmark",),
+    "xdist": ("pytest-xdist",),
+}
+
+
+def _installed(dists: tuple[str, ...]) -> str | None:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _library(module: str, dists: tuple[str, ...]) -> dict[str, Any]:
+    mod = sys.modules.get(module)
+    if mod is not None:
+        entry: dict[str, Any] = {"version": getattr(mod, "__version__", None), "loaded": True}
+        entry.update(_extra_facts(module, mod))
+        return entry
+    return {"version": _installed(dists), "loaded": False}
+
+
+def _extra_facts(module: str, mod: Any) -> dict[str, Any]:
+    """Build details that only a loaded module can tell."""
+    try:
+        if module == "tensorflow":
+            info = dict(mod.sysconfig.get_build_info())
+            return {
+                "cuda_build": info.get("cuda_version"),
+                "cudnn_build": info.get("cudnn_version"),
+                "is_cuda_build": info.get("is_cuda_build"),
+            }
+        if module == "mpi4py":
+            from mpi4py import MPI
+
+            return {"mpi_library": MPI.Get_library_version().strip().splitlines()[0]}
+    except Exception as exc:  # the fingerprint must never break a run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {}
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _host() -> dict[str, Any]:
+    import psutil
+
+    from perfsuite.hardware.detect import host_facts
+
+    facts = host_facts()
+    freq = psutil.cpu_freq()
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "cpu_model": facts.cpu_model,
+        "cores": facts.cores,
+        "logical_cpus": facts.logical_cpus,
+        "simd_bits": facts.simd_bits,
+        "last_level_cache_bytes": facts.last_level_cache_bytes,
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "cpu_mhz": round(freq.current, 1) if freq else None,
+        "memory_bytes": psutil.virtual_memory().total,
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def _gpus() -> list[dict[str, Any]] | dict[str, str]:
+    try:
+        import pynvml
+    except ImportError:
+        return {"unavailable": "nvidia-ml-py is not installed"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {"unavailable": f"NVML: {exc}"}
+    gpus = []
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            entry: dict[str, Any] = {"index": i, "driver": driver}
+            for key, call in (
+                ("name", lambda: pynvml.nvmlDeviceGetName(h)),
+                ("uuid", lambda: pynvml.nvmlDeviceGetUUID(h)),
+                ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+                ("mem_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+                (
+                    "max_sm_clock_mhz",
+                    lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                ),
+                ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+                (
+                    "throttle_reasons",
+                    lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h),
+                ),
+                ("temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(h, 0)),
+            ):
+                try:
+                    value = call()
+                    entry[key] = value.decode() if isinstance(value, bytes) else value
+                except pynvml.NVMLError as exc:
+                    entry[key] = f"unavailable: {exc}"
+            if isinstance(entry["driver"], bytes):
+                entry["driver"] = entry["driver"].decode()
+            gpus.append(entry)
+    finally:
+        pynvml.nvmlShutdown()
+    return gpus
+
+
+def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment variables that change performance (TF_*, NCCL_*, OMP_*, ...)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def software() -> dict[str, Any]:
+    """Versions of the Python stack, loaded modules described from the module itself."""
+    libs = {name: _library(name, dists) for name, dists in _LIBRARIES.items()}
+    return {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "perfsuite": __version__,
+        **libs,
+    }
+
+
+def fingerprint() -> dict[str, Any]:
+    """The whole fingerprint: software, GPUs, host and performance-relevant variables."""
+    return {
+        "software": software(),
+        "gpus": _gpus(),
+        "host": _host(),
+        "variables": performance_env(),
+    }
+
+
+def merge_software(base: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """Prefer facts from a process that loaded a library (e.g. an xdist worker)."""
+    merged = dict(base)
+    for name, entry in other.items():
+        if isinstance(entry, dict) and entry.get("loaded"):
+            current = merged.get(name)
+            if not (isinstance(current, dict) and current.get("loaded")):
+                merged[name] = entry
+    return merged

@@ -1,0 +1,226 @@
+"""Detection for ``--hw=auto``: NVML for GPUs, the host itself for a CPU profile.
+
+The CPU profile's FP32/FP64 peaks are *estimates*:
+
+    peak = cores x clock x (SIMD bits / element bits) x 2 (FMA) x FMA units per core
+
+with two FMA units per core assumed (the common case on current x86 server cores and the
+documented assumption here).  The memory bandwidth of a CPU is never guessed: it is only
+present when a CPU profile file configures it (see README, "Adding a hardware profile").
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfsuite.errors import ProfileError
+from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
+
+FMA_UNITS_PER_CORE = 2
+_SYSFS_CPU = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What the host says about its CPU."""
+
+    cpu_model: str
+    cores: int
+    logical_cpus: int
+    clock_ghz: float | None
+    simd_bits: int
+    flags: frozenset[str]
+    last_level_cache_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What NVML says about the visible GPUs, or why it could not say."""
+
+    names: tuple[str, ...]
+    reason: str = ""
+
+
+def _simd_bits(flags: frozenset[str], machine: str) -> int:
+    if "avx512f" in flags:
+        return 512
+    if "avx2" in flags or "avx" in flags:
+        return 256
+    if machine.lower() in ("aarch64", "arm64") or "asimd" in flags or "neon" in flags:
+        return 128
+    return 128 if "sse2" in flags else 64
+
+
+def _sysfs_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
+    if not match:
+        return 0
+    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2)]
+    return int(match.group(1)) * scale
+
+
+def last_level_cache_bytes() -> int | None:
+    """Total size of the last-level cache over all its instances, from sysfs.
+
+    Each distinct instance (identified by the CPUs that share it) is counted once, so a
+    two-socket host reports both L3s.  Returns None where sysfs does not say.
+    """
+    best_level = -1
+    instances: dict[str, int] = {}
+    for index in _SYSFS_CPU.glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _sysfs_size((index / "size").read_text())
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or size == 0:
+            continue
+        if level > best_level:
+            best_level, instances = level, {}
+        if level == best_level:
+            instances[shared] = size
+    return sum(instances.values()) or None
+
+
+@functools.cache
+def host_facts() -> HostFacts:
+    """Read the host's CPU facts once per process (sysfs first, py-cpuinfo and psutil after)."""
+    import cpuinfo
+    import psutil
+
+    info = cpuinfo.get_cpu_info()
+    flags = frozenset(info.get("flags", ()))
+    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    cores = psutil.cpu_count(logical=False) or logical
+    freq = psutil.cpu_freq()
+    clock_ghz: float | None = None
+    if freq is not None and (freq.max or freq.current):
+        clock_ghz = (freq.max or freq.current) / 1000.0
+    elif info.get("hz_advertised"):
+        clock_ghz = info["hz_advertised"][0] / 1e9
+    llc = last_level_cache_bytes()
+    if llc is None:
+        # py-cpuinfo's figure can be a per-core slice on virtual machines; sysfs is preferred.
+        llc = info.get("l3_cache_size") or info.get("l2_cache_size") or None
+    model = info.get("brand_raw") or platform.processor() or platform.machine()
+    return HostFacts(
+        cpu_model=model,
+        cores=int(cores),
+        logical_cpus=int(logical),
+        clock_ghz=clock_ghz,
+        simd_bits=_simd_bits(flags, platform.machine()),
+        flags=flags,
+        last_level_cache_bytes=int(llc) if llc else None,
+    )
+
+
+@functools.cache
+def gpu_facts() -> GpuFacts:
+    """List the visible NVIDIA GPUs through NVML; the reason is set when there are none."""
+    try:
+        import pynvml
+    except ImportError:
+        return GpuFacts((), "nvidia-ml-py is not installed (pip install 'perfsuite[gpu]')")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return GpuFacts((), f"NVML is not available: {exc}")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        names = []
+        for i in range(count):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else name)
+    finally:
+        pynvml.nvmlShutdown()
+    return GpuFacts(tuple(names), "" if names else "NVML reports no GPU")
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$", "", text.lower())
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "unknown"
+
+
+def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> HardwareProfile:
+    """Build the profile of this host's CPU.
+
+    ``base`` is a CPU profile file that matched this host: its figures (for example a
+    configured memory bandwidth) win, and only missing compute peaks are estimated.
+    """
+    figures: dict[str, float] = dict(base.figures) if base else {}
+    estimated = set(base.estimated) if base else set()
+    if host.clock_ghz:
+        for bits, key in ((32, "compute.fp32_tflops"), (64, "compute.fp64_tflops")):
+            if key not in figures:
+                lanes = host.simd_bits // bits
+                flops_per_cycle = lanes * 2 * FMA_UNITS_PER_CORE
+                figures[key] = host.cores * host.clock_ghz * flops_per_cycle / 1000.0
+                estimated.add(key)
+    if host.last_level_cache_bytes and "memory.last_level_cache_mib" not in figures:
+        figures["memory.last_level_cache_mib"] = host.last_level_cache_bytes / 2**20
+    labels = dict(base.labels) if base else {}
+    labels.update({"host.cpu_model": host.cpu_model})
+    figures.update(
+        {
+            "host.cores": float(host.cores),
+            "host.simd_bits": float(host.simd_bits),
+            "host.fma_units_per_core": float(FMA_UNITS_PER_CORE),
+        }
+    )
+    if host.clock_ghz:
+        figures["host.clock_ghz"] = host.clock_ghz
+    if base is not None:
+        return HardwareProfile(
+            name=base.name,
+            description=base.description,
+            kind="cpu",
+            vendor=base.vendor,
+            source=base.source + "; compute peaks not given there are estimated from the host",
+            match=base.match,
+            figures=figures,
+            labels=labels,
+            estimated=frozenset(estimated),
+            origin=base.origin,
+        )
+    return HardwareProfile(
+        name=f"cpu-{_slug(host.cpu_model)}-{host.cores}c",
+        description=f"{host.cpu_model}, {host.cores} cores, {host.simd_bits}-bit SIMD (detected)",
+        kind="cpu",
+        source=(
+            "detected from this host: peaks estimated as cores x clock x SIMD lanes x 2 (FMA) "
+            f"x {FMA_UNITS_PER_CORE} FMA units per core; memory bandwidth not configured"
+        ),
+        figures=figures,
+        labels=labels,
+        estimated=frozenset(estimated),
+        origin="detected",
+    )
+
+
+def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
+    """Turn ``--hw`` into a profile: a name from the registry, or ``auto`` detection."""
+    if hw != "auto":
+        profile = registry.load(hw)
+        if profile.kind == "cpu":
+            return cpu_profile(host_facts(), base=profile)
+        return profile
+    gpus = gpu_facts()
+    if gpus.names:
+        first = gpus.names[0]
+        matched = registry.match_device(first, "gpu")
+        if matched is None:
+            raise ProfileError(
+                f"--hw=auto: no profile matches GPU {first!r}; pass --hw=NAME "
+                f"(known: {', '.join(registry.names())}) or add a profile whose 'match' "
+                "contains part of that name"
+            )
+        return matched
+    host = host_facts()
+    return cpu_profile(host, base=registry.match_device(host.cpu_model, "cpu"))

@@ -1,0 +1,161 @@
+"""The data perfsuite measures, judges and stores.
+
+Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that it can cross
+process boundaries (pytest-xdist workers) and land in JSON files.  The run record layout
+is a public contract: fields may be added, never renamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+FLOOR_VERDICTS = ("pass", "fail", "no-reference")
+BASELINE_VERDICTS = ("ok", "regressed", "improved", "noisy", "new")
+
+
+@dataclass(frozen=True)
+class Work:
+    """The work one repetition does, counted by the check's documented convention."""
+
+    amount: float
+    unit: str  # "B", "FLOP", "samples", ...
+    convention: str = ""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary statistics of a result's samples (in the metric's unit)."""
+
+    median: float
+    min: float
+    max: float
+    mean: float
+    n: int
+    cv: float | None  # sample standard deviation / mean; None with fewer than 2 samples
+
+
+@dataclass(frozen=True)
+class FloorVerdict:
+    """The result against the hardware profile's peak."""
+
+    verdict: str
+    value: float | None = None  # the best sample
+    peak: float | None = None
+    fraction: float | None = None  # the floor fraction of peak
+    threshold: float | None = None  # peak * fraction
+    fraction_of_peak: float | None = None
+    figure: str = ""  # the profile figure used, e.g. memory.bandwidth_gbs
+    estimated: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """The result against the stored baseline of the same profile."""
+
+    verdict: str
+    ratio: float | None = None  # current/baseline oriented so that below 1 is worse
+    tolerance: float | None = None
+    baseline_median: float | None = None
+    baseline_run_id: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One check's measurement and verdicts."""
+
+    id: str
+    check: str
+    params: Mapping[str, Any]
+    metric: str
+    unit: str
+    higher_is_better: bool
+    samples: tuple[float, ...]
+    seconds: tuple[float, ...]
+    summary: Summary
+    work: Work
+    floor: FloorVerdict
+    baseline: BaselineVerdict
+    outcome: str = ""
+    message: str = ""
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return JSON-ready data; tuples become lists."""
+        data = asdict(self)
+        data["params"] = dict(self.params)
+        data["context"] = dict(self.context)
+        data["samples"] = list(self.samples)
+        data["seconds"] = list(self.seconds)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        """Rebuild a result from :meth:`to_dict` output."""
+        return cls(
+            id=data["id"],
+            check=data["check"],
+            params=dict(data["params"]),
+            metric=data["metric"],
+            unit=data["unit"],
+            higher_is_better=bool(data["higher_is_better"]),
+            samples=tuple(float(v) for v in data["samples"]),
+            seconds=tuple(float(v) for v in data.get("seconds", ())),
+            summary=Summary(**data["summary"]),
+            work=Work(**data["work"]),
+            floor=FloorVerdict(**data["floor"]),
+            baseline=BaselineVerdict(**data["baseline"]),
+            outcome=data.get("outcome", ""),
+            message=data.get("message", ""),
+            context=dict(data.get("context", {})),
+        )
+
+    def with_outcome(self, outcome: str, message: str = "") -> Result:
+        """Return a copy with the pytest outcome filled in."""
+        return Result(**{**self.__dict__, "outcome": outcome, "message": message})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything one session measured, with the profile and environment it ran on."""
+
+    run_id: str
+    created: str  # UTC, ISO 8601
+    hardware_profile: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    results: tuple[Result, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return JSON-ready data in the public run-record layout."""
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "created": self.created,
+            "duration_s": self.duration_s,
+            "hardware_profile": dict(self.hardware_profile),
+            "environment": dict(self.environment),
+            "settings": dict(self.settings),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        """Rebuild a run record (the caller has checked ``schema_version``)."""
+        return cls(
+            run_id=data["run_id"],
+            created=data["created"],
+            hardware_profile=dict(data["hardware_profile"]),
+            environment=dict(data.get("environment", {})),
+            results=tuple(Result.from_dict(r) for r in data.get("results", ())),
+            settings=dict(data.get("settings", {})),
+            duration_s=data.get("duration_s"),
+            schema_version=int(data["schema_version"]),
+        )

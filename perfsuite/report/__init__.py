@@ -1,0 +1,1 @@
+"""Rendering of results: the terminal summary (and, later, HTML)."""

@@ -1,0 +1,75 @@
+"""JSON files with a schema version: atomic writes and strict, non-destructive reads."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import StorageError
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write JSON to a temporary file beside ``path``, fsync it, then rename it into place.
+
+    A reader sees either the old file or the complete new one, never a partial write.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StorageError(f"{path.parent}: cannot write here: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
+    return path
+
+
+def check_writable(directory: Path) -> None:
+    """Fail early, with the reason, if files cannot be created in ``directory``."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise StorageError(f"{directory}: directory is not writable: {exc.strerror or exc}") from None
+
+
+def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
+    """Read a JSON object and check its schema version; the file is never modified."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise StorageError(f"{path}: corrupt {what}: not UTF-8 text (file left untouched)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StorageError(
+            f"{path}: corrupt or truncated {what}: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno} (file left untouched)"
+        ) from None
+    if not isinstance(data, dict):
+        raise StorageError(f"{path}: corrupt {what}: expected a JSON object (file left untouched)")
+    found = data.get("schema_version")
+    if found != schema_version:
+        raise StorageError(
+            f"{path}: {what} has schema_version {found!r}, this perfsuite reads "
+            f"{schema_version} (file left untouched)"
+        )
+    return data

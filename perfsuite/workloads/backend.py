@@ -1,0 +1,125 @@
+"""Framework backends and the (backend, device) targets that checks are parametrized over.
+
+A backend says which devices it can use and implements each workload's primitive
+operations.  Checks never name a backend: they iterate :func:`targets`, so a new framework
+(for example PyTorch) is added by registering a backend, here or through the
+``perfsuite.backends`` entry-point group, without touching any check.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Protocol
+
+from perfsuite.hardware.detect import gpu_facts
+
+
+@dataclass(frozen=True)
+class Target:
+    """One backend on one device, e.g. ``tensorflow`` on ``gpu:0``."""
+
+    backend: str
+    device: str  # "cpu" or "gpu:N"
+
+    def __str__(self) -> str:
+        """Render as a pytest parameter id, e.g. ``numpy-cpu``."""
+        return f"{self.backend}-{self.device}"
+
+    @property
+    def device_kind(self) -> str:
+        """``gpu`` or ``cpu``."""
+        return "gpu" if self.device.startswith("gpu") else "cpu"
+
+    @property
+    def device_index(self) -> int:
+        """The GPU index (0 for the CPU)."""
+        return int(self.device.split(":", 1)[1]) if ":" in self.device else 0
+
+
+class StreamKernels(Protocol):
+    """The four STREAM kernels over three preallocated arrays a, b, c of random data."""
+
+    elements: int
+    itemsize: int
+
+    def copy(self) -> object:
+        """c = a."""
+
+    def scale(self) -> object:
+        """b = q*c."""
+
+    def add(self) -> object:
+        """c = a + b."""
+
+    def triad(self) -> object:
+        """a = b + q*c."""
+
+    def sync(self) -> None:
+        """Wait until all queued work on the device is done."""
+
+    def describe(self) -> dict[str, object]:
+        """How the kernels are implemented (threads, fusion), for the run record."""
+
+
+class Backend(ABC):
+    """A framework that can run workloads on some devices."""
+
+    name: str = ""
+    extra: str = ""  # the perfsuite extra that installs it
+
+    @abstractmethod
+    def unavailable_reason(self) -> str | None:
+        """Why the backend cannot run here (e.g. not installed), or None."""
+
+    def device_slots(self) -> list[str]:
+        """Devices to parametrize over; a slot may still turn out to be unavailable."""
+        return ["cpu"]
+
+    def device_unavailable_reason(self, device: str) -> str | None:
+        """Why ``device`` cannot be used by this backend, or None."""
+        return None if device == "cpu" else f"{self.name} runs on the CPU only"
+
+    @abstractmethod
+    def version(self) -> str:
+        """The version of the framework that is loaded."""
+
+    @abstractmethod
+    def stream_kernels(self, device: str, elements: int, seed: int) -> StreamKernels:
+        """Allocate STREAM arrays of random float64 data on ``device``."""
+
+
+def gpu_slots() -> list[str]:
+    """``gpu:N`` for each GPU NVML sees, and at least ``gpu:0`` so its absence is reported."""
+    return [f"gpu:{i}" for i in range(max(1, len(gpu_facts().names)))]
+
+
+@functools.cache
+def registry() -> dict[str, Backend]:
+    """Built-in backends, then any registered under the ``perfsuite.backends`` entry points."""
+    from perfsuite.workloads.numpy_backend import NumpyBackend
+    from perfsuite.workloads.tensorflow_backend import TensorFlowBackend
+
+    backends: dict[str, Backend] = {b.name: b for b in (NumpyBackend(), TensorFlowBackend())}
+    for ep in entry_points(group="perfsuite.backends"):
+        backend = ep.load()()
+        backends[backend.name] = backend
+    return backends
+
+
+def get(name: str) -> Backend:
+    """Look up a backend by name."""
+    return registry()[name]
+
+
+def targets() -> list[Target]:
+    """Every (backend, device) pair a check is parametrized over."""
+    return [Target(b.name, d) for b in registry().values() for d in b.device_slots()]
+
+
+def skip_reason(target: Target) -> str | None:
+    """Why a target cannot run here, or None when it can."""
+    backend = get(target.backend)
+    return backend.unavailable_reason() or backend.device_unavailable_reason(target.device)

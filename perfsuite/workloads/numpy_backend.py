@@ -1,0 +1,120 @@
+"""numpy on the host CPU, using every CPU the process may run on.
+
+One numpy thread does not reach a multi-core machine's memory bandwidth, so each kernel is
+split into one contiguous chunk per CPU in the process's affinity mask and the chunks run on
+a thread pool; numpy releases the GIL inside ufuncs, so the chunks run in parallel.  Each
+thread first-touches (fills) its own chunk, so on a multi-socket host pages land on the
+socket that streams them.
+
+The triad has no single numpy ufunc.  It is computed per thread in cache-sized blocks: q*c
+into a small scratch block that stays in L2, then b + scratch into a.  Memory traffic is then
+STREAM's: read b and c, write a.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from perfsuite.workloads.backend import Backend
+
+SCALAR = 3.0
+BLOCK = 32 * 1024  # elements; 256 KiB of float64, well inside a core's L2
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class NumpyStream:
+    """STREAM kernels on numpy arrays, chunked over a thread pool."""
+
+    itemsize = 8
+
+    def __init__(self, elements: int, seed: int, threads: int | None = None) -> None:
+        """Allocate a, b, c and fill them with random data, each thread its own chunk."""
+        self.elements = elements
+        self.threads = threads or usable_cpus()
+        self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="perfsuite-stream")
+        bounds = np.linspace(0, elements, self.threads + 1).astype(int)
+        bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
+        self.chunks = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.a, self.b, self.c = (np.empty(elements) for _ in range(3))
+        self.scratch = [np.empty(BLOCK) for _ in range(self.threads)]
+        seeds = np.random.SeedSequence(seed).spawn(self.threads)
+
+        def fill(i: int) -> None:
+            rng = np.random.default_rng(seeds[i])
+            for arr in (self.a, self.b, self.c):
+                rng.random(out=arr[self.chunks[i]])
+
+        self._parallel(fill)
+
+    def _parallel(self, fn: Any) -> None:
+        for future in [self.pool.submit(fn, i) for i in range(self.threads)]:
+            future.result()
+
+    def copy(self) -> None:
+        """c = a."""
+        self._parallel(lambda i: np.copyto(self.c[self.chunks[i]], self.a[self.chunks[i]]))
+
+    def scale(self) -> None:
+        """b = q*c."""
+        self._parallel(
+            lambda i: np.multiply(self.c[self.chunks[i]], SCALAR, out=self.b[self.chunks[i]])
+        )
+
+    def add(self) -> None:
+        """c = a + b."""
+        self._parallel(
+            lambda i: np.add(self.a[self.chunks[i]], self.b[self.chunks[i]], out=self.c[self.chunks[i]])
+        )
+
+    def triad(self) -> None:
+        """a = b + q*c, blocked so the scratch product never leaves the cache."""
+
+        def run(i: int) -> None:
+            chunk = self.chunks[i]
+            scratch = self.scratch[i]
+            for lo in range(chunk.start, chunk.stop, BLOCK):
+                hi = min(lo + BLOCK, chunk.stop)
+                tmp = scratch[: hi - lo]
+                np.multiply(self.c[lo:hi], SCALAR, out=tmp)
+                np.add(self.b[lo:hi], tmp, out=self.a[lo:hi])
+
+        self._parallel(run)
+
+    def sync(self) -> None:
+        """Nothing to wait for: every kernel has joined its threads when it returns."""
+
+    def describe(self) -> dict[str, object]:
+        """Threads and blocking used."""
+        return {"threads": self.threads, "triad_block_elements": BLOCK}
+
+    def close(self) -> None:
+        """Stop the thread pool."""
+        self.pool.shutdown()
+
+
+class NumpyBackend(Backend):
+    """numpy, the reference backend; always available."""
+
+    name = "numpy"
+
+    def unavailable_reason(self) -> str | None:
+        """numpy is a core dependency."""
+        return None
+
+    def version(self) -> str:
+        """numpy's version."""
+        return np.__version__
+
+    def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:
+        """Allocate the arrays on the host."""
+        return NumpyStream(elements, seed)

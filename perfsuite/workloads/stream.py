@@ -1,0 +1,123 @@
+"""STREAM: copy, scale, add and triad, with bytes counted as STREAM counts them.
+
+Counted words per element (write-allocate traffic is not counted):
+
+    copy   c = a        2   (read a, write c)
+    scale  b = q*c      2
+    add    c = a + b    3
+    triad  a = b + q*c  3
+
+Each array holds at least 4x the last-level cache and at least 1M elements (STREAM's rule),
+of float64 (STREAM's 8-byte words).  The reported bandwidth is decimal GB/s (1e9 B/s);
+the floor uses the best repetition, as STREAM and DCGM quote it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfsuite.hardware.detect import host_facts
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import Reference, Workload
+from perfsuite.model import Work
+from perfsuite.workloads import backend as backends
+from perfsuite.workloads.backend import Target
+
+WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
+KERNELS = tuple(WORDS)
+MIN_ELEMENTS = 1 << 20
+CACHE_MULTIPLE = 4
+ITEMSIZE = 8
+# Good HBM reaches 87-95% of peak on a device copy; DCGM-style floors sit at ~0.75x of what
+# good hardware reaches, so 0.75 x 0.87 = 0.65 of the datasheet peak.
+FLOOR_FRACTION = 0.65
+# Used only when neither the profile nor the host says how big the last-level cache is.
+FALLBACK_CACHE_BYTES = 256 * 2**20
+SEED = 20261122
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How many elements per array, and the cache size that decided it."""
+
+    elements: int
+    cache_bytes: int
+    cache_source: str
+
+    @property
+    def array_bytes(self) -> int:
+        """Bytes in one array."""
+        return self.elements * ITEMSIZE
+
+
+def counted_bytes(kernel: str, elements: int, itemsize: int = ITEMSIZE) -> int:
+    """Bytes one kernel call moves by STREAM's convention."""
+    return WORDS[kernel] * elements * itemsize
+
+
+def array_elements(cache_bytes: int, itemsize: int = ITEMSIZE) -> int:
+    """Elements per array: >= 4x the cache, >= 1M, rounded up to a multiple of 1024."""
+    needed = max(MIN_ELEMENTS, math.ceil(CACHE_MULTIPLE * cache_bytes / itemsize))
+    return -(-needed // 1024) * 1024
+
+
+def sizing(target: Target, profile: HardwareProfile) -> Sizing:
+    """Size the arrays from the last-level cache of the device being measured."""
+    llc_mib = profile.figure("memory.last_level_cache_mib")
+    if profile.kind == target.device_kind and llc_mib:
+        cache, source = int(llc_mib * 2**20), f"profile {profile.name}"
+    elif target.device_kind == "cpu" and host_facts().last_level_cache_bytes:
+        cache, source = int(host_facts().last_level_cache_bytes or 0), "host sysfs"
+    else:
+        cache, source = FALLBACK_CACHE_BYTES, "unknown; assumed 256 MiB"
+    return Sizing(array_elements(cache), cache, source)
+
+
+def _check_memory(target: Target, size: Sizing) -> None:
+    if target.device_kind != "cpu":
+        return
+    import psutil
+
+    needed = 3 * size.array_bytes
+    available = psutil.virtual_memory().available
+    if needed > 0.8 * available:
+        raise MemoryError(
+            f"STREAM needs 3 arrays of {size.array_bytes / 2**20:.0f} MiB (4x the "
+            f"{size.cache_bytes / 2**20:.0f} MiB last-level cache, {size.cache_source}) but only "
+            f"{available / 2**30:.1f} GiB is available"
+        )
+
+
+def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
+    """Build the STREAM workload of one kernel on one target."""
+    if kernel not in WORDS:
+        raise ValueError(f"unknown STREAM kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    backend = backends.get(target.backend)
+    size = sizing(target, profile)
+    _check_memory(target, size)
+    kernels = backend.stream_kernels(target.device, size.elements, SEED)
+    return Workload(
+        check="memory_bandwidth",
+        params={"kernel": kernel, "backend": target.backend, "device": target.device},
+        metric="bandwidth",
+        unit="GB/s",
+        work=Work(
+            amount=counted_bytes(kernel, size.elements, kernels.itemsize),
+            unit="B",
+            convention=f"STREAM: {WORDS[kernel]} words of {kernels.itemsize} B per element",
+        ),
+        run=getattr(kernels, kernel),
+        sync=kernels.sync,
+        scale=1e9,
+        reference=Reference("memory.bandwidth_gbs", FLOOR_FRACTION, target.device_kind),
+        context={
+            "elements": size.elements,
+            "array_bytes": size.array_bytes,
+            "cache_bytes": size.cache_bytes,
+            "cache_source": size.cache_source,
+            "backend_version": backend.version(),
+            **kernels.describe(),
+        },
+        close=getattr(kernels, "close", None),
+    )

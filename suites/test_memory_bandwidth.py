@@ -1,0 +1,18 @@
+"""Memory-bandwidth floor: STREAM's copy, scale, add and triad on every backend and device.
+
+Bytes are counted as STREAM counts them (see ``perfsuite.workloads.stream``); the best
+repetition is judged against the profile's peak bandwidth times the floor fraction, and the
+median against this profile's stored baseline.
+"""
+
+import pytest
+
+from perfsuite.workloads import stream, targets
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("kernel", stream.KERNELS)
+@pytest.mark.parametrize("target", targets(), ids=str)
+def test_stream(perf, target, kernel):
+    perf.require(target)
+    perf.measure(stream.workload(target, kernel, perf.profile))
