@@ -131,18 +131,27 @@ class ClockRunner:
 
 
 class BenchmarkRunner:
-    """The repetition loop of pytest-benchmark's ``pedantic`` mode, with its raw data kept."""
+    """The repetition loop of pytest-benchmark's ``pedantic`` mode, with its raw data kept.
 
-    name = "pytest-benchmark"
+    When pytest-benchmark is disabled (``--benchmark-disable``, or under pytest-xdist) its
+    ``pedantic`` calls the target once, untimed; the :class:`ClockRunner` loop then runs as
+    that one call, so results are never lost to a disabled benchmark fixture.
+    """
 
     def __init__(self, benchmark: Any) -> None:
-        """Wrap an enabled pytest-benchmark ``benchmark`` fixture."""
+        """Wrap a pytest-benchmark ``benchmark`` fixture."""
         self._benchmark = benchmark
+        self.name = "pytest-benchmark" if benchmark.enabled else ClockRunner.name
 
     def __call__(
         self, step: Callable[[], None], presync: Callable[[], None], warmup: int, rounds: int
     ) -> list[float]:
-        """Run the rounds through pytest-benchmark and return its raw round times."""
+        """Run the rounds through pytest-benchmark and return the raw round times."""
+        if not self._benchmark.enabled:
+            durations: list[float] = self._benchmark.pedantic(
+                lambda: ClockRunner()(step, presync, warmup, rounds)
+            )
+            return durations
         self._benchmark.pedantic(
             step, setup=presync, rounds=rounds, warmup_rounds=warmup, iterations=1
         )

@@ -17,7 +17,7 @@ import pytest
 from perfsuite import environment
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import BenchmarkRunner, ClockRunner, Workload, measure
+from perfsuite.measure import BenchmarkRunner, Workload, measure
 from perfsuite.model import Result
 from perfsuite.report.terminal import format_result_lines
 from perfsuite.session import DEFAULT_TOLERANCE, PerfSession, Settings
@@ -188,8 +188,7 @@ class Perf:
             raise RuntimeError("perf.measure() can be called once per test")
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
-        runner = BenchmarkRunner(self._benchmark) if self._benchmark.enabled else ClockRunner()
-        measurement = measure(workload, self._session.settings.policy, runner)
+        measurement = measure(workload, self._session.settings.policy, BenchmarkRunner(self._benchmark))
         result = self._session.judge(
             self._item.nodeid,
             workload,

@@ -64,7 +64,7 @@ class Settings:
 
 def _new_run_id(now: datetime) -> str:
     host = re.sub(r"[^A-Za-z0-9]+", "-", socket.gethostname()).strip("-")[:32] or "host"
-    return f"{now:%Y%m%dT%H%M%SZ}-{host}-{secrets.token_hex(2)}"
+    return f"{now:%Y%m%dT%H%M%S}{now.microsecond // 1000:03d}Z-{host}-{secrets.token_hex(2)}"
 
 
 @dataclass

@@ -1,0 +1,224 @@
+"""The plugin's behaviour, driven through pytester."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SUITE = Path(__file__).parent.parent / "suites" / "test_memory_bandwidth.py"
+
+TOY_CHECK = """
+import numpy as np
+import pytest
+from perfsuite.measure import Reference, Workload
+from perfsuite.model import Work
+
+def copy_workload():
+    a = np.random.default_rng(0).random(1 << 15)
+    b = np.empty_like(a)
+    return Workload(
+        check="toy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
+        reference=Reference("memory.bandwidth_gbs", 0.5, "gpu"),
+    )
+
+def test_toy(perf):
+    perf.measure(copy_workload())
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the toy check and the test profiles."""
+    pytester.makepyfile(test_toy=TOY_CHECK)
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini("[pytest]\nperf_profile_dir = profiles\nperf_quick = true\n")
+    return pytester
+
+
+def records(pytester: pytest.Pytester, profile: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((pytester.path / "reports" / profile).glob("*.json"))]
+
+
+def test_options_are_in_a_perfsuite_group(pytester: pytest.Pytester) -> None:
+    out = pytester.runpytest("--help").stdout.str()
+    section = out[out.index("perfsuite performance checks:"):]
+    for flag in ("--hw", "--perf-baseline-dir", "--perf-save-baseline", "--perf-quick", "--perf-tolerance"):
+        assert flag in section
+    for ini in ("perf_hw", "perf_baseline_dir", "perf_save_baseline", "perf_quick", "perf_tolerance"):
+        assert f"{ini} (" in out
+
+
+def test_unknown_hw_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=a1000")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [
+        "ERROR: unknown hardware profile 'a1000'; known profiles: a100, a100-80gb, "
+        "fastgpu, h100-pcie, h100-sxm, h200, mi250x, nobw, slowgpu, v100"
+    ]
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_hw_can_be_set_as_an_ini_key(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nperf_profile_dir = profiles\nperf_hw = nonesuch\n")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: unknown hardware profile 'nonesuch'*"])
+
+
+def test_malformed_profile_is_a_usage_error_naming_file_and_field(project: pytest.Pytester) -> None:
+    bad = project.path / "profiles" / "broken.toml"
+    bad.write_text((project.path / "profiles" / "slowgpu.toml").read_text()
+                   .replace('"slowgpu"', '"broken"').replace("bandwidth_gbs = 0.000001", "bandwidth_gbs = -1"))
+    result = project.runpytest("--hw=broken")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {bad}: field 'memory.bandwidth_gbs' must be a positive number, got -1"])
+
+
+def test_bad_tolerance_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=slowgpu", "--perf-tolerance=lots")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --perf-tolerance: expected a fraction*got 'lots'"])
+
+
+def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=slowgpu")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_toy*bandwidth*GB/s*pass*new*passed*", "run record: *slowgpu*.json"])
+    (record,) = records(project, "slowgpu")
+    (entry,) = record["results"]
+    assert entry["floor"]["verdict"] == "pass" and entry["baseline"]["verdict"] == "new"
+    assert entry["outcome"] == "passed" and entry["work"] == {"amount": 2 * 8 * 2**15, "unit": "B", "convention": "copy"}
+    assert len(entry["samples"]) == entry["summary"]["n"] == 3
+    assert record["hardware_profile"]["name"] == "slowgpu"
+
+
+def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=fastgpu")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*floor: best * GB/s is below 5e+11 GB/s (50% of fastgpu memory.bandwidth_gbs = 1e+12)*"]
+    )
+    (record,) = records(project, "fastgpu")
+    assert record["results"][0]["floor"]["verdict"] == "fail"
+    assert record["results"][0]["outcome"] == "failed"
+
+
+def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
+    project.makepyfile(test_toy=TOY_CHECK.replace("def test_toy", "@pytest.mark.perf(floor=1e-30)\ndef test_toy"))
+    project.runpytest("--hw=fastgpu").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("hw", "device_kind", "reason"),
+    [
+        ("nobw", "cpu", "profile 'nobw' has no memory.bandwidth_gbs"),
+        ("slowgpu", "cpu", "profile 'slowgpu' describes a gpu; it has no memory.bandwidth_gbs for a cpu measurement"),
+    ],
+)
+def test_no_reference_is_reported_not_silent(project: pytest.Pytester, hw: str, device_kind: str, reason: str) -> None:
+    project.makepyfile(test_toy=TOY_CHECK.replace('0.5, "gpu"', f'0.5, "{device_kind}"'))
+    result = project.runpytest(f"--hw={hw}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_toy*no-reference*new*", "note: 1 result(s) had no reference figure*"])
+    (record,) = records(project, hw)
+    floor = record["results"][0]["floor"]
+    assert floor["verdict"] == "no-reference" and floor["reason"] == reason
+
+
+def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> None:
+    base = project.path / "baselines" / "slowgpu"
+    base.mkdir(parents=True)
+    shutil.copy(FIXTURES / "baselines" / "slowgpu-unreachable.json", base / "baseline.json")
+    result = project.runpytest("--hw=slowgpu")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*regression: median * GB/s against baseline 1e+09 GB/s (ratio *tolerance 5%, baseline run ref-fast)*"])
+    shutil.copy(FIXTURES / "baselines" / "slowgpu-trivial.json", base / "baseline.json")
+    result = project.runpytest("--hw=slowgpu")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_toy*pass*improved*"])
+
+
+def test_baseline_round_trip(project: pytest.Pytester) -> None:
+    project.runpytest("--hw=slowgpu", "--perf-save-baseline").assert_outcomes(passed=1)
+    saved = json.loads((project.path / "baselines" / "slowgpu" / "baseline.json").read_text())
+    (run,) = records(project, "slowgpu")
+    entry = saved["entries"]["test_toy.py::test_toy"]
+    assert entry["run_id"] == run["run_id"] and entry["samples"] == run["results"][0]["samples"]
+    result = project.runpytest("--hw=slowgpu", "--perf-tolerance=0.9999")
+    result.assert_outcomes(passed=1)
+    (second,) = [r for r in records(project, "slowgpu") if r["run_id"] != run["run_id"]]
+    assert second["results"][0]["baseline"]["baseline_run_id"] == run["run_id"]
+    assert second["results"][0]["baseline"]["verdict"] in ("ok", "improved")
+
+
+@pytest.mark.parametrize(
+    ("fixture", "message"),
+    [
+        ("truncated.json", "corrupt or truncated baseline"),
+        ("future-version.json", "schema_version 99"),
+        ("recorded-on-a100.json", "recorded on profile 'a100', not 'slowgpu'"),
+    ],
+)
+def test_bad_baseline_stops_before_measuring_and_is_untouched(project: pytest.Pytester, fixture: str, message: str) -> None:
+    path = project.path / "baselines" / "slowgpu" / "baseline.json"
+    path.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "baselines" / fixture, path)
+    before = path.read_bytes()
+    result = project.runpytest("--hw=slowgpu", "--perf-save-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {path}*{message}*"])
+    assert path.read_bytes() == before
+
+
+def test_unwritable_baseline_directory_is_reported_before_measuring(project: pytest.Pytester) -> None:
+    (project.path / "blocked").write_text("a file, not a directory")
+    result = project.runpytest("--hw=slowgpu", "--perf-save-baseline", "--perf-baseline-dir=blocked")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *blocked/slowgpu: directory is not writable*"])
+
+
+def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_many=TOY_CHECK.replace("def test_toy(perf):", "@pytest.mark.parametrize('i', range(6))\ndef test_toy(perf, i):")
+    )
+    result = project.runpytest_subprocess("--hw=slowgpu", "-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7)
+    (record,) = records(project, "slowgpu")
+    ids = sorted(r["id"] for r in record["results"])
+    assert len(ids) == 7 and all(r["timer"] == "perf_counter" for r in (e["context"] for e in record["results"]))
+    result.stdout.fnmatch_lines(["*test_toy[[]5[]]*pass*new*passed*"])
+
+
+def test_benchmark_table_and_json_carry_perfsuite_metrics(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=slowgpu", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*benchmark: 1 tests*", "*test_toy*"])
+    bench = json.loads((project.path / "bench.json").read_text())["benchmarks"][0]
+    assert bench["extra_info"]["perfsuite_metric"] == "bandwidth"
+    assert bench["extra_info"]["perfsuite_work"] == {"amount": 2 * 8 * 2**15, "unit": "B"}
+    (record,) = records(project, "slowgpu")
+    assert record["results"][0]["seconds"] == bench["stats"]["data"]
+
+
+def test_plain_pytest_without_perf_checks_writes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert not (pytester.path / "reports").exists()
+
+
+def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Pytester) -> None:
+    shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
+    pytester.makeconftest("import sys\nsys.modules['tensorflow'] = None  # as if not installed\n")
+    result = pytester.runpytest_subprocess("--perf-quick", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, skipped=8)
+    result.stdout.fnmatch_lines(["*SKIPPED [[]8[]]*TensorFlow is not installed*pip install 'perfsuite[[]tensorflow[]]'*"])
+    record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
+    assert sorted(r["params"]["kernel"] for r in record["results"]) == ["add", "copy", "scale", "triad"]
+    assert record["environment"]["software"]["tensorflow"]["loaded"] is False

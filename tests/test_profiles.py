@@ -1,0 +1,180 @@
+"""Unit tests: loading, validating and detecting hardware profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfsuite.errors import ProfileError
+from perfsuite.hardware.detect import HostFacts, cpu_profile, last_level_cache_bytes
+from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, load_profile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "profiles"
+
+# Datasheet figures from the product brief: fp32, tf32, fp16, bandwidth (GB/s).
+BRIEF = {
+    "v100": (15.7, None, 125, 900),
+    "a100": (19.5, 156, 312, 1555),
+    "a100-80gb": (19.5, 156, 312, 2039),
+    "h100-sxm": (67, 494.5, 989.5, 3350),
+    "h100-pcie": (51, 378, 756, 2000),
+    "h200": (67, 494.5, 989.5, 4800),
+    "mi250x": (47.9, None, 383, 3200),
+}
+
+VALID = """\
+schema_version = 1
+name = "{name}"
+description = "test"
+kind = "gpu"
+source = "test"
+
+[memory]
+bandwidth_gbs = 100
+last_level_cache_mib = 4
+
+[compute]
+fp32_tflops = 1
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "mygpu") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_profiles_hold_the_datasheet_figures() -> None:
+    registry = ProfileRegistry()
+    assert registry.names() == sorted(BRIEF)
+    for name, (fp32, tf32, fp16, bandwidth) in BRIEF.items():
+        profile = registry.load(name)
+        assert profile.figure("compute.fp32_tflops") == fp32
+        assert profile.figure("compute.tf32_tflops") == tf32
+        assert profile.figure("compute.fp16_tflops") == fp16
+        assert profile.figure("memory.bandwidth_gbs") == bandwidth
+        assert profile.source and profile.kind == "gpu"
+        assert not profile.estimated
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda t: t.replace('source = "test"\n', ""), "source"),
+        (lambda t: t.replace("bandwidth_gbs = 100", "bandwidth_gbs = -5"), "memory.bandwidth_gbs"),
+        (lambda t: t.replace("bandwidth_gbs = 100", 'bandwidth_gbs = "fast"'), "memory.bandwidth_gbs"),
+        (lambda t: t.replace("fp32_tflops = 1", "fp32_tflops = 1\nfp8_tflops = 2"), "compute.fp8_tflops"),
+        (lambda t: "colour = 'green'\n" + t, "colour"),
+        (lambda t: t.replace("last_level_cache_mib = 4\n", ""), "memory.last_level_cache_mib"),
+        (lambda t: t.replace('kind = "gpu"', 'kind = "tpu"'), "kind"),
+        (lambda t: t.replace('name = "mygpu"', 'name = "other"'), "name"),
+        (lambda t: t.replace("schema_version = 1", "schema_version = 2"), "schema_version"),
+    ],
+)
+def test_malformed_profile_names_file_and_field(tmp_path: Path, edit, field: str) -> None:
+    path = write(tmp_path, edit(VALID.format(name="mygpu")))
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert f"'{field}'" in message
+    assert "\n" not in message
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "name = [unclosed\n")
+    with pytest.raises(ProfileError, match="not valid TOML") as info:
+        load_profile(path)
+    assert str(path) in str(info.value)
+
+
+def test_user_directory_adds_and_overrides(tmp_path: Path) -> None:
+    write(tmp_path, VALID.format(name="mygpu"))
+    write(tmp_path, VALID.format(name="a100").replace("bandwidth_gbs = 100", "bandwidth_gbs = 1400"), "a100")
+    registry = ProfileRegistry([tmp_path])
+    assert "mygpu" in registry.names()
+    assert registry.load("a100").figure("memory.bandwidth_gbs") == 1400
+    assert registry.load("a100").origin == str(tmp_path / "a100.toml")
+
+
+def test_unknown_profile_lists_the_known_ones() -> None:
+    with pytest.raises(ProfileError, match=r"unknown hardware profile 'a1000'; known profiles: a100, a100-80gb"):
+        ProfileRegistry().load("a1000")
+
+
+def test_missing_profile_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="does not exist"):
+        ProfileRegistry([tmp_path / "nope"])
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "expected"),
+    [
+        ("NVIDIA A100-SXM4-40GB", "a100"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200"),
+        ("Tesla V100-SXM2-32GB", "v100"),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
+def test_nvml_names_map_to_profiles(nvml_name: str, expected: str | None) -> None:
+    matched = ProfileRegistry().match_device(nvml_name, "gpu")
+    assert (matched.name if matched else None) == expected
+
+
+HOST = HostFacts(
+    cpu_model="Example CPU 9000",
+    cores=8,
+    logical_cpus=16,
+    clock_ghz=2.5,
+    simd_bits=512,
+    flags=frozenset({"avx512f"}),
+    last_level_cache_bytes=32 * 2**20,
+)
+
+
+def test_cpu_profile_estimates_peaks_and_leaves_bandwidth_out() -> None:
+    profile = cpu_profile(HOST)
+    # 8 cores x 2.5 GHz x 16 fp32 lanes x 2 (FMA) x 2 FMA units = 1280 GFLOP/s
+    assert profile.figure("compute.fp32_tflops") == pytest.approx(1.28)
+    assert profile.figure("compute.fp64_tflops") == pytest.approx(0.64)
+    assert profile.is_estimated("compute.fp32_tflops")
+    assert profile.figure("memory.bandwidth_gbs") is None
+    assert profile.figure("memory.last_level_cache_mib") == 32
+    assert profile.name == "cpu-example-9000-8c"
+    assert profile.labels["host.cpu_model"] == "Example CPU 9000"
+
+
+def test_cpu_profile_file_configures_bandwidth(tmp_path: Path) -> None:
+    text = (
+        'schema_version = 1\nname = "mycpu"\ndescription = "d"\nkind = "cpu"\nsource = "measured"\n'
+        'match = ["Example CPU"]\n[memory]\nbandwidth_gbs = 200\n'
+    )
+    write(tmp_path, text, "mycpu")
+    registry = ProfileRegistry([tmp_path])
+    base = registry.match_device(HOST.cpu_model, "cpu")
+    assert base is not None
+    profile = cpu_profile(HOST, base=base)
+    assert profile.name == "mycpu"
+    assert profile.figure("memory.bandwidth_gbs") == 200
+    assert not profile.is_estimated("memory.bandwidth_gbs")
+    assert profile.is_estimated("compute.fp32_tflops")
+
+
+def test_profile_round_trips_through_dict_and_toml(tmp_path: Path) -> None:
+    profile = ProfileRegistry().load("h100-sxm")
+    assert HardwareProfile.from_dict(profile.to_dict()) == profile
+    path = tmp_path / "h100-sxm.toml"
+    path.write_text(profile.to_toml())
+    again = load_profile(path)
+    assert again.figures == profile.figures and again.match == profile.match
+
+
+def test_host_last_level_cache_is_read_from_sysfs() -> None:
+    if not Path("/sys/devices/system/cpu/cpu0/cache").exists():
+        pytest.skip("no sysfs cache information on this host")
+    llc = last_level_cache_bytes()
+    assert llc is not None and llc >= 256 * 1024

@@ -1,0 +1,114 @@
+"""Unit tests: baselines and run records on disk, with the committed fixtures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfsuite.baseline import BaselineStore
+from perfsuite.errors import BaselineMismatchError, StorageError
+from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
+from perfsuite.storage import check_writable, read_json, write_json_atomic
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def result(node_id: str, samples: tuple[float, ...]) -> Result:
+    return Result(
+        id=node_id,
+        check="toy",
+        params={"n": 1},
+        metric="bandwidth",
+        unit="GB/s",
+        higher_is_better=True,
+        samples=samples,
+        seconds=tuple(1 / s for s in samples),
+        summary=Summary(1.0, 1.0, 1.0, 1.0, len(samples), None),
+        work=Work(1e9, "B"),
+        floor=FloorVerdict("no-reference"),
+        baseline=BaselineVerdict("new"),
+    )
+
+
+def install(tmp_path: Path, fixture: str, profile: str = "slowgpu") -> Path:
+    target = tmp_path / profile / "baseline.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "baselines" / fixture, target)
+    return target
+
+
+def test_save_then_load_round_trip_merges_entries(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save("slowgpu", [result("a", (1.0, 2.0)), result("b", (3.0,))], "run-1")
+    store.save("slowgpu", [result("a", (5.0,))], "run-2")
+    baseline = store.load("slowgpu")
+    assert baseline.get("a").samples == (5.0,) and baseline.get("a").run_id == "run-2"
+    assert baseline.get("b").samples == (3.0,) and baseline.get("b").run_id == "run-1"
+    assert not list(tmp_path.glob("slowgpu/.*.tmp")), "no temporary file is left behind"
+
+
+def test_missing_baseline_is_empty(tmp_path: Path) -> None:
+    assert BaselineStore(tmp_path).load("a100").entries == {}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "match"),
+    [
+        ("truncated.json", "corrupt or truncated baseline"),
+        ("future-version.json", "schema_version 99, this perfsuite reads 1"),
+    ],
+)
+def test_bad_baseline_is_a_clear_error_and_left_untouched(tmp_path: Path, fixture: str, match: str) -> None:
+    path = install(tmp_path, fixture)
+    before = path.read_bytes()
+    store = BaselineStore(tmp_path)
+    with pytest.raises(StorageError, match=match) as info:
+        store.load("slowgpu")
+    assert str(path) in str(info.value)
+    with pytest.raises(StorageError):
+        store.save("slowgpu", [result("a", (1.0,))], "run-x")
+    assert path.read_bytes() == before
+
+
+def test_baseline_of_another_profile_is_refused(tmp_path: Path) -> None:
+    install(tmp_path, "recorded-on-a100.json")
+    with pytest.raises(BaselineMismatchError, match="recorded on profile 'a100', not 'slowgpu'"):
+        BaselineStore(tmp_path).load("slowgpu")
+
+
+def test_unwritable_directory_is_reported(tmp_path: Path) -> None:
+    blocker = tmp_path / "baselines"
+    blocker.write_text("a file where a directory should be")
+    with pytest.raises(StorageError, match="is not writable|cannot write"):
+        check_writable(blocker / "slowgpu")
+    with pytest.raises(StorageError, match="cannot write"):
+        BaselineStore(blocker).save("slowgpu", [result("a", (1.0,))], "run-1")
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    write_json_atomic(path, {"schema_version": 1, "value": 1})
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"schema_version": 1, "value": float("nan")})
+    assert read_json(path, "data", 1)["value"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["data.json"]
+
+
+def test_reference_run_record_matches_the_public_contract() -> None:
+    data = read_json(FIXTURES / "run-record-v1.json", "run record", 1)
+    for key in ("schema_version", "run_id", "created", "hardware_profile", "environment", "results"):
+        assert key in data
+    for key in ("software", "gpus", "host", "variables"):
+        assert key in data["environment"]
+    for entry in data["results"]:
+        for key in (
+            "id", "check", "params", "metric", "unit", "higher_is_better", "samples",
+            "summary", "work", "floor", "baseline", "outcome",
+        ):
+            assert key in entry
+        assert set(entry["summary"]) >= {"median", "min", "max", "n", "cv"}
+    record = RunRecord.from_dict(data)
+    assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record

@@ -1,0 +1,78 @@
+"""Unit tests: STREAM byte counting, array sizing and the kernels' arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.workloads import stream
+from perfsuite.workloads.backend import Target, targets
+from perfsuite.workloads.numpy_backend import SCALAR, NumpyStream
+
+
+@pytest.mark.parametrize(("kernel", "words"), [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3)])
+def test_bytes_are_counted_as_stream_counts_them(kernel: str, words: int) -> None:
+    assert stream.counted_bytes(kernel, 1_000_000) == words * 8 * 1_000_000
+    assert stream.counted_bytes(kernel, 10, itemsize=4) == words * 4 * 10
+
+
+def test_arrays_are_four_times_the_cache_and_at_least_1m_elements() -> None:
+    assert stream.array_elements(32 * 2**20) == 4 * 32 * 2**20 // 8
+    assert stream.array_elements(1024) == 2**20
+    odd = stream.array_elements(3 * 10**6)
+    assert odd * 8 >= 4 * 3 * 10**6 and odd % 1024 == 0
+
+
+def test_gpu_arrays_are_sized_from_the_profile_l2() -> None:
+    a100 = ProfileRegistry().load("a100")
+    size = stream.sizing(Target("tensorflow", "gpu:0"), a100)
+    assert size.array_bytes >= 4 * 40 * 2**20
+    assert size.cache_source == "profile a100"
+
+
+def test_unknown_kernel_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown STREAM kernel 'daxpy'"):
+        stream.workload(Target("numpy", "cpu"), "daxpy", ProfileRegistry().load("a100"))
+
+
+def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple[str, np.ndarray]:
+    return {
+        "copy": ("c", a.copy()),
+        "scale": ("b", SCALAR * c),
+        "add": ("c", a + b),
+        "triad": ("a", b + SCALAR * c),
+    }[kernel]
+
+
+@pytest.mark.parametrize("kernel", stream.KERNELS)
+def test_numpy_kernels_compute_stream_results_over_threads(kernel: str) -> None:
+    # An odd size over 3 threads exercises chunk edges and a partial triad block.
+    kernels = NumpyStream(100_003, seed=1, threads=3)
+    try:
+        a, b, c = kernels.a.copy(), kernels.b.copy(), kernels.c.copy()
+        assert len(np.unique(a)) > 99_000, "arrays must hold random data"
+        name, expected = _expected(a, b, c, kernel)
+        getattr(kernels, kernel)()
+        np.testing.assert_array_equal(getattr(kernels, name), expected)
+    finally:
+        kernels.close()
+
+
+@pytest.mark.parametrize("kernel", stream.KERNELS)
+def test_tensorflow_kernels_compute_stream_results(kernel: str) -> None:
+    pytest.importorskip("tensorflow")
+    from perfsuite.workloads.tensorflow_backend import TensorFlowStream
+
+    kernels = TensorFlowStream("cpu", 4096, seed=1)
+    a, b, c = (t.numpy() for t in (kernels.a, kernels.b, kernels.c))
+    _, expected = _expected(a, b, c, kernel)
+    out = getattr(kernels, kernel)()
+    kernels.sync()
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-15)
+
+
+def test_targets_cover_numpy_cpu_and_a_gpu_slot() -> None:
+    ids = [str(t) for t in targets()]
+    assert "numpy-cpu" in ids
+    assert "tensorflow-cpu" in ids and "tensorflow-gpu:0" in ids
