@@ -82,7 +82,8 @@ class BaselineStore:
             }
         except (KeyError, TypeError, AttributeError) as exc:
             raise StorageError(
-                f"{path}: corrupt baseline: bad or missing entry field ({exc}) (file left untouched)"
+                f"{path}: corrupt baseline: bad or missing entry field ({exc}) "
+                "(file left untouched)"
             ) from None
         return Baseline(profile, entries, path)
 

@@ -11,7 +11,7 @@ import os
 import platform
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,28 @@ def _host() -> dict[str, Any]:
     }
 
 
+def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
+    """Read one GPU's facts; a query the device does not support is noted, not fatal."""
+    queries: dict[str, Callable[[], Any]] = {
+        "name": lambda: pynvml.nvmlDeviceGetName(handle),
+        "uuid": lambda: pynvml.nvmlDeviceGetUUID(handle),
+        "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+        "throttle_reasons": lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
+        "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, 0),
+    }
+    facts: dict[str, Any] = {}
+    for key, query in queries.items():
+        try:
+            value = query()
+            facts[key] = value.decode() if isinstance(value, bytes) else value
+        except pynvml.NVMLError as exc:
+            facts[key] = f"unavailable: {exc}"
+    return facts
+
+
 def _gpus() -> list[dict[str, Any]] | dict[str, str]:
     try:
         import pynvml
@@ -108,39 +130,19 @@ def _gpus() -> list[dict[str, Any]] | dict[str, str]:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         return {"unavailable": f"NVML: {exc}"}
-    gpus = []
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            entry: dict[str, Any] = {"index": i, "driver": driver}
-            for key, call in (
-                ("name", lambda: pynvml.nvmlDeviceGetName(h)),
-                ("uuid", lambda: pynvml.nvmlDeviceGetUUID(h)),
-                ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                ("mem_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-                (
-                    "max_sm_clock_mhz",
-                    lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-                ),
-                ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
-                (
-                    "throttle_reasons",
-                    lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h),
-                ),
-                ("temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(h, 0)),
-            ):
-                try:
-                    value = call()
-                    entry[key] = value.decode() if isinstance(value, bytes) else value
-                except pynvml.NVMLError as exc:
-                    entry[key] = f"unavailable: {exc}"
-            if isinstance(entry["driver"], bytes):
-                entry["driver"] = entry["driver"].decode()
-            gpus.append(entry)
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+        return [
+            {
+                "index": i,
+                "driver": driver,
+                **_nvml_facts(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)),
+            }
+            for i in range(pynvml.nvmlDeviceGetCount())
+        ]
     finally:
         pynvml.nvmlShutdown()
-    return gpus
 
 
 def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from perfsuite import environment
+from perfsuite import environment, stats
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import BenchmarkRunner, Workload, measure
@@ -42,7 +42,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     (
         "--perf-baseline-dir",
         "perf_baseline_dir",
-        {"metavar": "DIR", "help": "baselines directory, one folder per profile (default: baselines)"},
+        {
+            "metavar": "DIR",
+            "help": "baselines directory, one folder per profile (default: baselines)",
+        },
         "string",
         "baselines",
     ),
@@ -63,7 +66,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     (
         "--perf-tolerance",
         "perf_tolerance",
-        {"metavar": "FRACTION", "help": f"default regression tolerance (default: {DEFAULT_TOLERANCE})"},
+        {
+            "metavar": "FRACTION",
+            "help": f"default regression tolerance (default: {DEFAULT_TOLERANCE})",
+        },
         "string",
         str(DEFAULT_TOLERANCE),
     ),
@@ -119,7 +125,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
         )
     except ValueError:
         raise pytest.UsageError(
-            f"--perf-tolerance: expected a fraction between 0 and 1 (e.g. 0.05), got {raw_tolerance!r}"
+            "--perf-tolerance: expected a fraction between 0 and 1 (e.g. 0.05), "
+            f"got {raw_tolerance!r}"
         ) from None
 
 
@@ -188,7 +195,9 @@ class Perf:
             raise RuntimeError("perf.measure() can be called once per test")
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
-        measurement = measure(workload, self._session.settings.policy, BenchmarkRunner(self._benchmark))
+        measurement = measure(
+            workload, self._session.settings.policy, BenchmarkRunner(self._benchmark)
+        )
         result = self._session.judge(
             self._item.nodeid,
             workload,
@@ -201,7 +210,7 @@ class Perf:
             {
                 "perfsuite_metric": result.metric,
                 "perfsuite_unit": result.unit,
-                "perfsuite_best": stats_best(result),
+                "perfsuite_best": stats.best(result.samples, result.higher_is_better),
                 "perfsuite_median": result.summary.median,
                 "perfsuite_work": {"amount": result.work.amount, "unit": result.work.unit},
             }
@@ -226,11 +235,6 @@ class Perf:
         return result
 
 
-def stats_best(result: Result) -> float:
-    """The best sample of a result."""
-    return max(result.samples) if result.higher_is_better else min(result.samples)
-
-
 @pytest.fixture
 def perf(request: pytest.FixtureRequest, benchmark: Any) -> Perf:
     """Measure a workload with perfsuite's core and judge it against profile and baseline."""
@@ -249,7 +253,7 @@ def pytest_runtest_makereport(
         report.user_properties.extend(
             [
                 ("perf_metric", result.metric),
-                ("perf_value", stats_best(result)),
+                ("perf_value", stats.best(result.samples, result.higher_is_better)),
                 ("perf_unit", result.unit),
                 ("perf_floor", result.floor.verdict),
                 ("perf_baseline", result.baseline.verdict),
@@ -270,10 +274,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     errors = config.stash[ERRORS_KEY]
     try:
-        env = environment.fingerprint()
-        env["software"] = environment.merge_software(
-            env["software"], config.stash[WORKER_SOFTWARE_KEY]
-        )
+        env: dict[str, Any] = environment.fingerprint()
+        from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
+        env["software"] = environment.merge_software(env["software"], from_workers)
         config.stash[RECORD_KEY] = perf_session.write_record(perf_session.record(env))
     except PerfsuiteError as exc:
         errors.append(f"run record not written: {exc}")
@@ -324,7 +327,7 @@ class ResultCollector:
             return
         report.user_properties = [p for p in report.user_properties if p[0] != RESULT_PROPERTY]
         for data in payload:
-            self._config.stash[SESSION_KEY].add(Result.from_dict(data))
+            self._config.stash[SESSION_KEY].add(Result.from_dict(cast("dict[str, Any]", data)))
 
 
 class XdistHooks:

@@ -46,7 +46,9 @@ def check_writable(directory: Path) -> None:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
-        raise StorageError(f"{directory}: directory is not writable: {exc.strerror or exc}") from None
+        raise StorageError(
+            f"{directory}: directory is not writable: {exc.strerror or exc}"
+        ) from None
 
 
 def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
@@ -56,7 +58,9 @@ def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
     except OSError as exc:
         raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise StorageError(f"{path}: corrupt {what}: not UTF-8 text (file left untouched)") from None
+        raise StorageError(
+            f"{path}: corrupt {what}: not UTF-8 text (file left untouched)"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

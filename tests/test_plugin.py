@@ -41,15 +41,30 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def records(pytester: pytest.Pytester, profile: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((pytester.path / "reports" / profile).glob("*.json"))]
+    return [
+        json.loads(p.read_text())
+        for p in sorted((pytester.path / "reports" / profile).glob("*.json"))
+    ]
 
 
 def test_options_are_in_a_perfsuite_group(pytester: pytest.Pytester) -> None:
     out = pytester.runpytest("--help").stdout.str()
-    section = out[out.index("perfsuite performance checks:"):]
-    for flag in ("--hw", "--perf-baseline-dir", "--perf-save-baseline", "--perf-quick", "--perf-tolerance"):
+    section = out[out.index("perfsuite performance checks:") :]
+    for flag in (
+        "--hw",
+        "--perf-baseline-dir",
+        "--perf-save-baseline",
+        "--perf-quick",
+        "--perf-tolerance",
+    ):
         assert flag in section
-    for ini in ("perf_hw", "perf_baseline_dir", "perf_save_baseline", "perf_quick", "perf_tolerance"):
+    for ini in (
+        "perf_hw",
+        "perf_baseline_dir",
+        "perf_save_baseline",
+        "perf_quick",
+        "perf_tolerance",
+    ):
         assert f"{ini} (" in out
 
 
@@ -73,11 +88,17 @@ def test_hw_can_be_set_as_an_ini_key(project: pytest.Pytester) -> None:
 
 def test_malformed_profile_is_a_usage_error_naming_file_and_field(project: pytest.Pytester) -> None:
     bad = project.path / "profiles" / "broken.toml"
-    bad.write_text((project.path / "profiles" / "slowgpu.toml").read_text()
-                   .replace('"slowgpu"', '"broken"').replace("bandwidth_gbs = 0.000001", "bandwidth_gbs = -1"))
+    bad.write_text(
+        (project.path / "profiles" / "slowgpu.toml")
+        .read_text()
+        .replace('"slowgpu"', '"broken"')
+        .replace("bandwidth_gbs = 0.000001", "bandwidth_gbs = -1")
+    )
     result = project.runpytest("--hw=broken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {bad}: field 'memory.bandwidth_gbs' must be a positive number, got -1"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {bad}: field 'memory.bandwidth_gbs' must be a positive number, got -1"]
+    )
 
 
 def test_bad_tolerance_is_a_usage_error(project: pytest.Pytester) -> None:
@@ -89,11 +110,17 @@ def test_bad_tolerance_is_a_usage_error(project: pytest.Pytester) -> None:
 def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
     result = project.runpytest("--hw=slowgpu")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_toy*bandwidth*GB/s*pass*new*passed*", "run record: *slowgpu*.json"])
+    result.stdout.fnmatch_lines(
+        ["*test_toy*bandwidth*GB/s*pass*new*passed*", "run record: *slowgpu*.json"]
+    )
     (record,) = records(project, "slowgpu")
     (entry,) = record["results"]
     assert entry["floor"]["verdict"] == "pass" and entry["baseline"]["verdict"] == "new"
-    assert entry["outcome"] == "passed" and entry["work"] == {"amount": 2 * 8 * 2**15, "unit": "B", "convention": "copy"}
+    assert entry["outcome"] == "passed" and entry["work"] == {
+        "amount": 2 * 8 * 2**15,
+        "unit": "B",
+        "convention": "copy",
+    }
     assert len(entry["samples"]) == entry["summary"]["n"] == 3
     assert record["hardware_profile"]["name"] == "slowgpu"
 
@@ -110,7 +137,9 @@ def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.P
 
 
 def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
-    project.makepyfile(test_toy=TOY_CHECK.replace("def test_toy", "@pytest.mark.perf(floor=1e-30)\ndef test_toy"))
+    project.makepyfile(
+        test_toy=TOY_CHECK.replace("def test_toy", "@pytest.mark.perf(floor=1e-30)\ndef test_toy")
+    )
     project.runpytest("--hw=fastgpu").assert_outcomes(passed=1)
 
 
@@ -118,14 +147,23 @@ def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
     ("hw", "device_kind", "reason"),
     [
         ("nobw", "cpu", "profile 'nobw' has no memory.bandwidth_gbs"),
-        ("slowgpu", "cpu", "profile 'slowgpu' describes a gpu; it has no memory.bandwidth_gbs for a cpu measurement"),
+        (
+            "slowgpu",
+            "cpu",
+            "profile 'slowgpu' describes a gpu; it has no memory.bandwidth_gbs "
+            "for a cpu measurement",
+        ),
     ],
 )
-def test_no_reference_is_reported_not_silent(project: pytest.Pytester, hw: str, device_kind: str, reason: str) -> None:
+def test_no_reference_is_reported_not_silent(
+    project: pytest.Pytester, hw: str, device_kind: str, reason: str
+) -> None:
     project.makepyfile(test_toy=TOY_CHECK.replace('0.5, "gpu"', f'0.5, "{device_kind}"'))
     result = project.runpytest(f"--hw={hw}")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_toy*no-reference*new*", "note: 1 result(s) had no reference figure*"])
+    result.stdout.fnmatch_lines(
+        ["*test_toy*no-reference*new*", "note: 1 result(s) had no reference figure*"]
+    )
     (record,) = records(project, hw)
     floor = record["results"][0]["floor"]
     assert floor["verdict"] == "no-reference" and floor["reason"] == reason
@@ -137,7 +175,12 @@ def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> No
     shutil.copy(FIXTURES / "baselines" / "slowgpu-unreachable.json", base / "baseline.json")
     result = project.runpytest("--hw=slowgpu")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*regression: median * GB/s against baseline 1e+09 GB/s (ratio *tolerance 5%, baseline run ref-fast)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*regression: median * GB/s against baseline 1e+09 GB/s "
+            "(ratio *tolerance 5%, baseline run ref-fast)*"
+        ]
+    )
     shutil.copy(FIXTURES / "baselines" / "slowgpu-trivial.json", base / "baseline.json")
     result = project.runpytest("--hw=slowgpu")
     result.assert_outcomes(passed=1)
@@ -165,7 +208,9 @@ def test_baseline_round_trip(project: pytest.Pytester) -> None:
         ("recorded-on-a100.json", "recorded on profile 'a100', not 'slowgpu'"),
     ],
 )
-def test_bad_baseline_stops_before_measuring_and_is_untouched(project: pytest.Pytester, fixture: str, message: str) -> None:
+def test_bad_baseline_stops_before_measuring_and_is_untouched(
+    project: pytest.Pytester, fixture: str, message: str
+) -> None:
     path = project.path / "baselines" / "slowgpu" / "baseline.json"
     path.parent.mkdir(parents=True)
     shutil.copy(FIXTURES / "baselines" / fixture, path)
@@ -176,9 +221,13 @@ def test_bad_baseline_stops_before_measuring_and_is_untouched(project: pytest.Py
     assert path.read_bytes() == before
 
 
-def test_unwritable_baseline_directory_is_reported_before_measuring(project: pytest.Pytester) -> None:
+def test_unwritable_baseline_directory_is_reported_before_measuring(
+    project: pytest.Pytester,
+) -> None:
     (project.path / "blocked").write_text("a file, not a directory")
-    result = project.runpytest("--hw=slowgpu", "--perf-save-baseline", "--perf-baseline-dir=blocked")
+    result = project.runpytest(
+        "--hw=slowgpu", "--perf-save-baseline", "--perf-baseline-dir=blocked"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *blocked/slowgpu: directory is not writable*"])
 
@@ -186,13 +235,17 @@ def test_unwritable_baseline_directory_is_reported_before_measuring(project: pyt
 def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
-        test_many=TOY_CHECK.replace("def test_toy(perf):", "@pytest.mark.parametrize('i', range(6))\ndef test_toy(perf, i):")
+        test_many=TOY_CHECK.replace(
+            "def test_toy(perf):", "@pytest.mark.parametrize('i', range(6))\ndef test_toy(perf, i):"
+        )
     )
     result = project.runpytest_subprocess("--hw=slowgpu", "-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7)
     (record,) = records(project, "slowgpu")
     ids = sorted(r["id"] for r in record["results"])
-    assert len(ids) == 7 and all(r["timer"] == "perf_counter" for r in (e["context"] for e in record["results"]))
+    assert len(ids) == 7 and all(
+        r["timer"] == "perf_counter" for r in (e["context"] for e in record["results"])
+    )
     result.stdout.fnmatch_lines(["*test_toy[[]5[]]*pass*new*passed*"])
 
 
@@ -218,7 +271,14 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
     pytester.makeconftest("import sys\nsys.modules['tensorflow'] = None  # as if not installed\n")
     result = pytester.runpytest_subprocess("--perf-quick", "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4, skipped=8)
-    result.stdout.fnmatch_lines(["*SKIPPED [[]8[]]*TensorFlow is not installed*pip install 'perfsuite[[]tensorflow[]]'*"])
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED [[]8[]]*TensorFlow is not installed*pip install 'perfsuite[[]tensorflow[]]'*"]
+    )
     record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
-    assert sorted(r["params"]["kernel"] for r in record["results"]) == ["add", "copy", "scale", "triad"]
+    assert sorted(r["params"]["kernel"] for r in record["results"]) == [
+        "add",
+        "copy",
+        "scale",
+        "triad",
+    ]
     assert record["environment"]["software"]["tensorflow"]["loaded"] is False

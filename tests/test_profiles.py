@@ -63,8 +63,14 @@ def test_builtin_profiles_hold_the_datasheet_figures() -> None:
     [
         (lambda t: t.replace('source = "test"\n', ""), "source"),
         (lambda t: t.replace("bandwidth_gbs = 100", "bandwidth_gbs = -5"), "memory.bandwidth_gbs"),
-        (lambda t: t.replace("bandwidth_gbs = 100", 'bandwidth_gbs = "fast"'), "memory.bandwidth_gbs"),
-        (lambda t: t.replace("fp32_tflops = 1", "fp32_tflops = 1\nfp8_tflops = 2"), "compute.fp8_tflops"),
+        (
+            lambda t: t.replace("bandwidth_gbs = 100", 'bandwidth_gbs = "fast"'),
+            "memory.bandwidth_gbs",
+        ),
+        (
+            lambda t: t.replace("fp32_tflops = 1", "fp32_tflops = 1\nfp8_tflops = 2"),
+            "compute.fp8_tflops",
+        ),
         (lambda t: "colour = 'green'\n" + t, "colour"),
         (lambda t: t.replace("last_level_cache_mib = 4\n", ""), "memory.last_level_cache_mib"),
         (lambda t: t.replace('kind = "gpu"', 'kind = "tpu"'), "kind"),
@@ -91,7 +97,11 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
 
 def test_user_directory_adds_and_overrides(tmp_path: Path) -> None:
     write(tmp_path, VALID.format(name="mygpu"))
-    write(tmp_path, VALID.format(name="a100").replace("bandwidth_gbs = 100", "bandwidth_gbs = 1400"), "a100")
+    write(
+        tmp_path,
+        VALID.format(name="a100").replace("bandwidth_gbs = 100", "bandwidth_gbs = 1400"),
+        "a100",
+    )
     registry = ProfileRegistry([tmp_path])
     assert "mygpu" in registry.names()
     assert registry.load("a100").figure("memory.bandwidth_gbs") == 1400
@@ -99,7 +109,9 @@ def test_user_directory_adds_and_overrides(tmp_path: Path) -> None:
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(ProfileError, match=r"unknown hardware profile 'a1000'; known profiles: a100, a100-80gb"):
+    with pytest.raises(
+        ProfileError, match=r"unknown hardware profile 'a1000'; known profiles: a100, a100-80gb"
+    ):
         ProfileRegistry().load("a1000")
 
 

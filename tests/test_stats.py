@@ -29,8 +29,12 @@ def test_baseline_verdicts_are_oriented() -> None:
     judge = stats.baseline_verdict
     assert judge([100.0] * 3, None, higher_is_better=True, tolerance=0.05).verdict == "new"
     assert judge([100.0] * 3, [100.0] * 3, higher_is_better=True, tolerance=0.05).verdict == "ok"
-    assert judge([90.0] * 3, [100.0] * 3, higher_is_better=True, tolerance=0.05).verdict == "regressed"
-    assert judge([110.0] * 3, [100.0] * 3, higher_is_better=True, tolerance=0.05).verdict == "improved"
+    assert (
+        judge([90.0] * 3, [100.0] * 3, higher_is_better=True, tolerance=0.05).verdict == "regressed"
+    )
+    assert (
+        judge([110.0] * 3, [100.0] * 3, higher_is_better=True, tolerance=0.05).verdict == "improved"
+    )
     # For times, lower is better: 110 us against 100 us is a regression.
     slower = judge([110.0] * 3, [100.0] * 3, higher_is_better=False, tolerance=0.05)
     assert slower.verdict == "regressed" and slower.ratio == pytest.approx(100 / 110)

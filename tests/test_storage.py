@@ -61,7 +61,9 @@ def test_missing_baseline_is_empty(tmp_path: Path) -> None:
         ("future-version.json", "schema_version 99, this perfsuite reads 1"),
     ],
 )
-def test_bad_baseline_is_a_clear_error_and_left_untouched(tmp_path: Path, fixture: str, match: str) -> None:
+def test_bad_baseline_is_a_clear_error_and_left_untouched(
+    tmp_path: Path, fixture: str, match: str
+) -> None:
     path = install(tmp_path, fixture)
     before = path.read_bytes()
     store = BaselineStore(tmp_path)
@@ -82,7 +84,7 @@ def test_baseline_of_another_profile_is_refused(tmp_path: Path) -> None:
 def test_unwritable_directory_is_reported(tmp_path: Path) -> None:
     blocker = tmp_path / "baselines"
     blocker.write_text("a file where a directory should be")
-    with pytest.raises(StorageError, match="is not writable|cannot write"):
+    with pytest.raises(StorageError, match=r"is not writable|cannot write"):
         check_writable(blocker / "slowgpu")
     with pytest.raises(StorageError, match="cannot write"):
         BaselineStore(blocker).save("slowgpu", [result("a", (1.0,))], "run-1")
@@ -99,14 +101,31 @@ def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
 
 def test_reference_run_record_matches_the_public_contract() -> None:
     data = read_json(FIXTURES / "run-record-v1.json", "run record", 1)
-    for key in ("schema_version", "run_id", "created", "hardware_profile", "environment", "results"):
+    for key in (
+        "schema_version",
+        "run_id",
+        "created",
+        "hardware_profile",
+        "environment",
+        "results",
+    ):
         assert key in data
     for key in ("software", "gpus", "host", "variables"):
         assert key in data["environment"]
     for entry in data["results"]:
         for key in (
-            "id", "check", "params", "metric", "unit", "higher_is_better", "samples",
-            "summary", "work", "floor", "baseline", "outcome",
+            "id",
+            "check",
+            "params",
+            "metric",
+            "unit",
+            "higher_is_better",
+            "samples",
+            "summary",
+            "work",
+            "floor",
+            "baseline",
+            "outcome",
         ):
             assert key in entry
         assert set(entry["summary"]) >= {"median", "min", "max", "n", "cv"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from perfsuite import stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Result
 
@@ -13,7 +14,7 @@ def _short_id(node_id: str) -> str:
 
 
 def _value(result: Result) -> str:
-    best = max(result.samples) if result.higher_is_better else min(result.samples)
+    best = stats.best(result.samples, result.higher_is_better)
     return f"{best:.4g} {result.unit}"
 
 
@@ -51,7 +52,10 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     estimated = f"; estimated: {', '.join(sorted(profile.estimated))}" if profile.estimated else ""
     lines = [f"profile {profile.name}: {profile.description}{estimated}"]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     lines.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     if counts.get("no-reference"):
         lines.append(

@@ -46,16 +46,16 @@ class StreamKernels(Protocol):
     itemsize: int
 
     def copy(self) -> object:
-        """c = a."""
+        """C = a."""
 
     def scale(self) -> object:
-        """b = q*c."""
+        """B = q*c."""
 
     def add(self) -> object:
-        """c = a + b."""
+        """C = a + b."""
 
     def triad(self) -> object:
-        """a = b + q*c."""
+        """A = b + q*c."""
 
     def sync(self) -> None:
         """Wait until all queued work on the device is done."""

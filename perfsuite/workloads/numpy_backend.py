@@ -13,6 +13,7 @@ STREAM's: read b and c, write a.
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -44,7 +45,7 @@ class NumpyStream:
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="perfsuite-stream")
         bounds = np.linspace(0, elements, self.threads + 1).astype(int)
         bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
-        self.chunks = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
         self.a, self.b, self.c = (np.empty(elements) for _ in range(3))
         self.scratch = [np.empty(BLOCK) for _ in range(self.threads)]
         seeds = np.random.SeedSequence(seed).spawn(self.threads)
@@ -61,23 +62,25 @@ class NumpyStream:
             future.result()
 
     def copy(self) -> None:
-        """c = a."""
+        """C = a."""
         self._parallel(lambda i: np.copyto(self.c[self.chunks[i]], self.a[self.chunks[i]]))
 
     def scale(self) -> None:
-        """b = q*c."""
+        """B = q*c."""
         self._parallel(
             lambda i: np.multiply(self.c[self.chunks[i]], SCALAR, out=self.b[self.chunks[i]])
         )
 
     def add(self) -> None:
-        """c = a + b."""
+        """C = a + b."""
         self._parallel(
-            lambda i: np.add(self.a[self.chunks[i]], self.b[self.chunks[i]], out=self.c[self.chunks[i]])
+            lambda i: np.add(
+                self.a[self.chunks[i]], self.b[self.chunks[i]], out=self.c[self.chunks[i]]
+            )
         )
 
     def triad(self) -> None:
-        """a = b + q*c, blocked so the scratch product never leaves the cache."""
+        """A = b + q*c, blocked so the scratch product never leaves the cache."""
 
         def run(i: int) -> None:
             chunk = self.chunks[i]
@@ -108,11 +111,11 @@ class NumpyBackend(Backend):
     name = "numpy"
 
     def unavailable_reason(self) -> str | None:
-        """numpy is a core dependency."""
+        """Numpy is a core dependency."""
         return None
 
     def version(self) -> str:
-        """numpy's version."""
+        """Numpy's version."""
         return np.__version__
 
     def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:

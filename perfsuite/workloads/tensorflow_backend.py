@@ -60,19 +60,19 @@ class TensorFlowStream:
         return self._out
 
     def copy(self) -> Any:
-        """c = a."""
+        """C = a."""
         return self._run(self._copy, self.a)
 
     def scale(self) -> Any:
-        """b = q*c."""
+        """B = q*c."""
         return self._run(self._scale, self.c, self.q)
 
     def add(self) -> Any:
-        """c = a + b."""
+        """C = a + b."""
         return self._run(self._add, self.a, self.b)
 
     def triad(self) -> Any:
-        """a = b + q*c."""
+        """A = b + q*c."""
         return self._run(self._triad, self.b, self.c, self.q)
 
     def sync(self) -> None:
