@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -91,8 +93,31 @@ class BaselineStore:
         """Fail early if the profile's baseline directory cannot be written."""
         check_writable(self.root / profile)
 
+    def history_dir(self, profile: str) -> Path:
+        """Where replaced baselines are kept."""
+        return self.root / profile / "history"
+
+    def _archive(self, profile: str) -> Path | None:
+        """Keep a copy of the current baseline before it is replaced."""
+        path = self.path(profile)
+        if not path.exists():
+            return None
+        stamp = re.sub(r"[^0-9A-Za-z]+", "", datetime.now(UTC).isoformat(timespec="milliseconds"))
+        target = self.history_dir(profile) / f"baseline-{stamp}.json"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        except OSError as exc:
+            raise StorageError(
+                f"{target}: cannot keep the previous baseline: {exc.strerror or exc}"
+            ) from None
+        return target
+
     def save(self, profile: str, results: Iterable[Result], run_id: str) -> Path:
-        """Merge results into the profile's baseline atomically; other entries are kept."""
+        """Merge results into the profile's baseline atomically; other entries are kept.
+
+        The previous file is first copied to ``history/``, so it stays recoverable.
+        """
         current = self.load(profile)
         created = datetime.now(UTC).isoformat(timespec="seconds")
         entries = dict(current.entries)
@@ -108,6 +133,7 @@ class BaselineStore:
                 for node_id, entry in sorted(entries.items())
             },
         }
+        self._archive(profile)
         try:
             return write_json_atomic(self.path(profile), data)
         except StorageError as exc:

@@ -1,4 +1,10 @@
-"""The ``perfsuite`` command: ``perfsuite profiles`` and ``perfsuite profiles show NAME``."""
+"""The ``perfsuite`` command.
+
+* ``perfsuite profiles [show NAME]``: list hardware profiles, or print one;
+* ``perfsuite compare A.json B.json``: the pre-upgrade A/B table and environment diff;
+* ``perfsuite history``: each check's trend over the run records, with change points;
+* ``perfsuite baseline accept RUN.json [-k TEXT]``: promote a run to its profile's baseline.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfsuite import history as hist
+from perfsuite import records, stats
+from perfsuite.baseline import BaselineStore
+from perfsuite.compare import compare_runs, environment_diff
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
+from perfsuite.report.terminal import format_table, short_id
 
 
 def _row(profile: HardwareProfile) -> str:
@@ -37,6 +48,103 @@ def _profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    a, b = records.load_record(Path(args.a)), records.load_record(Path(args.b))
+    rows, only_a, only_b = compare_runs(a, b, tolerance=args.tolerance, alpha=args.alpha)
+    print(f"A: {a.run_id} ({a.created})\nB: {b.run_id} ({b.created})")
+    print(
+        f"profile: {a.hardware_profile.get('name')}; Holm over {len(rows)} checks, alpha {args.alpha}"
+    )
+    table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
+    for r in rows:
+        c = r.comparison
+        table.append(
+            (
+                short_id(r.id),
+                f"{r.a_median:.4g} {r.unit}",
+                f"{r.b_median:.4g} {r.unit}",
+                f"{c.ratio:.3f}",
+                f"[{c.ci_low:.3f}, {c.ci_high:.3f}]",
+                f"{c.p_value:.2g}",
+                r.verdict,
+            )
+        )
+    print("\n".join(format_table(table)))
+    for r in rows:
+        if r.verdict != "ok":
+            print(f"{r.verdict}: {short_id(r.id)}: {r.reason}")
+    for node_id in only_a:
+        print(f"only in A: {node_id}")
+    for node_id in only_b:
+        print(f"only in B: {node_id}")
+    diff = environment_diff(a.environment, b.environment)
+    print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
+    for key, old, new in diff:
+        print(f"  {key}: {old!r} -> {new!r}")
+    regressed = sum(r.verdict == "regressed" for r in rows)
+    counts = {
+        v: sum(r.verdict == v for r in rows) for v in ("regressed", "improved", "noisy", "ok")
+    }
+    print("\n" + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    return 1 if regressed else 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    report_dir = Path(args.report_dir)
+    known = records.profiles(report_dir)
+    if args.profile is None:
+        if len(known) != 1:
+            raise PerfsuiteError(
+                f"{report_dir}: name a profile with --profile (run records exist for: "
+                f"{', '.join(known) or 'none'})"
+            )
+        args.profile = known[0]
+    runs = records.history(report_dir, args.profile)
+    print(f"profile {args.profile}: {len(runs)} runs, {runs[0].created} .. {runs[-1].created}")
+    table = [("check", "runs", "first", "last", "trend", "change points")]
+    flagged = 0
+    for s in hist.series(runs):
+        if args.k and not any(k in s.id for k in args.k):
+            continue
+        values = [p.median for p in s.points]
+        found, drift = hist.change_points(
+            values, higher_is_better=s.higher_is_better, tolerance=args.tolerance
+        )
+        notes = [
+            f"run {cp.index + 1} ({s.points[cp.index].run_id}): {cp.ratio - 1:+.1%}" for cp in found
+        ]
+        if drift is not None:
+            notes.append(f"drift {drift - 1:+.1%} first to last level")
+        flagged += bool(notes)
+        table.append(
+            (
+                short_id(s.id),
+                str(len(values)),
+                f"{values[0]:.4g} {s.unit}",
+                f"{values[-1]:.4g} {s.unit}",
+                hist.sparkline(values[-40:]),
+                "; ".join(notes) or "-",
+            )
+        )
+    print("\n".join(format_table(table)))
+    return 1 if flagged else 0
+
+
+def _accept(args: argparse.Namespace) -> int:
+    record = records.load_record(Path(args.run))
+    chosen = [r for r in record.results if not args.k or any(k in r.id for k in args.k)]
+    if not chosen:
+        raise PerfsuiteError(f"{args.run}: no result matches -k {' '.join(args.k)}")
+    profile = str(record.hardware_profile["name"])
+    store = BaselineStore(Path(args.baseline_dir))
+    path = store.save(profile, chosen, record.run_id)
+    print(f"accepted {len(chosen)} result(s) of run {record.run_id} into {path}")
+    kept = sorted(store.history_dir(profile).glob("baseline-*.json"))
+    if kept:
+        print(f"previous baseline kept as {kept[-1]}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``perfsuite`` command."""
     parser = argparse.ArgumentParser(prog="perfsuite", description=__doc__)
@@ -48,6 +156,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile-dir", action="append", default=[], metavar="DIR", help="extra profile directory"
     )
     profiles.set_defaults(func=_profiles)
+
+    comp = sub.add_parser("compare", help="compare two run records (A = before, B = after)")
+    comp.add_argument("a", metavar="RUN_A.json")
+    comp.add_argument("b", metavar="RUN_B.json")
+    comp.add_argument(
+        "--tolerance", type=float, default=None, help="override the tolerance B was judged with"
+    )
+    comp.add_argument("--alpha", type=float, default=stats.ALPHA, help="family-wise alpha")
+    comp.set_defaults(func=_compare)
+
+    histp = sub.add_parser("history", help="each check's trend over the run records")
+    histp.add_argument("--report-dir", default="reports", metavar="DIR")
+    histp.add_argument("--profile", default=None)
+    histp.add_argument(
+        "-k", action="append", default=[], metavar="TEXT", help="checks whose id contains TEXT"
+    )
+    histp.add_argument("--tolerance", type=float, default=0.05)
+    histp.set_defaults(func=_history)
+
+    base = sub.add_parser("baseline", help="manage baselines")
+    base_sub = base.add_subparsers(dest="baseline_command", required=True)
+    accept = base_sub.add_parser("accept", help="promote a run record to its profile's baseline")
+    accept.add_argument("run", metavar="RUN.json")
+    accept.add_argument(
+        "-k", action="append", default=[], metavar="TEXT", help="only checks whose id contains TEXT"
+    )
+    accept.add_argument("--baseline-dir", default="baselines", metavar="DIR")
+    accept.set_defaults(func=_accept)
     return parser
 
 

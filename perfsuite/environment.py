@@ -75,6 +75,11 @@ def _read(path: str) -> str | None:
         return None
 
 
+def governor() -> str | None:
+    """The CPU frequency governor, where the kernel exposes one."""
+    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+
+
 def _host() -> dict[str, Any]:
     import psutil
 
@@ -91,7 +96,7 @@ def _host() -> dict[str, Any]:
         "logical_cpus": facts.logical_cpus,
         "simd_bits": facts.simd_bits,
         "last_level_cache_bytes": facts.last_level_cache_bytes,
-        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "governor": governor(),
         "cpu_mhz": round(freq.current, 1) if freq else None,
         "memory_bytes": psutil.virtual_memory().total,
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -121,7 +126,8 @@ def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
     return facts
 
 
-def _gpus() -> list[dict[str, Any]] | dict[str, str]:
+def gpus() -> list[dict[str, Any]] | dict[str, str]:
+    """NVML facts of every visible GPU, or why there are none."""
     try:
         import pynvml
     except ImportError:
@@ -166,7 +172,7 @@ def fingerprint() -> dict[str, Any]:
     """The whole fingerprint: software, GPUs, host and performance-relevant variables."""
     return {
         "software": software(),
-        "gpus": _gpus(),
+        "gpus": gpus(),
         "host": _host(),
         "variables": performance_env(),
     }

@@ -43,7 +43,7 @@ class Policy:
 
 
 FULL = Policy(warmup=2, repetitions=10)
-QUICK = Policy(warmup=1, repetitions=3)
+QUICK = Policy(warmup=1, repetitions=5)
 
 
 @dataclass(frozen=True)

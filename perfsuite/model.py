@@ -63,6 +63,13 @@ class BaselineVerdict:
     baseline_median: float | None = None
     baseline_run_id: str = ""
     reason: str = ""
+    ci_low: float | None = None  # confidence interval of the ratio
+    ci_high: float | None = None
+    p_value: float | None = None  # Mann-Whitney U, two-sided
+    significant: bool | None = None  # after the run's Holm correction
+    n_baseline: int | None = None
+    few_samples: bool = False
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,16 @@ class Result:
     outcome: str = ""
     message: str = ""
     context: Mapping[str, Any] = field(default_factory=dict)
+    noise: Mapping[str, Any] = field(default_factory=dict)  # dispersion, clocks, load
+    waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
 
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data; tuples become lists."""
         data = asdict(self)
         data["params"] = dict(self.params)
         data["context"] = dict(self.context)
+        data["noise"] = dict(self.noise)
+        data["waiver"] = dict(self.waiver) if self.waiver is not None else None
         data["samples"] = list(self.samples)
         data["seconds"] = list(self.seconds)
         return data
@@ -113,6 +124,8 @@ class Result:
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
             context=dict(data.get("context", {})),
+            noise=dict(data.get("noise", {})),
+            waiver=data.get("waiver"),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from perfsuite import environment, stats
+from perfsuite import environment, noise, stats
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import BenchmarkRunner, Workload, measure
@@ -157,11 +157,14 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     """When perf checks were collected, resolve profile and baseline before any runs."""
-    if any("perf" in getattr(item, "fixturenames", ()) for item in items):
+    perf_items = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
+    if perf_items:
+        perf_session = config.stash[SESSION_KEY]
         try:
-            config.stash[SESSION_KEY].prepare()
+            perf_session.prepare()
         except PerfsuiteError as exc:
             raise pytest.UsageError(str(exc)) from None
+        perf_session.set_family(perf_items)
 
 
 class Perf:
@@ -195,15 +198,18 @@ class Perf:
             raise RuntimeError("perf.measure() can be called once per test")
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
+        before = noise.snapshot()
         measurement = measure(
             workload, self._session.settings.policy, BenchmarkRunner(self._benchmark)
         )
+        guards = noise.assess(before, noise.snapshot())
         result = self._session.judge(
             self._item.nodeid,
             workload,
             measurement,
             floor_fraction=kwargs.get("floor"),
             tolerance=kwargs.get("tolerance"),
+            noise=guards,
         )
         self._item.stash[RESULT_KEY] = result
         self._benchmark.extra_info.update(
@@ -224,14 +230,22 @@ class Perf:
                 f"= {floor.peak:.4g}); reached {floor.fraction_of_peak:.1%} of peak"
             )
         base = result.baseline
+        regression = ""
         if base.verdict == "regressed":
-            problems.append(
+            regression = (
                 f"regression: median {result.summary.median:.4g} {result.unit} against baseline "
-                f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, tolerance "
-                f"{base.tolerance:.0%}, baseline run {base.baseline_run_id})"
+                f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, "
+                f"{base.confidence:.0%} CI [{base.ci_low:.3f}, {base.ci_high:.3f}], "
+                f"p={base.p_value:.2g}, tolerance {base.tolerance:.0%}, "
+                f"baseline run {base.baseline_run_id})"
             )
+        waiver = result.waiver or {}
+        if regression and waiver.get("status") != "applied":
+            problems.append(regression)
         if problems:
             pytest.fail("; ".join(problems), pytrace=False)
+        if regression:
+            pytest.xfail(f"waived: {waiver['reason']} ({regression})")
         return result
 
 
@@ -249,7 +263,10 @@ def pytest_runtest_makereport(
     report = yield
     if call.when == "call" and RESULT_KEY in item.stash:
         message = str(report.longrepr) if report.failed and report.longrepr else ""
-        result = item.stash[RESULT_KEY].with_outcome(report.outcome, message)
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        result = item.stash[RESULT_KEY].with_outcome(
+            outcome, message or getattr(report, "wasxfail", "")
+        )
         report.user_properties.extend(
             [
                 ("perf_metric", result.metric),

@@ -6,23 +6,26 @@ pytest; the plugin only translates options into settings and wires hooks to it.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import secrets
 import socket
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfsuite import stats
+from perfsuite import stats, waivers
 from perfsuite.baseline import Baseline, BaselineStore
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.measure import FULL, QUICK, Measurement, Policy, Workload
 from perfsuite.model import FloorVerdict, Result, RunRecord
 from perfsuite.storage import check_writable, write_json_atomic
+from perfsuite.tolerances import Tolerances
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -38,11 +41,14 @@ class Settings:
     save_baseline: bool = False
     quick: bool = False
     tolerance: float = DEFAULT_TOLERANCE
+    alpha: float = stats.ALPHA
 
     def __post_init__(self) -> None:
         """Reject settings that cannot be right."""
         if not 0 < self.tolerance < 1:
             raise ValueError(f"tolerance must be a fraction between 0 and 1, got {self.tolerance}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, got {self.alpha}")
 
     @property
     def policy(self) -> Policy:
@@ -77,8 +83,12 @@ class PerfSession:
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     started: float = field(default_factory=time.perf_counter)
     run_id: str = ""
+    today: dt.date = field(default_factory=lambda: dt.datetime.now(UTC).date())
     _profile: HardwareProfile | None = field(default=None, init=False)
     _baseline: Baseline | None = field(default=None, init=False)
+    _tolerances: Tolerances | None = field(default=None, init=False)
+    _waivers: list[waivers.Waiver] | None = field(default=None, init=False)
+    _holm: stats.SequentialHolm = field(default_factory=lambda: stats.SequentialHolm(1))
 
     def __post_init__(self) -> None:
         """Index profiles and check a named ``--hw`` right away (cheap, no detection)."""
@@ -91,6 +101,8 @@ class PerfSession:
         """Resolve the profile, load its baseline and check writability; raise on bad input."""
         profile = self.profile
         self.baseline  # noqa: B018 - loads and validates the baseline file now
+        self.tolerances  # noqa: B018
+        self.waivers  # noqa: B018
         check_writable(self.settings.report_dir / profile.name)
         if self.settings.save_baseline:
             BaselineStore(self.settings.baseline_dir).check_writable(profile.name)
@@ -108,6 +120,31 @@ class PerfSession:
         if self._baseline is None:
             self._baseline = BaselineStore(self.settings.baseline_dir).load(self.profile.name)
         return self._baseline
+
+    @property
+    def profile_dir(self) -> Path:
+        """The profile's folder under the baselines directory."""
+        return self.settings.baseline_dir / self.profile.name
+
+    @property
+    def tolerances(self) -> Tolerances:
+        """The profile's tolerance configuration (loaded once)."""
+        if self._tolerances is None:
+            self._tolerances = Tolerances.load(self.profile_dir)
+        return self._tolerances
+
+    @property
+    def waivers(self) -> list[waivers.Waiver]:
+        """The profile's waivers (loaded once)."""
+        if self._waivers is None:
+            self._waivers = waivers.load(self.profile_dir)
+        return self._waivers
+
+    def set_family(self, node_ids: list[str]) -> int:
+        """Size the Holm family: the checks of this run that have a baseline."""
+        m = sum(1 for node_id in node_ids if self.baseline.get(node_id) is not None)
+        self._holm = stats.SequentialHolm(m, self.settings.alpha)
+        return m
 
     def floor(self, workload: Workload, value: float, fraction: float | None) -> FloorVerdict:
         """Judge the best sample against the profile figure the workload names."""
@@ -142,20 +179,37 @@ class PerfSession:
         *,
         floor_fraction: float | None = None,
         tolerance: float | None = None,
+        noise: dict[str, Any] | None = None,
     ) -> Result:
         """Turn a measurement into a result with its floor and baseline verdicts."""
+        noise = dict(noise or {})
+        tol, tol_source = self.tolerances.resolve(node_id, tolerance, self.settings.tolerance)
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
         entry = self.baseline.get(node_id)
         if entry is not None and entry.unit != workload.unit:
             entry = None  # a changed unit is a different measurement: judged as new
+        summary = stats.summarize(values)
+        noise["cv"] = summary.cv
         baseline = stats.baseline_verdict(
             values,
             entry.samples if entry else None,
             higher_is_better=workload.higher_is_better,
-            tolerance=self.settings.tolerance if tolerance is None else tolerance,
+            tolerance=tol,
             baseline_run_id=entry.run_id if entry else "",
+            holm_family=self._holm,
+            alpha=self.settings.alpha,
+            guards=noise.get("flags", ()),
+            seed=zlib.crc32(node_id.encode()),
         )
+        waiver = waivers.find(self.waivers, node_id)
+        waiver_info = None
+        if waiver is not None:
+            if waiver.expired(self.today):
+                waiver_info = waiver.to_dict("expired")
+            else:
+                applied = baseline.verdict == "regressed"
+                waiver_info = waiver.to_dict("applied" if applied else "stale")
         return Result(
             id=node_id,
             check=workload.check,
@@ -165,11 +219,13 @@ class PerfSession:
             higher_is_better=workload.higher_is_better,
             samples=values,
             seconds=measurement.seconds,
-            summary=stats.summarize(values),
+            summary=summary,
             work=workload.work,
             floor=self.floor(workload, best, floor_fraction),
             baseline=baseline,
-            context={**workload.context, "timer": measurement.timer},
+            context={**workload.context, "timer": measurement.timer, "tolerance_from": tol_source},
+            noise=noise,
+            waiver=waiver_info,
         )
 
     def add(self, result: Result) -> None:

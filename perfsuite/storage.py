@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,14 @@ def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
             f"{schema_version} (file left untouched)"
         )
     return data
+
+
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """Read a TOML file; syntax errors name the file, line and column."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise StorageError(f"{path}: malformed {what}: {exc}") from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None

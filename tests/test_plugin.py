@@ -121,7 +121,7 @@ def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
         "unit": "B",
         "convention": "copy",
     }
-    assert len(entry["samples"]) == entry["summary"]["n"] == 3
+    assert len(entry["samples"]) == entry["summary"]["n"] == 5
     assert record["hardware_profile"]["name"] == "slowgpu"
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from perfsuite import stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Result
 
 
-def _short_id(node_id: str) -> str:
+def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def short_id(node_id: str) -> str:
+    """The test name with its parameters, without the file path."""
     return node_id.rsplit("::", 1)[-1]
 
 
@@ -26,37 +35,61 @@ def _peak(result: Result) -> str:
 
 
 def _change(result: Result) -> str:
-    ratio = result.baseline.ratio
-    return "-" if ratio is None else f"{ratio - 1:+.1%}"
+    b = result.baseline
+    if b.ratio is None:
+        return "-"
+    if b.ci_low is None or b.ci_high is None:
+        return f"{b.ratio - 1:+.1%}"
+    return f"{b.ratio - 1:+.1%} [{b.ci_low - 1:+.1%}, {b.ci_high - 1:+.1%}]"
+
+
+def _baseline(result: Result) -> str:
+    status = (result.waiver or {}).get("status")
+    return f"{result.baseline.verdict} (waiver {status})" if status else result.baseline.verdict
 
 
 def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> list[str]:
     """Lines for the summary: check, metric, best value, % of peak, change, verdicts."""
-    rows = [("check", "metric", "best", "% of peak", "vs baseline", "floor", "baseline", "outcome")]
+    rows = [
+        ("check", "metric", "best", "% of peak", "vs baseline [CI]", "floor", "baseline", "outcome")
+    ]
     counts: dict[str, int] = {}
+    notes: list[str] = []
     for r in results:
+        waiver = r.waiver or {}
+        if waiver.get("status") == "stale":
+            notes.append(
+                f"stale waiver: {short_id(r.id)} no longer regresses "
+                f"(waiver {waiver['test']!r}: {waiver['reason']})"
+            )
+        elif waiver.get("status") == "expired":
+            notes.append(
+                f"expired waiver: {waiver['test']!r} expired on {waiver['expires']}; "
+                f"{short_id(r.id)} was judged without it"
+            )
+        for flag in r.noise.get("flags", ()):
+            notes.append(f"noise: {short_id(r.id)} measured {flag}")
+        if r.baseline.verdict in ("regressed", "improved", "noisy"):
+            notes.append(f"{r.baseline.verdict}: {short_id(r.id)}: {r.baseline.reason}")
         rows.append(
             (
-                _short_id(r.id),
+                short_id(r.id),
                 r.metric,
                 _value(r),
                 _peak(r),
                 _change(r),
                 r.floor.verdict,
-                r.baseline.verdict,
+                _baseline(r),
                 r.outcome,
             )
         )
         for verdict in (r.floor.verdict, r.baseline.verdict):
             counts[verdict] = counts.get(verdict, 0) + 1
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     estimated = f"; estimated: {', '.join(sorted(profile.estimated))}" if profile.estimated else ""
     lines = [f"profile {profile.name}: {profile.description}{estimated}"]
-    lines += [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+    lines += format_table(rows)
     lines.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    lines += notes
     if counts.get("no-reference"):
         lines.append(
             f"note: {counts['no-reference']} result(s) had no reference figure in profile "

@@ -1,0 +1,111 @@
+"""Noise guards: what else the machine was doing while a check measured.
+
+A snapshot is taken before the warm-up and after the last repetition.  Between the two:
+
+* **foreign load**: CPU time the whole host spent busy minus what this process spent,
+  plus hypervisor steal, per second of wall time (in cores);
+* **CPU clock and governor**, and the load average;
+* **GPU clocks and throttle reasons** from NVML, before and after.
+
+A result measured under foreign load or while a GPU was throttled carries a flag; such a
+result is never reported as a regression (it is *noisy*, with the flag as the reason).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfsuite import environment
+
+# More than a quarter of a core's worth of other work (or steal) during a measurement.
+FOREIGN_LOAD_CORES = 0.25
+# CPU-time accounting ticks at 10 ms: below this much foreign CPU time it is quantisation.
+FOREIGN_MIN_SECONDS = 0.05
+
+# NVML clock throttle reason bits that mean the clocks were held down by the hardware or
+# thermals (power capping at full load is normal and is recorded but not flagged).
+THROTTLE_BITS = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+INFO_BITS = {0x1: "idle", 0x2: "application clocks", 0x4: "software power cap", 0x10: "sync boost"}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """CPU accounting, clocks and GPU state at one instant."""
+
+    wall: float
+    busy: float
+    steal: float
+    own: float
+    load: tuple[float, ...]
+    cpu_mhz: float | None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+
+
+def snapshot(with_gpus: bool = True) -> Snapshot:
+    """Read the host's CPU accounting and (where NVML works) the GPUs' clocks."""
+    import psutil
+
+    times = psutil.cpu_times()
+    busy = sum(getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq"))
+    own = psutil.Process().cpu_times()
+    freq = psutil.cpu_freq()
+    gpus = environment.gpus() if with_gpus else []
+    return Snapshot(
+        wall=time.monotonic(),
+        busy=busy,
+        steal=getattr(times, "steal", 0.0),
+        own=own.user + own.system,
+        load=tuple(os.getloadavg()) if hasattr(os, "getloadavg") else (),
+        cpu_mhz=freq.current if freq else None,
+        gpus=gpus if isinstance(gpus, list) else [],
+    )
+
+
+def _reasons(mask: Any, table: dict[int, str]) -> list[str]:
+    return [name for bit, name in table.items() if isinstance(mask, int) and mask & bit]
+
+
+def assess(before: Snapshot, after: Snapshot) -> dict[str, Any]:
+    """Compare two snapshots: the noise facts of the interval, with ``flags`` when suspect."""
+    wall = max(after.wall - before.wall, 1e-9)
+    foreign_s = max(0.0, (after.busy - before.busy) - (after.own - before.own))
+    steal_s = max(0.0, after.steal - before.steal)
+    foreign_cores = (foreign_s + steal_s) / wall
+    flags = []
+    if foreign_cores > FOREIGN_LOAD_CORES and foreign_s + steal_s >= FOREIGN_MIN_SECONDS:
+        flags.append(f"under foreign load ({foreign_cores:.2f} cores of other work or steal)")
+    gpus = []
+    for b, a in zip(before.gpus, after.gpus, strict=False):
+        throttled = sorted(
+            set(_reasons(b.get("throttle_reasons"), THROTTLE_BITS))
+            | set(_reasons(a.get("throttle_reasons"), THROTTLE_BITS))
+        )
+        gpus.append(
+            {
+                "index": a.get("index"),
+                "sm_clock_mhz": [b.get("sm_clock_mhz"), a.get("sm_clock_mhz")],
+                "throttle_reasons": [b.get("throttle_reasons"), a.get("throttle_reasons")],
+                "throttled": throttled,
+                "info": _reasons(a.get("throttle_reasons"), INFO_BITS),
+            }
+        )
+        if throttled:
+            flags.append(f"while gpu:{a.get('index')} was throttled ({', '.join(throttled)})")
+    return {
+        "wall_s": round(wall, 6),
+        "foreign_cores": round(foreign_cores, 3),
+        "steal_cores": round(steal_s / wall, 3),
+        "load_average": [list(before.load), list(after.load)],
+        "cpu_mhz": [before.cpu_mhz, after.cpu_mhz],
+        "governor": environment.governor(),
+        "gpus": gpus,
+        "flags": flags,
+    }

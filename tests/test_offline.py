@@ -1,0 +1,170 @@
+"""The offline commands: compare (A/B), history (trends, change points), baseline accept."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfsuite import history
+from perfsuite.cli import main
+from perfsuite.compare import environment_diff
+from perfsuite.records import load_record
+from perfsuite.storage import write_json_atomic
+
+FIXTURES = Path(__file__).parent / "fixtures"
+A, B, C = (FIXTURES / n for n in ("run-a-tf220.json", "run-b-tf221.json", "run-c-a100.json"))
+
+
+def test_compare_flags_the_regression_and_the_environment_change(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compare", str(A), str(B)]) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("test_stream")}
+    assert rows["test_stream[tensorflow-cpu-triad]"].endswith("regressed")
+    assert rows["test_stream[numpy-cpu-triad]"].endswith("ok")
+    assert "software.tensorflow.version: '2.20.0' -> '2.21.0'" in out
+    assert "variables.XLA_FLAGS: None -> '--xla_cpu_use_thunk_runtime=false'" in out
+    assert "1 regressed, 0 improved, 0 noisy, 1 ok" in out
+
+
+def test_compare_of_a_run_with_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(A), str(A)]) == 0
+    assert "environment: no changes" in capsys.readouterr().out
+
+
+def test_compare_refuses_different_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(A), str(C)]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to compare runs of different hardware profiles" in err
+    assert "'cpu-amd-epyc-2c'" in err and "'a100'" in err
+
+
+def test_compare_reports_a_corrupt_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(A.read_text()[:500])
+    assert main(["compare", str(A), str(bad)]) == 2
+    assert f"{bad}: corrupt or truncated run record" in capsys.readouterr().err
+
+
+def test_environment_diff_ignores_run_to_run_readings() -> None:
+    a = {
+        "host": {"load_average": [1, 2, 3], "kernel": "6.1"},
+        "gpus": [{"sm_clock_mhz": 1400, "driver": "550"}],
+    }
+    b = {
+        "host": {"load_average": [3, 2, 1], "kernel": "6.2"},
+        "gpus": [{"sm_clock_mhz": 1980, "driver": "560"}],
+    }
+    assert environment_diff(a, b) == [
+        ("gpus.0.driver", "550", "560"),
+        ("host.kernel", "6.1", "6.2"),
+    ]
+
+
+def test_accept_promotes_a_run_and_keeps_the_previous_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_dir = tmp_path / "baselines"
+    assert main(["baseline", "accept", str(A), "--baseline-dir", str(base_dir)]) == 0
+    path = base_dir / "cpu-amd-epyc-2c" / "baseline.json"
+    first = json.loads(path.read_text())
+    assert len(first["entries"]) == 2
+    assert (
+        main(["baseline", "accept", str(B), "-k", "tensorflow", "--baseline-dir", str(base_dir)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "accepted 1 result(s) of run 20261121T010000000Z-node-bbbb" in out
+    second = json.loads(path.read_text())
+    runs = {k.rsplit("::", 1)[1]: v["run_id"] for k, v in second["entries"].items()}
+    assert runs == {
+        "test_stream[numpy-cpu-triad]": "20261120T010000000Z-node-aaaa",
+        "test_stream[tensorflow-cpu-triad]": "20261121T010000000Z-node-bbbb",
+    }
+    (kept,) = (base_dir / "cpu-amd-epyc-2c" / "history").glob("baseline-*.json")
+    assert json.loads(kept.read_text()) == first
+    assert (
+        main(
+            ["baseline", "accept", str(A), "-k", "nothing-matches", "--baseline-dir", str(base_dir)]
+        )
+        == 2
+    )
+
+
+def _series_records(tmp_path: Path, levels: list[float]) -> Path:
+    record = load_record(A)
+    rng = np.random.default_rng(3)
+    for i, level in enumerate(levels):
+        results = []
+        for r in record.results:
+            s = tuple(float(x) for x in level * rng.lognormal(0, 0.01, 10))
+            summary = replace(r.summary, median=float(np.median(s)))
+            results.append(replace(r, samples=s, summary=summary))
+        run = replace(
+            record,
+            run_id=f"run-{i:02d}",
+            created=f"2026-11-{i + 1:02d}T00:00:00+00:00",
+            results=tuple(results),
+        )
+        write_json_atomic(
+            tmp_path / "reports" / "cpu-amd-epyc-2c" / f"run-{i:02d}.json", run.to_dict()
+        )
+    return tmp_path / "reports"
+
+
+def test_history_finds_gradual_drift_no_pairwise_comparison_sees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1.2% slower every run: each run is well within 5% of the one before it.
+    levels = [40.0 * 0.988**i for i in range(20)]
+    assert all(b / a > 0.95 for a, b in itertools.pairwise(levels))
+    reports = _series_records(tmp_path, levels)
+    assert main(["history", "--report-dir", str(reports)]) == 1
+    out = capsys.readouterr().out
+    assert "profile cpu-amd-epyc-2c: 20 runs" in out
+    assert "drift -" in out or "run " in out
+
+
+def test_history_of_a_stable_series_flags_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reports = _series_records(tmp_path, [40.0] * 15)
+    assert main(["history", "--report-dir", str(reports), "-k", "numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "test_stream[numpy-cpu-triad]" in out and "tensorflow" not in out
+
+
+def test_change_point_of_a_step() -> None:
+    values = [100.0] * 8 + [88.0] * 8
+    values = [
+        v * f for v, f in zip(values, np.random.default_rng(1).lognormal(0, 0.01, 16), strict=True)
+    ]
+    found, drift = history.change_points(values, higher_is_better=True, tolerance=0.05)
+    assert [cp.index for cp in found] == [8]
+    assert found[0].ratio == pytest.approx(0.88, abs=0.02)
+    assert drift is None
+    # The same step in a time (lower is better) is an improvement.
+    found, _ = history.change_points(values, higher_is_better=False, tolerance=0.05)
+    assert found[0].ratio > 1
+
+
+def test_history_needs_a_profile_when_there_are_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a100", "h100-sxm"):
+        (tmp_path / name).mkdir()
+        shutil.copy(A, tmp_path / name / "r.json")
+    assert main(["history", "--report-dir", str(tmp_path)]) == 2
+    assert (
+        "name a profile with --profile (run records exist for: a100, h100-sxm)"
+        in capsys.readouterr().err
+    )
