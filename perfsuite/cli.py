@@ -52,9 +52,8 @@ def _compare(args: argparse.Namespace) -> int:
     a, b = records.load_record(Path(args.a)), records.load_record(Path(args.b))
     rows, only_a, only_b = compare_runs(a, b, tolerance=args.tolerance, alpha=args.alpha)
     print(f"A: {a.run_id} ({a.created})\nB: {b.run_id} ({b.created})")
-    print(
-        f"profile: {a.hardware_profile.get('name')}; Holm over {len(rows)} checks, alpha {args.alpha}"
-    )
+    profile = a.hardware_profile.get("name")
+    print(f"profile: {profile}; Holm over {len(rows)} checks, alpha {args.alpha}")
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
     for r in rows:
         c = r.comparison

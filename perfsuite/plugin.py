@@ -74,6 +74,16 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         str(DEFAULT_TOLERANCE),
     ),
     (
+        "--perf-alpha",
+        "perf_alpha",
+        {
+            "metavar": "ALPHA",
+            "help": "family-wise significance level of a run's regression tests (default: 0.05)",
+        },
+        "string",
+        "0.05",
+    ),
+    (
         "--perf-report-dir",
         "perf_report_dir",
         {"metavar": "DIR", "help": "where run records go, per profile (default: reports)"},
@@ -111,6 +121,15 @@ def _path(config: pytest.Config, ini: str) -> Path:
 def settings_from_config(config: pytest.Config) -> Settings:
     """Translate options and ini keys into :class:`Settings`; bad values are usage errors."""
     raw_tolerance = _option(config, "perf_tolerance")
+    raw_alpha = _option(config, "perf_alpha")
+    try:
+        alpha = float(raw_alpha)
+        if not 0 < alpha < 1:
+            raise ValueError(alpha)
+    except ValueError:
+        raise pytest.UsageError(
+            f"--perf-alpha: expected a significance level between 0 and 1, got {raw_alpha!r}"
+        ) from None
     try:
         tolerance = float(raw_tolerance)
         profile_dir = _option(config, "perf_profile_dir")
@@ -122,6 +141,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             save_baseline=bool(_option(config, "perf_save_baseline")),
             quick=bool(_option(config, "perf_quick")),
             tolerance=tolerance,
+            alpha=alpha,
         )
     except ValueError:
         raise pytest.UsageError(
