@@ -89,3 +89,16 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         raise StorageError(f"{path}: malformed {what}: {exc}") from None
     except OSError as exc:
         raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def check_toml_keys(
+    path: Path, data: dict[str, Any], schema_version: int, allowed: set[str], hint: str = ""
+) -> None:
+    """Check a TOML file's ``schema_version`` and that it has no unknown top-level keys."""
+    if data.get("schema_version") != schema_version:
+        raise StorageError(
+            f"{path}: 'schema_version' must be {schema_version}, got {data.get('schema_version')!r}"
+        )
+    unknown = set(data) - allowed - {"schema_version"}
+    if unknown:
+        raise StorageError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}{hint}")

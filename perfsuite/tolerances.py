@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import StorageError
-from perfsuite.storage import read_toml
+from perfsuite.storage import check_toml_keys, read_toml
 
 FILENAME = "tolerances.toml"
 SCHEMA_VERSION = 1
@@ -54,14 +54,7 @@ class Tolerances:
         if not path.exists():
             return cls()
         data = read_toml(path, "tolerances file")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise StorageError(
-                f"{path}: 'schema_version' must be {SCHEMA_VERSION}, "
-                f"got {data.get('schema_version')!r}"
-            )
-        unknown = set(data) - {"schema_version", "default", "checks"}
-        if unknown:
-            raise StorageError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+        check_toml_keys(path, data, SCHEMA_VERSION, {"default", "checks"})
         default = _fraction(path, "default", data["default"]) if "default" in data else None
         checks_raw = data.get("checks", {})
         if not isinstance(checks_raw, dict):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import StorageError
-from perfsuite.storage import read_toml
+from perfsuite.storage import check_toml_keys, read_toml
 
 FILENAME = "waivers.toml"
 SCHEMA_VERSION = 1
@@ -64,15 +64,7 @@ def load(profile_dir: Path) -> list[Waiver]:
     if not path.exists():
         return []
     data = read_toml(path, "waivers file")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise StorageError(
-            f"{path}: 'schema_version' must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}"
-        )
-    unknown = set(data) - {"schema_version", "waiver"}
-    if unknown:
-        raise StorageError(
-            f"{path}: unknown key(s) {', '.join(sorted(unknown))}; expected [[waiver]] entries"
-        )
+    check_toml_keys(path, data, SCHEMA_VERSION, {"waiver"}, "; expected [[waiver]] entries")
     entries = data.get("waiver", [])
     lines = _header_lines(path.read_text(encoding="utf-8"))
     waivers = []
