@@ -17,6 +17,7 @@ disabled (``--benchmark-disable``, or under pytest-xdist) the same loop runs her
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,15 +49,33 @@ QUICK = Policy(warmup=1, repetitions=5)
 
 @dataclass(frozen=True)
 class Reference:
-    """The profile figure a check's best sample is judged against.
+    """The profile figure(s) a check's best sample is judged against.
 
     ``device_kind`` says which kind of profile the figure belongs to: a GPU profile's HBM
-    bandwidth is no reference for a measurement on the host CPU.
+    bandwidth is no reference for a measurement on the host CPU.  A reference built from
+    several figures (a roofline bound: compute peak and bandwidth) names them all in
+    ``figures`` and combines their values with ``combine``; the name shown is ``figure``.
     """
 
     figure: str
     fraction: float
     device_kind: str
+    figures: tuple[str, ...] = ()
+    combine: Callable[..., float] | None = None
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The profile figures this reference needs."""
+        return self.figures or (self.figure,)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A condition a check states about its own workload, e.g. a FLOP count cross-check."""
+
+    name: str
+    passed: bool
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,7 @@ class Workload:
     reference: Reference | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None  # releases the workload's buffers and threads
+    expectations: tuple[Expectation, ...] = ()
 
     def value(self, seconds: float) -> float:
         """Derive the metric from one repetition's duration."""
@@ -175,3 +195,21 @@ def measure(workload: Workload, policy: Policy, runner: Runner | None = None) ->
         values=tuple(workload.value(d) for d in durations),
         timer=runner.name,
     )
+
+
+def calls_per_repetition(
+    run: Callable[[], object], sync: Callable[[], None], target_seconds: float = 0.02
+) -> int:
+    """How many back-to-back calls make one repetition last about ``target_seconds``.
+
+    Small GPU kernels finish in microseconds, far below launch and clock overheads; each
+    repetition then runs the operation several times and counts that much work.  The first
+    call (compilation, autotuning) is not timed.
+    """
+    run()
+    sync()
+    start = time.perf_counter()
+    run()
+    sync()
+    once = time.perf_counter() - start
+    return max(1, min(1000, math.ceil(target_seconds / max(once, 1e-9))))

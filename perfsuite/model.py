@@ -145,6 +145,7 @@ class RunRecord:
     settings: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
     schema_version: int = SCHEMA_VERSION
+    derived: Mapping[str, Any] = field(default_factory=dict)  # roofline, knob speedups
 
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data in the public run-record layout."""
@@ -157,6 +158,7 @@ class RunRecord:
             "environment": dict(self.environment),
             "settings": dict(self.settings),
             "results": [r.to_dict() for r in self.results],
+            "derived": dict(self.derived),
         }
 
     @classmethod
@@ -171,4 +173,5 @@ class RunRecord:
             settings=dict(data.get("settings", {})),
             duration_s=data.get("duration_s"),
             schema_version=int(data["schema_version"]),
+            derived=dict(data.get("derived", {})),
         )

@@ -26,6 +26,7 @@ from perfsuite.measure import FULL, QUICK, Measurement, Policy, Workload
 from perfsuite.model import FloorVerdict, Result, RunRecord
 from perfsuite.storage import check_writable, write_json_atomic
 from perfsuite.tolerances import Tolerances
+from perfsuite.workloads import knobs, roofline
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -159,16 +160,19 @@ class PerfSession:
                 f"{ref.figure} for a {ref.device_kind} measurement"
             )
             return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
-        peak = profile.figure(ref.figure)
-        reason = "" if peak is not None else f"profile {profile.name!r} has no {ref.figure}"
+        values = [profile.figure(key) for key in ref.inputs]
+        missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
+        if missing:
+            reason = f"profile {profile.name!r} has no {', '.join(missing)}"
+            return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+        peak = ref.combine(*values) if ref.combine else values[0]
         return stats.floor_verdict(
             value,
             peak,
             fraction,
             higher_is_better=workload.higher_is_better,
             figure=ref.figure,
-            estimated=profile.is_estimated(ref.figure),
-            reason=reason,
+            estimated=any(profile.is_estimated(key) for key in ref.inputs),
         )
 
     def judge(
@@ -223,7 +227,12 @@ class PerfSession:
             work=workload.work,
             floor=self.floor(workload, best, floor_fraction),
             baseline=baseline,
-            context={**workload.context, "timer": measurement.timer, "tolerance_from": tol_source},
+            context={
+                **workload.context,
+                "timer": measurement.timer,
+                "tolerance_from": tol_source,
+                "expectations": [asdict(e) for e in workload.expectations],
+            },
             noise=noise,
             waiver=waiver_info,
         )
@@ -242,6 +251,10 @@ class PerfSession:
             results=tuple(self.results),
             settings=self.settings.to_dict(),
             duration_s=round(time.perf_counter() - self.started, 3),
+            derived={
+                "roofline": roofline.section(self.profile, self.results),
+                "knob_speedups": knobs.speedups(self.results),
+            },
         )
 
     def record_path(self) -> Path:

@@ -15,4 +15,4 @@ from perfsuite.workloads import stream, targets
 @pytest.mark.parametrize("target", targets(), ids=str)
 def test_stream(perf, target, kernel):
     perf.require(target)
-    perf.measure(stream.workload(target, kernel, perf.profile))
+    perf.measure(lambda: stream.workload(target, kernel, perf.profile))

@@ -64,11 +64,46 @@ class StreamKernels(Protocol):
         """How the kernels are implemented (threads, fusion), for the run record."""
 
 
+class Kernel(Protocol):
+    """One operation on preallocated random inputs, ready to run repeatedly."""
+
+    def run(self) -> object:
+        """Run the operation once (possibly asynchronously)."""
+
+    def sync(self) -> None:
+        """Wait until all queued work on the device is done."""
+
+    def describe(self) -> dict[str, object]:
+        """How the operation is run (library, flags), for the run record."""
+
+    def close(self) -> None:
+        """Release inputs and restore any global setting changed for this kernel."""
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A 2-D convolution, NHWC, with square kernels and stride 1 by default."""
+
+    batch: int
+    height: int
+    width: int
+    cin: int
+    cout: int
+    kernel: int = 3
+    stride: int = 1
+    padding: str = "SAME"
+
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+CONV_PASSES = ("forward", "input_grad", "filter_grad")
+
+
 class Backend(ABC):
     """A framework that can run workloads on some devices."""
 
     name: str = ""
     extra: str = ""  # the perfsuite extra that installs it
+    operations: frozenset[str] = frozenset({"stream"})
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:
@@ -89,6 +124,22 @@ class Backend(ABC):
     @abstractmethod
     def stream_kernels(self, device: str, elements: int, seed: int) -> StreamKernels:
         """Allocate STREAM arrays of random float64 data on ``device``."""
+
+    def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
+        """Why ``device`` cannot run ``precision`` with this backend, or None."""
+        return None if precision == "fp32" else f"{self.name} has no {precision} kernels"
+
+    def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> Kernel:
+        """C[M,N] = A[M,K] x B[K,N] on random data."""
+        raise NotImplementedError(f"{self.name} has no matmul")
+
+    def conv2d(self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int) -> Kernel:
+        """One pass of a 2-D convolution on random data."""
+        raise NotImplementedError(f"{self.name} has no conv2d")
+
+    def train_step(self, device: str, variant: str, batch: int, seed: int) -> Kernel:
+        """One training step of a small CNN, with the XLA/AMP knobs of ``variant``."""
+        raise NotImplementedError(f"{self.name} has no training step")
 
 
 def gpu_slots() -> list[str]:
@@ -119,7 +170,23 @@ def targets() -> list[Target]:
     return [Target(b.name, d) for b in registry().values() for d in b.device_slots()]
 
 
-def skip_reason(target: Target) -> str | None:
-    """Why a target cannot run here, or None when it can."""
+def skip_reason(target: Target, operation: str = "stream", precision: str = "fp32") -> str | None:
+    """Why a target cannot run an operation in a precision here, or None when it can."""
     backend = get(target.backend)
-    return backend.unavailable_reason() or backend.device_unavailable_reason(target.device)
+    if operation not in backend.operations:
+        return f"{backend.name} has no {operation}"
+    return (
+        backend.unavailable_reason()
+        or backend.device_unavailable_reason(target.device)
+        or backend.precision_unavailable_reason(target.device, precision)
+    )
+
+
+def targets_for(operation: str) -> list[Target]:
+    """The targets whose backend implements ``operation``."""
+    return [
+        Target(b.name, d)
+        for b in registry().values()
+        if operation in b.operations
+        for d in b.device_slots()
+    ]

@@ -105,10 +105,38 @@ class NumpyStream:
         self.pool.shutdown()
 
 
+class NumpyMatmul:
+    """fp32 GEMM through numpy's BLAS (multithreaded over all cores by the BLAS itself)."""
+
+    def __init__(self, m: int, n: int, k: int, seed: int) -> None:
+        """Allocate random A, B and the output C."""
+        rng = np.random.default_rng(seed)
+        self.a = rng.standard_normal((m, k), dtype=np.float32)
+        self.b = rng.standard_normal((k, n), dtype=np.float32)
+        self.c = np.empty((m, n), dtype=np.float32)
+
+    def run(self) -> None:
+        """C = A x B."""
+        np.matmul(self.a, self.b, out=self.c)
+
+    def sync(self) -> None:
+        """Nothing to wait for: the BLAS call has returned."""
+
+    def describe(self) -> dict[str, object]:
+        """The BLAS numpy was built with."""
+        config = np.show_config(mode="dicts") or {}
+        blas = config.get("Build Dependencies", {}).get("blas", {})
+        return {"blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip()}
+
+    def close(self) -> None:
+        """Nothing to restore."""
+
+
 class NumpyBackend(Backend):
     """numpy, the reference backend; always available."""
 
     name = "numpy"
+    operations = frozenset({"stream", "matmul"})
 
     def unavailable_reason(self) -> str | None:
         """Numpy is a core dependency."""
@@ -121,3 +149,13 @@ class NumpyBackend(Backend):
     def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:
         """Allocate the arrays on the host."""
         return NumpyStream(elements, seed)
+
+    def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
+        """Only fp32: numpy's BLAS has no 16-bit GEMM."""
+        if precision == "fp32":
+            return None
+        return f"numpy has no {precision} BLAS (its {precision} matmul is not a peak measurement)"
+
+    def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> NumpyMatmul:
+        """fp32 GEMM on the host."""
+        return NumpyMatmul(m, n, k, seed)

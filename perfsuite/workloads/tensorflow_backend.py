@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from perfsuite.workloads.backend import Backend, gpu_slots
+from perfsuite.hardware.detect import host_facts
+from perfsuite.workloads.backend import Backend, ConvSpec, gpu_slots
 from perfsuite.workloads.numpy_backend import SCALAR
 
 INSTALL_HINT = "pip install 'perfsuite[tensorflow]'"
@@ -96,11 +97,181 @@ class TensorFlowStream:
         self.a = self.b = self.c = self._out = None
 
 
+DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+class _TensorFlowKernel:
+    """Shared plumbing: the device scope, sync, and the TF32 switch (a global setting)."""
+
+    def __init__(self, device: str, precision: str) -> None:
+        tf = self._tf = _tf()
+        self.device = _tf_device(device)
+        self.precision = precision
+        self.dtype = getattr(tf, DTYPES[precision])
+        self._tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
+        # fp32 is measured with TF32 off and tf32 with it on, explicitly, whatever the default.
+        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        self._out: Any = None
+        self._sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+
+    def random(self, shape: list[int], seed: int) -> Any:
+        with self._tf.device(self.device):
+            values = self._tf.random.stateless_normal(shape, seed=[seed, len(shape)])
+            return self._tf.cast(values, self.dtype)
+
+    def sync(self) -> None:
+        """Wait for the device."""
+        if self._sync_devices is not None:
+            self._sync_devices()
+        elif self._out is not None:
+            self._tf.reduce_sum(self._out[..., :1]).numpy()
+
+    def describe(self) -> dict[str, object]:
+        """Device, dtype and TF32 mode."""
+        tf = self._tf
+        return {
+            "tf_device": self.device,
+            "dtype": self.dtype.name,
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+        }
+
+    def close(self) -> None:
+        """Drop the tensors and restore the TF32 setting."""
+        self._out = None
+        self._tf.config.experimental.enable_tensor_float_32_execution(self._tf32_before)
+
+
+class TensorFlowMatmul(_TensorFlowKernel):
+    """tf.linalg.matmul on random inputs."""
+
+    def __init__(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> None:
+        """Allocate A[M,K] and B[K,N] on the device."""
+        super().__init__(device, precision)
+        self.a = self.random([m, k], seed)
+        self.b = self.random([k, n], seed + 1)
+
+    def run(self) -> Any:
+        """C = A x B."""
+        with self._tf.device(self.device):
+            self._out = self._tf.linalg.matmul(self.a, self.b)
+        return self._out
+
+
+class TensorFlowConv2D(_TensorFlowKernel):
+    """One pass of tf conv2d (NHWC): forward, input gradient or filter gradient."""
+
+    def __init__(self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int) -> None:
+        """Allocate input, filter and output gradient of the right shapes."""
+        super().__init__(device, precision)
+        tf = self._tf
+        s = spec
+        self.pass_ = pass_
+        self.x_shape = [s.batch, s.height, s.width, s.cin]
+        self.w_shape = [s.kernel, s.kernel, s.cin, s.cout]
+        self.strides = [1, s.stride, s.stride, 1]
+        self.padding = s.padding
+        self.x = self.random(self.x_shape, seed)
+        self.w = self.random(self.w_shape, seed + 1)
+        with tf.device(self.device):
+            y_shape = tf.nn.conv2d(self.x, self.w, self.strides, self.padding).shape
+        self.dy = self.random(list(y_shape), seed + 2)
+
+    def run(self) -> Any:
+        """The pass this kernel measures."""
+        tf = self._tf
+        with tf.device(self.device):
+            if self.pass_ == "forward":
+                self._out = tf.nn.conv2d(self.x, self.w, self.strides, self.padding)
+            elif self.pass_ == "input_grad":
+                self._out = tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=self.x_shape,
+                    filter=self.w,
+                    out_backprop=self.dy,
+                    strides=self.strides,
+                    padding=self.padding,
+                )
+            else:
+                self._out = tf.raw_ops.Conv2DBackpropFilter(
+                    input=self.x,
+                    filter_sizes=self.w_shape,
+                    out_backprop=self.dy,
+                    strides=self.strides,
+                    padding=self.padding,
+                )
+        return self._out
+
+
+class TensorFlowTrainStep(_TensorFlowKernel):
+    """One SGD step of a small Keras CNN on 32x32x3 inputs, 10 classes.
+
+    ``variant`` is ``baseline``, ``xla`` (``jit_compile=True``), ``amp`` (mixed precision:
+    ``mixed_float16`` with loss scaling on a GPU, ``mixed_bfloat16`` on a CPU) or ``xla+amp``.
+    """
+
+    def __init__(self, device: str, variant: str, batch: int, seed: int) -> None:
+        """Build the model for the variant and random inputs and labels."""
+        super().__init__(device, "fp32")
+        tf = self._tf
+        import keras
+
+        amp = "amp" in variant
+        policy = (
+            ("mixed_float16" if device.startswith("gpu") else "mixed_bfloat16")
+            if amp
+            else "float32"
+        )
+        self.policy = policy
+        with tf.device(self.device):
+            self.model = keras.Sequential(
+                [
+                    keras.Input((32, 32, 3)),
+                    keras.layers.Conv2D(32, 3, padding="same", activation="relu", dtype=policy),
+                    keras.layers.Conv2D(64, 3, padding="same", activation="relu", dtype=policy),
+                    keras.layers.MaxPooling2D(dtype=policy),
+                    keras.layers.Conv2D(128, 3, padding="same", activation="relu", dtype=policy),
+                    keras.layers.GlobalAveragePooling2D(dtype=policy),
+                    keras.layers.Dense(10, dtype="float32"),
+                ]
+            )
+            optimizer = keras.optimizers.SGD(0.01)
+            if policy == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            self.images = tf.random.stateless_uniform([batch, 32, 32, 3], seed=[seed, 1])
+            self.labels = tf.random.stateless_uniform(
+                [batch], seed=[seed, 2], maxval=10, dtype=tf.int32
+            )
+        model, loss_fn = self.model, self.loss
+
+        def step(images: Any, labels: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+                scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+            grads = tape.gradient(scaled, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        self._step = tf.function(step, jit_compile="xla" in variant)
+
+    def run(self) -> Any:
+        """One training step."""
+        with self._tf.device(self.device):
+            self._out = self._step(self.images, self.labels)
+        return self._out
+
+    def describe(self) -> dict[str, object]:
+        """Policy and XLA."""
+        return {**super().describe(), "policy": self.policy}
+
+
 class TensorFlowBackend(Backend):
     """TensorFlow, an optional extra."""
 
     name = "tensorflow"
     extra = "tensorflow"
+    operations = frozenset({"stream", "matmul", "conv2d", "train_step"})
 
     def unavailable_reason(self) -> str | None:
         """Skip reason when TensorFlow cannot be imported."""
@@ -133,3 +304,50 @@ class TensorFlowBackend(Backend):
     def stream_kernels(self, device: str, elements: int, seed: int) -> TensorFlowStream:
         """Allocate the arrays on the device."""
         return TensorFlowStream(device, elements, seed)
+
+    def _compute_capability(self, device: str) -> tuple[int, int] | None:
+        tf = _tf()
+        gpus = tf.config.list_physical_devices("GPU")
+        index = int(device.split(":", 1)[1])
+        details = tf.config.experimental.get_device_details(gpus[index])
+        cc = details.get("compute_capability")
+        return tuple(cc) if cc else None
+
+    def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
+        """TF32 and bf16 need Ampere or newer; TF32 exists on GPUs only."""
+        if precision not in DTYPES:
+            return f"unknown precision {precision!r}"
+        if device == "cpu":
+            return "TF32 is a GPU tensor-core mode" if precision == "tf32" else None
+        cc = self._compute_capability(device)
+        if precision in ("tf32", "bf16") and cc is not None and cc < (8, 0):
+            return f"{device} (compute capability {cc[0]}.{cc[1]}) has no {precision}"
+        return None
+
+    def amp_unavailable_reason(self, device: str) -> str | None:
+        """Mixed precision: bf16 instructions on a CPU, compute capability 7.0+ on a GPU."""
+        if device == "cpu":
+            flags = host_facts().flags
+            if not any(f in flags for f in BF16_CPU_FLAGS):
+                return "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16)"
+            return None
+        cc = self._compute_capability(device)
+        if cc is not None and cc < (7, 0):
+            return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
+        return None
+
+    def matmul(
+        self, device: str, m: int, n: int, k: int, precision: str, seed: int
+    ) -> TensorFlowMatmul:
+        """GEMM on the device."""
+        return TensorFlowMatmul(device, m, n, k, precision, seed)
+
+    def conv2d(
+        self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int
+    ) -> TensorFlowConv2D:
+        """One conv2d pass on the device."""
+        return TensorFlowConv2D(device, spec, precision, pass_, seed)
+
+    def train_step(self, device: str, variant: str, batch: int, seed: int) -> TensorFlowTrainStep:
+        """A small CNN's training step with the variant's knobs."""
+        return TensorFlowTrainStep(device, variant, batch, seed)

@@ -1,0 +1,123 @@
+"""GEMM peak: matmul FLOP/s per precision, on large squares and DeepBench training shapes.
+
+FLOPs = 2*M*N*K for C[M,N] = A[M,K] x B[K,N]; random normal inputs; the device is
+synchronised before every clock read; TFLOP/s are decimal (1e12).  fp32 is measured with
+TF32 off and tf32 with it on, each set explicitly.  The floor is the best repetition
+against the profile's peak for that precision x ``FLOOR_FRACTION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import Reference, Workload, calls_per_repetition
+from perfsuite.model import Work
+from perfsuite.workloads import backend as backends
+from perfsuite.workloads import flops, roofline
+from perfsuite.workloads.cases import Case
+
+# Large bf16 GEMMs reach 80-87% of the dense peak on good hardware; DCGM-style floors sit
+# at ~0.75x of what good hardware reaches: 0.75 x 0.8 = 0.6.
+FLOOR_FRACTION = 0.6
+SEED = 1760
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A GEMM shape, M x N x K."""
+
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        """M x N x K."""
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+ITEMSIZE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# DeepBench training GEMMs (M x N x K) named in the issue, on every device.
+DEEPBENCH = (Shape(1760, 128, 1760), Shape(7860, 64, 2560), Shape(5124, 9124, 2560))
+SQUARES = {"cpu": (2048, 4096), "gpu": (8192, 16384)}
+# The largest shapes take seconds per repetition on a CPU: full mode only.
+FULL_ONLY = {Shape(4096, 4096, 4096), Shape(16384, 16384, 16384), Shape(5124, 9124, 2560)}
+PRECISIONS = {"cpu": ("fp32", "fp16", "bf16"), "gpu": ("fp32", "tf32", "fp16", "bf16")}
+
+
+def cases() -> list[Case]:
+    """Every (target, precision, shape) the GEMM check runs."""
+    out = []
+    for target in backends.targets_for("matmul"):
+        kind = target.device_kind
+        shapes = [Shape(s, s, s) for s in SQUARES[kind]] + list(DEEPBENCH)
+        for precision in PRECISIONS[kind]:
+            for shape in shapes:
+                out.append(Case(target, precision, str(shape), shape, full_only=shape in FULL_ONLY))
+    return out
+
+
+def profiler_flops(shape: Shape, precision: str) -> int | None:
+    """TensorFlow's profiler count for the matmul, or None without TensorFlow."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    dtype = (
+        tf.bfloat16 if precision == "bf16" else tf.float16 if precision == "fp16" else tf.float32
+    )
+    a = tf.TensorSpec([shape.m, shape.k], dtype)
+    b = tf.TensorSpec([shape.k, shape.n], dtype)
+    return flops.profiler_count(lambda x, y: tf.linalg.matmul(x, y), a, b)
+
+
+def workload(case: Case, profile: HardwareProfile) -> Workload:
+    """Build the GEMM workload of one case."""
+    shape: Shape = case.spec
+    backend = backends.get(case.target.backend)
+    kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
+    calls = calls_per_repetition(kernel.run, kernel.sync)
+    analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
+
+    def run() -> None:
+        for _ in range(calls):
+            kernel.run()
+
+    return Workload(
+        check="gemm",
+        params={
+            "backend": case.target.backend,
+            "device": case.target.device,
+            "precision": case.precision,
+            "m": shape.m,
+            "n": shape.n,
+            "k": shape.k,
+        },
+        metric="matmul",
+        unit="TFLOP/s",
+        work=Work(analytic * calls, "FLOP", f"2*M*N*K x {calls} call(s) per repetition"),
+        run=run,
+        sync=kernel.sync,
+        scale=1e12,
+        reference=Reference(
+            f"compute.{case.precision}_tflops", FLOOR_FRACTION, case.target.device_kind
+        ),
+        context={
+            # Minimum bytes: read A and B, write C once.
+            "roofline": roofline.point(
+                profile,
+                case.precision,
+                case.target.device_kind,
+                analytic,
+                (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
+                * ITEMSIZE[case.precision],
+            ),
+            "calls_per_repetition": calls,
+            "backend_version": backend.version(),
+            **kernel.describe(),
+        },
+        close=kernel.close,
+        expectations=(
+            flops.cross_check(analytic, profiler_flops(shape, case.precision), f"matmul {shape}"),
+        ),
+    )

@@ -1,0 +1,80 @@
+"""The two knobs the seed lectures single out: XLA and mixed precision (AMP).
+
+A small Keras CNN's training step is measured in four variants: ``baseline``, ``xla``
+(``jit_compile=True``), ``amp`` (``mixed_float16`` with loss scaling on a GPU,
+``mixed_bfloat16`` on a CPU with bf16 instructions) and ``xla+amp``.  The metric is
+samples/s.  There is no datasheet figure for a model's throughput, so floors are
+no-reference; regressions against the baseline apply.  The run record derives each
+variant's speedup over ``baseline`` on the same device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from perfsuite.measure import Workload, calls_per_repetition
+from perfsuite.model import Result, Work
+from perfsuite.workloads import backend as backends
+from perfsuite.workloads.cases import Case
+
+VARIANTS = ("baseline", "xla", "amp", "xla+amp")
+BATCH = 64
+SEED = 32
+
+
+def cases() -> list[Case]:
+    """Every (target, variant) the knobs check runs."""
+    return [Case(t, "", v, v) for t in backends.targets_for("train_step") for v in VARIANTS]
+
+
+def skip_reason(case: Case) -> str | None:
+    """Why a variant cannot run here (backend, device, or no mixed-precision hardware)."""
+    reason = backends.skip_reason(case.target, "train_step")
+    if reason or "amp" not in case.spec:
+        return reason
+    backend = backends.get(case.target.backend)
+    check = getattr(backend, "amp_unavailable_reason", None)
+    return check(case.target.device) if check else f"{backend.name} has no mixed precision"
+
+
+def workload(case: Case) -> Workload:
+    """Build the training-step workload of one variant."""
+    backend = backends.get(case.target.backend)
+    kernel = backend.train_step(case.target.device, case.spec, BATCH, SEED)
+    calls = calls_per_repetition(kernel.run, kernel.sync, target_seconds=0.05)
+
+    def run() -> None:
+        for _ in range(calls):
+            kernel.run()
+
+    return Workload(
+        check="knobs",
+        params={"backend": case.target.backend, "device": case.target.device, "variant": case.spec},
+        metric="train_step",
+        unit="samples/s",
+        work=Work(BATCH * calls, "samples", f"batch {BATCH} x {calls} step(s) per repetition"),
+        run=run,
+        sync=kernel.sync,
+        context={
+            "calls_per_repetition": calls,
+            "backend_version": backend.version(),
+            **kernel.describe(),
+        },
+        close=kernel.close,
+    )
+
+
+def speedups(results: Iterable[Result]) -> dict[str, dict[str, Any]]:
+    """Each variant's median samples/s over the baseline variant's, per backend and device."""
+    medians: dict[str, dict[str, float]] = {}
+    for r in results:
+        if r.check == "knobs":
+            key = f"{r.params['backend']}-{r.params['device']}"
+            medians.setdefault(key, {})[r.params["variant"]] = r.summary.median
+    out: dict[str, dict[str, Any]] = {}
+    for key, by_variant in medians.items():
+        base = by_variant.get("baseline")
+        if base:
+            out[key] = {v: m / base for v, m in by_variant.items() if v != "baseline"}
+    return out

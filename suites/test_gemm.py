@@ -1,0 +1,17 @@
+"""GEMM peak: matmul TFLOP/s per precision on large squares and DeepBench training shapes.
+
+FLOPs = 2*M*N*K; each case also cross-checks that count against TensorFlow's profiler.
+The floor is the best repetition against the profile's peak for the precision.
+"""
+
+import pytest
+
+from perfsuite.workloads import gemm
+from perfsuite.workloads.cases import params
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("case", params(gemm.cases()))
+def test_gemm(perf, case):
+    perf.require(case.target, "matmul", case.precision)
+    perf.measure(lambda: gemm.workload(case, perf.profile))

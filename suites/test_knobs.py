@@ -1,0 +1,19 @@
+"""XLA and mixed precision: training-step throughput of a small Keras CNN, four variants.
+
+Floors are no-reference (no datasheet figure for a model); regressions apply.  The run
+record lists each variant's speedup over the baseline variant.
+"""
+
+import pytest
+
+from perfsuite.workloads import knobs
+from perfsuite.workloads.cases import params
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("case", params(knobs.cases()))
+def test_train_step(perf, case):
+    reason = knobs.skip_reason(case)
+    if reason:
+        pytest.skip(reason)
+    perf.measure(lambda: knobs.workload(case))
