@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,16 @@ class Baseline:
     profile: str
     entries: Mapping[str, BaselineEntry]
     path: Path
+    environments: Mapping[str, Any] = field(default_factory=dict)  # run id -> fingerprint
+
+    def environment(self) -> Mapping[str, Any] | None:
+        """The fingerprint of the run most entries were accepted from, if it was stored."""
+        runs = Counter(e.run_id for e in self.entries.values())
+        for run_id, _ in runs.most_common():
+            if run_id in self.environments:
+                env: Mapping[str, Any] = self.environments[run_id]
+                return env
+        return None
 
     def get(self, node_id: str) -> BaselineEntry | None:
         """Return the entry for a check, if one was accepted."""
@@ -87,7 +98,10 @@ class BaselineStore:
                 f"{path}: corrupt baseline: bad or missing entry field ({exc}) "
                 "(file left untouched)"
             ) from None
-        return Baseline(profile, entries, path)
+        environments = data.get("environments", {})
+        return Baseline(
+            profile, entries, path, environments if isinstance(environments, dict) else {}
+        )
 
     def check_writable(self, profile: str) -> None:
         """Fail early if the profile's baseline directory cannot be written."""
@@ -113,7 +127,13 @@ class BaselineStore:
             ) from None
         return target
 
-    def save(self, profile: str, results: Iterable[Result], run_id: str) -> Path:
+    def save(
+        self,
+        profile: str,
+        results: Iterable[Result],
+        run_id: str,
+        environment: Mapping[str, Any] | None = None,
+    ) -> Path:
         """Merge results into the profile's baseline atomically; other entries are kept.
 
         The previous file is first copied to ``history/``, so it stays recoverable.
@@ -124,10 +144,15 @@ class BaselineStore:
         for result in results:
             if result.samples:
                 entries[result.id] = BaselineEntry.from_result(result, run_id, created)
+        used = {entry.run_id for entry in entries.values()}
+        environments = {k: v for k, v in current.environments.items() if k in used}
+        if environment is not None:
+            environments[run_id] = dict(environment)
         data: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "hardware_profile": profile,
             "updated": created,
+            "environments": environments,
             "entries": {
                 node_id: {**asdict(entry), "samples": list(entry.samples)}
                 for node_id, entry in sorted(entries.items())

@@ -1,7 +1,9 @@
 """The ``perfsuite`` command.
 
 * ``perfsuite profiles [show NAME]``: list hardware profiles, or print one;
-* ``perfsuite compare A.json B.json``: the pre-upgrade A/B table and environment diff;
+* ``perfsuite compare A.json B.json [--html FILE]``: the pre-upgrade A/B table and
+  environment diff;
+* ``perfsuite report RUN.json [--baseline RUN.json] [-o FILE]``: render the HTML report;
 * ``perfsuite history``: each check's trend over the run records, with change points;
 * ``perfsuite baseline accept RUN.json [-k TEXT]``: promote a run to its profile's baseline.
 """
@@ -16,11 +18,12 @@ from pathlib import Path
 from perfsuite import history as hist
 from perfsuite import records, stats
 from perfsuite.baseline import BaselineStore
-from perfsuite.compare import compare_runs, environment_diff
+from perfsuite.compare import compare_runs, compared_record, environment_diff
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.report.terminal import format_table, short_id
+from perfsuite.storage import write_text_atomic
 
 
 def _row(profile: HardwareProfile) -> str:
@@ -80,12 +83,34 @@ def _compare(args: argparse.Namespace) -> int:
     print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
     for key, old, new in diff:
         print(f"  {key}: {old!r} -> {new!r}")
+    if args.html:
+        from perfsuite.report.html import render
+
+        judged = compared_record(b, rows)
+        html = render(judged, baseline=a, title=f"perfsuite A/B: {a.run_id} -> {b.run_id}")
+        write_text_atomic(Path(args.html), html)
+        print(f"HTML report: {args.html}")
     regressed = sum(r.verdict == "regressed" for r in rows)
     counts = {
         v: sum(r.verdict == v for r in rows) for v in ("regressed", "improved", "noisy", "ok")
     }
     print("\n" + ", ".join(f"{n} {v}" for v, n in counts.items()))
     return 1 if regressed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from perfsuite.report.html import render
+
+    record = records.load_record(Path(args.run))
+    baseline = records.load_record(Path(args.baseline)) if args.baseline else None
+    history = []
+    profile = str(record.hardware_profile.get("name"))
+    if args.report_dir and (Path(args.report_dir) / profile).is_dir():
+        history = records.history(Path(args.report_dir), profile)
+    out = Path(args.output or Path(args.run).with_suffix(".html"))
+    write_text_atomic(out, render(record, baseline=baseline, history=history))
+    print(f"HTML report: {out}")
+    return 0
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -163,7 +188,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--tolerance", type=float, default=None, help="override the tolerance B was judged with"
     )
     comp.add_argument("--alpha", type=float, default=stats.ALPHA, help="family-wise alpha")
+    comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
     comp.set_defaults(func=_compare)
+
+    rep = sub.add_parser("report", help="render a run record as a self-contained HTML report")
+    rep.add_argument("run", metavar="RUN.json")
+    rep.add_argument(
+        "--baseline", metavar="RUN.json", help="a baseline run: ghosts and environment diff"
+    )
+    rep.add_argument(
+        "--report-dir", default="reports", metavar="DIR", help="history for sparklines"
+    )
+    rep.add_argument("-o", "--output", metavar="FILE", help="default: RUN.html beside RUN.json")
+    rep.set_defaults(func=_report)
 
     histp = sub.add_parser("history", help="each check's trend over the run records")
     histp.add_argument("--report-dir", default="reports", metavar="DIR")

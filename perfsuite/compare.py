@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite import stats
 from perfsuite.errors import PerfsuiteError
-from perfsuite.model import Result, RunRecord
+from perfsuite.model import BaselineVerdict, Result, RunRecord
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -35,13 +35,14 @@ class Row:
     reason: str
 
 
-def _flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested dicts (and lists of dicts) as dotted keys and leaf values."""
     if isinstance(data, Mapping):
         for key, value in data.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+            yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(data, list) and data and all(isinstance(v, Mapping) for v in data):
         for index, value in enumerate(data):
-            yield from _flatten(value, f"{prefix}.{index}")
+            yield from flatten(value, f"{prefix}.{index}")
     else:
         yield prefix, data
 
@@ -57,7 +58,7 @@ def _volatile(key: str) -> bool:
 
 def environment_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """What changed between two fingerprints, as (key, old, new); run-to-run readings left out."""
-    old, new = dict(_flatten(a)), dict(_flatten(b))
+    old, new = dict(flatten(a)), dict(flatten(b))
     keys = sorted(set(old) | set(new))
     return [
         (k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k) and not _volatile(k)
@@ -111,3 +112,29 @@ def compare_runs(
     only_a = sorted(set(a_results) - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
+
+
+def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
+    """Run B with each compared result's baseline verdict replaced by the A/B verdict."""
+    by_id = {row.id: row for row in rows}
+    results = []
+    for r in b.results:
+        row = by_id.get(r.id)
+        if row is None:
+            results.append(replace(r, baseline=BaselineVerdict("new", reason="not in run A")))
+            continue
+        c = row.comparison
+        verdict = BaselineVerdict(
+            row.verdict,
+            ratio=c.ratio,
+            tolerance=r.baseline.tolerance,
+            baseline_median=row.a_median,
+            reason=row.reason,
+            ci_low=c.ci_low,
+            ci_high=c.ci_high,
+            p_value=c.p_value,
+            n_baseline=c.n_baseline,
+            few_samples=c.few_samples,
+        )
+        results.append(replace(r, baseline=verdict))
+    return replace(b, results=tuple(results))

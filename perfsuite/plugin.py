@@ -19,6 +19,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import BenchmarkRunner, Workload, measure
 from perfsuite.model import Result
+from perfsuite.report.markdown import render_markdown
 from perfsuite.report.terminal import format_result_lines
 from perfsuite.session import DEFAULT_TOLERANCE, PerfSession, Settings
 from perfsuite.workloads.backend import Target, skip_reason
@@ -26,6 +27,7 @@ from perfsuite.workloads.backend import Target, skip_reason
 SESSION_KEY = pytest.StashKey[PerfSession]()
 RESULT_KEY = pytest.StashKey[Result]()
 RECORD_KEY = pytest.StashKey[Path]()
+HTML_KEY = pytest.StashKey[Path]()
 ERRORS_KEY = pytest.StashKey[list[str]]()
 WORKER_SOFTWARE_KEY = pytest.StashKey[dict[str, Any]]()
 RESULT_PROPERTY = "perfsuite.result"
@@ -91,6 +93,26 @@ _OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         {"metavar": "DIR", "help": "where run records go, per profile (default: reports)"},
         "string",
         "reports",
+    ),
+    (
+        "--perf-markdown",
+        "perf_markdown",
+        {
+            "metavar": "FILE",
+            "help": "append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)",
+        },
+        "string",
+        "",
+    ),
+    (
+        "--perf-html",
+        "perf_html",
+        {
+            "metavar": "yes|no",
+            "help": "write the HTML report next to the run record (default: yes)",
+        },
+        "string",
+        "yes",
     ),
     (
         "--perf-profile-dir",
@@ -338,16 +360,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not perf_session.results:
         return
     errors = config.stash[ERRORS_KEY]
+    env: dict[str, Any] = environment.fingerprint()
+    from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
+    env["software"] = environment.merge_software(env["software"], from_workers)
+    record = perf_session.record(env)
     try:
-        env: dict[str, Any] = environment.fingerprint()
-        from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
-        env["software"] = environment.merge_software(env["software"], from_workers)
-        config.stash[RECORD_KEY] = perf_session.write_record(perf_session.record(env))
+        config.stash[RECORD_KEY] = perf_session.write_record(record)
     except PerfsuiteError as exc:
         errors.append(f"run record not written: {exc}")
+    html_path = None
+    if str(_option(config, "perf_html")).lower() not in ("no", "false", "0", "off"):
+        try:
+            html_path = config.stash[HTML_KEY] = perf_session.write_html(record)
+        except Exception as exc:  # a report must never lose the run record or the verdicts
+            errors.append(f"HTML report not written: {type(exc).__name__}: {exc}")
+    markdown = _option(config, "perf_markdown")
+    if markdown:
+        try:
+            with open(markdown, "a", encoding="utf-8") as fh:
+                fh.write(render_markdown(record, html_path))
+        except OSError as exc:
+            errors.append(f"{markdown}: Markdown summary not written: {exc.strerror or exc}")
     if perf_session.settings.save_baseline:
         try:
-            perf_session.save_baseline()
+            perf_session.save_baseline(env)
         except PerfsuiteError as exc:
             errors.append(str(exc))
     if errors and session.exitstatus == pytest.ExitCode.OK:
@@ -368,6 +404,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
     if RECORD_KEY in config.stash:
         terminalreporter.write_line(f"run record: {config.stash[RECORD_KEY]}")
+    if HTML_KEY in config.stash:
+        terminalreporter.write_line(f"HTML report: {config.stash[HTML_KEY]}")
     if perf_session.settings.save_baseline and not errors:
         path = perf_session.settings.baseline_dir / perf_session.profile.name
         terminalreporter.write_line(f"baseline saved: {path}")

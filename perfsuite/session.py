@@ -12,6 +12,7 @@ import secrets
 import socket
 import time
 import zlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -20,15 +21,17 @@ from typing import Any
 
 from perfsuite import stats, waivers
 from perfsuite.baseline import Baseline, BaselineStore
+from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.measure import FULL, QUICK, Measurement, Policy, Workload
 from perfsuite.model import FloorVerdict, Result, RunRecord
-from perfsuite.storage import check_writable, write_json_atomic
+from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
 from perfsuite.workloads import knobs, roofline
 
 DEFAULT_TOLERANCE = 0.05
+HISTORY_RUNS = 30  # past run records a report draws its sparklines from
 
 
 @dataclass(frozen=True)
@@ -265,7 +268,35 @@ class PerfSession:
         """Write the run record atomically."""
         return write_json_atomic(self.record_path(), record.to_dict())
 
-    def save_baseline(self) -> Path:
+    def save_baseline(self, environment: Mapping[str, Any] | None = None) -> Path:
         """Accept this run's results as the profile's baseline (merged per check)."""
         store = BaselineStore(self.settings.baseline_dir)
-        return store.save(self.profile.name, self.results, self.run_id)
+        return store.save(self.profile.name, self.results, self.run_id, environment)
+
+    def write_html(self, record: RunRecord) -> Path:
+        """Render the HTML report next to the run record, with the baseline run and history."""
+        from perfsuite import records
+        from perfsuite.report.html import render
+
+        folder = self.settings.report_dir / self.profile.name
+        history = []
+        for path in sorted(folder.glob("*.json"))[-HISTORY_RUNS:]:
+            try:
+                history.append(records.load_record(path))
+            except PerfsuiteError:
+                continue  # an unreadable old record does not stop this run's report
+        runs = Counter(
+            r.baseline.baseline_run_id for r in record.results if r.baseline.baseline_run_id
+        )
+        baseline_record = next(
+            (h for run_id, _ in runs.most_common() for h in history if h.run_id == run_id), None
+        )
+        html = render(
+            record,
+            baseline=baseline_record,
+            baseline_environment=self.baseline.environment(),
+            history=history,
+        )
+        path = self.record_path().with_suffix(".html")
+        write_text_atomic(path, html)
+        return path

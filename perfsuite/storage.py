@@ -14,8 +14,14 @@ from typing import Any
 from perfsuite.errors import StorageError
 
 
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
-    """Write JSON to a temporary file beside ``path``, fsync it, then rename it into place.
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write text to a temporary file beside ``path``, fsync it, then rename it into place.
 
     A reader sees either the old file or the complete new one, never a partial write.
     """
@@ -25,9 +31,10 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
     except OSError as exc:
         raise StorageError(f"{path.parent}: cannot write here: {exc.strerror or exc}") from None
     try:
+        # mkstemp creates 0600; records and reports are meant to be shared like any file.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -38,6 +45,11 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
             raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
     return path
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write JSON atomically (see :func:`write_text_atomic`); NaN is refused."""
+    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def check_writable(directory: Path) -> None:

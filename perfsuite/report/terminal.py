@@ -78,7 +78,8 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
                 _value(r),
                 _peak(r),
                 _change(r),
-                r.floor.verdict,
+                r.floor.verdict
+                + (" (est.)" if r.floor.estimated and r.floor.verdict == "fail" else ""),
                 _baseline(r),
                 r.outcome,
             )

@@ -1,0 +1,223 @@
+"""Charts for the HTML report: matplotlib figures rendered to inline SVG.
+
+Each chart is registered with :func:`chart` and decides from the run record whether it has
+anything to draw, so a new check adds its own chart here without touching the others, and a
+report of a partial run (``-k``) shows only the charts that apply.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfsuite import stats
+from perfsuite.model import Result, RunRecord
+
+
+@dataclass(frozen=True)
+class ChartContext:
+    """What a chart may draw from: the run, and its baseline run where known."""
+
+    record: RunRecord
+    baseline: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A registered chart: its title, the question it answers, and how to draw it."""
+
+    key: str
+    title: str
+    answers: str
+    draw: Callable[[ChartContext], str | None]
+
+
+CHARTS: list[Chart] = []
+
+
+def chart(
+    key: str, title: str, answers: str
+) -> Callable[[Callable[[ChartContext], str | None]], Callable[[ChartContext], str | None]]:
+    """Register a chart drawing function."""
+
+    def register(
+        draw: Callable[[ChartContext], str | None],
+    ) -> Callable[[ChartContext], str | None]:
+        CHARTS.append(Chart(key, title, answers, draw))
+        return draw
+
+    return register
+
+
+def render_all(ctx: ChartContext) -> list[dict[str, str]]:
+    """Every chart that has something to draw for this run."""
+    out = []
+    for c in CHARTS:
+        svg = c.draw(ctx)
+        if svg:
+            out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": svg})
+    return out
+
+
+def _figure(width: float = 7.0, height: float = 3.6) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "perfsuite"}):
+        fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: inline SVG
+
+
+def _best(r: Result) -> float:
+    return stats.best(r.samples, r.higher_is_better)
+
+
+def _short(r: Result) -> str:
+    return r.id.rsplit("::", 1)[-1]
+
+
+@chart("roofline", "Roofline", "How close do GEMM and conv get to what this hardware allows?")
+def roofline(ctx: ChartContext) -> str | None:
+    """Compute ceilings, the bandwidth slope, measured points, and the baseline as ghosts."""
+    section = ctx.record.derived.get("roofline") or {}
+    points = section.get("points") or []
+    if not points:
+        return None
+    ceilings = section.get("ceilings", {})
+    compute = ceilings.get("compute_tflops", {})
+    bandwidth = ceilings.get("bandwidth_gbs")
+    fig = _figure(7.5, 4.2)
+    ax = fig.add_subplot()
+    ais = [p["ai"] for p in points]
+    lo, hi = min(ais) / 4, max(ais) * 4
+    if bandwidth and compute:  # keep the ridge point, where the slope meets the roof, in view
+        lo = min(lo, max(compute.values()) * 1000 / bandwidth / 4)
+    estimated = set(ceilings.get("estimated", ()))
+    for precision, peak in compute.items():
+        est = f"compute.{precision}_tflops" in estimated
+        ax.axhline(peak, ls=":" if est else "-", lw=1, color="0.4")
+        ax.annotate(
+            f"{precision} {peak:.3g}{' (est.)' if est else ''}",
+            (hi, peak),
+            ha="right",
+            va="bottom",
+            fontsize=7,
+        )
+    if bandwidth:
+        top = max(compute.values()) if compute else max(p["achieved_tflops"] for p in points)
+        xs = [lo, top * 1000 / bandwidth]
+        ax.plot(xs, [x * bandwidth / 1000 for x in xs], color="0.4", lw=1)
+        ax.annotate(f"{bandwidth:g} GB/s", (lo, lo * bandwidth / 1000), fontsize=7, va="bottom")
+    markers = {"gemm": "s", "conv_roofline": "o"}
+    if ctx.baseline is not None:
+        ghost = (ctx.baseline.derived.get("roofline") or {}).get("points") or []
+        ax.scatter(
+            [p["ai"] for p in ghost],
+            [p["achieved_tflops"] for p in ghost],
+            s=18,
+            facecolors="none",
+            edgecolors="0.7",
+            label="baseline",
+        )
+    for check, marker in markers.items():
+        sel = [p for p in points if p["check"] == check]
+        if sel:
+            ax.scatter(
+                [p["ai"] for p in sel],
+                [p["achieved_tflops"] for p in sel],
+                s=18,
+                marker=marker,
+                label=check.replace("_roofline", ""),
+                zorder=3,
+            )
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)", ylabel="TFLOP/s")
+    ax.set_xlim(lo, hi)
+    ax.legend(fontsize=7, loc="lower right")
+    return _svg(fig)
+
+
+def _bars(
+    labels: Sequence[str], values: Sequence[float], peaks: Sequence[float | None], unit: str
+) -> str:
+    fig = _figure(7.5, max(2.2, 0.28 * len(labels) + 1))
+    ax = fig.add_subplot()
+    y = range(len(labels))
+    ax.barh(list(y), values, color="#4a78b5")
+    for i, peak in enumerate(peaks):
+        if peak:
+            ax.plot([peak, peak], [i - 0.4, i + 0.4], color="#c0392b", lw=2)
+    ax.set_yticks(list(y), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{unit} (bar: best; red tick: profile peak)")
+    return _svg(fig)
+
+
+@chart("memory_bandwidth", "Memory bandwidth", "Does each device reach its datasheet bandwidth?")
+def memory_bandwidth(ctx: ChartContext) -> str | None:
+    """Best GB/s per kernel, backend and device, against the profile's peak."""
+    rs = [r for r in ctx.record.results if r.check == "memory_bandwidth"]
+    if not rs:
+        return None
+    return _bars(
+        [_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], "GB/s"
+    )
+
+
+@chart("gemm", "GEMM", "Does matmul reach the datasheet FLOP/s for each precision?")
+def gemm(ctx: ChartContext) -> str | None:
+    """Best TFLOP/s per case, against the profile's peak for the precision."""
+    rs = [r for r in ctx.record.results if r.check == "gemm"]
+    if not rs:
+        return None
+    return _bars(
+        [_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], "TFLOP/s"
+    )
+
+
+@chart("knobs", "XLA and mixed precision", "What do XLA and AMP buy on this stack?")
+def knobs(ctx: ChartContext) -> str | None:
+    """Each variant's speedup over the plain training step, per device."""
+    speedups = ctx.record.derived.get("knob_speedups") or {}
+    if not speedups:
+        return None
+    labels, values = [], []
+    for device, by_variant in speedups.items():
+        for variant, speedup in by_variant.items():
+            labels.append(f"{device} {variant}")
+            values.append(speedup)
+    fig = _figure(7.5, max(2.0, 0.3 * len(labels) + 1))
+    ax = fig.add_subplot()
+    ax.barh(range(len(labels)), values, color=["#2e8b57" if v >= 1 else "#c0392b" for v in values])
+    ax.axvline(1.0, color="0.3", lw=1)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over the plain training step (x)")
+    return _svg(fig)
+
+
+def sparkline(values: Sequence[float], width: int = 90, height: int = 18) -> str:
+    """A tiny inline SVG line of a check's history (no axes: the trend at a glance)."""
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    step = width / (len(values) - 1)
+    pts = " ".join(
+        f"{i * step:.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}"
+        for i, v in enumerate(values)
+    )
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img"><polyline fill="none" stroke="#4a78b5" stroke-width="1.5" '
+        f'points="{pts}"/></svg>'
+    )

@@ -1,0 +1,154 @@
+"""The self-contained HTML regression report.
+
+jinja2 with autoescaping renders one file with inline CSS, inline SVG charts (matplotlib)
+and a small inline script for sorting and filtering; nothing is fetched from the network.
+Its first screen answers: did anything regress, by how much and how sure, and what changed
+in the environment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from perfsuite import stats
+from perfsuite.compare import environment_diff, flatten
+from perfsuite.model import Result, RunRecord
+from perfsuite.report.charts import ChartContext, render_all, sparkline
+
+VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    return Environment(
+        loader=PackageLoader("perfsuite.report", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return ""
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
+    b, f = r.baseline, r.floor
+    best = stats.best(r.samples, r.higher_is_better)
+    change = "" if b.ratio is None else _pct(b.ratio - 1, signed=True)
+    ci = (
+        ""
+        if b.ci_low is None or b.ci_high is None
+        else f"[{_pct(b.ci_low - 1, True)}, {_pct(b.ci_high - 1, True)}]"
+    )
+    waiver = (r.waiver or {}).get("status", "")
+    params = ", ".join(f"{k}={v}" for k, v in r.params.items())
+    name = r.id.rsplit("::", 1)[-1]
+    return {
+        "id": r.id,
+        "name": name,
+        "check": r.check,
+        "params": params,
+        "value": f"{best:.4g}",
+        "value_sort": best,
+        "unit": r.unit,
+        "peak": _pct(f.fraction_of_peak)
+        + (" (est.)" if f.estimated and f.fraction_of_peak else ""),
+        "peak_sort": f.fraction_of_peak if f.fraction_of_peak is not None else -1,
+        "baseline": "" if b.baseline_median is None else f"{b.baseline_median:.4g}",
+        "change": change,
+        "change_sort": b.ratio - 1 if b.ratio is not None else 0,
+        "ci": ci,
+        "p": "" if b.p_value is None else f"{b.p_value:.2g}",
+        "verdict": b.verdict,
+        "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
+        "floor": f.verdict + (" (est.)" if f.estimated and f.verdict == "fail" else ""),
+        "floor_failed": f.verdict == "fail" and not f.estimated,
+        "waiver": waiver,
+        "outcome": r.outcome,
+        "reason": "; ".join(
+            x
+            for x in (b.reason if b.verdict != "new" else "", f.reason, *r.noise.get("flags", ()))
+            if x
+        ),
+        "spark": sparkline(history),
+        "search": " ".join([r.id, params, b.verdict, f.verdict, waiver, r.outcome]).lower(),
+    }
+
+
+def _flat_environment(
+    env: Mapping[str, Any], base: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    changed = (
+        {k: (old, new) for k, old, new in environment_diff(base, env)} if base is not None else {}
+    )
+    rows = []
+    for key, value in flatten(env):
+        rows.append(
+            {
+                "key": key,
+                "value": value,
+                "changed": key in changed,
+                "old": changed.get(key, (None,))[0],
+            }
+        )
+    for key, (old, new) in changed.items():
+        if new is None:
+            rows.append({"key": key, "value": None, "changed": True, "old": old})
+    return sorted(rows, key=lambda r: (not r["changed"], r["key"]))
+
+
+def render(
+    record: RunRecord,
+    *,
+    baseline: RunRecord | None = None,
+    baseline_environment: Mapping[str, Any] | None = None,
+    history: Sequence[RunRecord] = (),
+    title: str = "perfsuite regression report",
+) -> str:
+    """Render a run record (with its baseline run and history, where known) as HTML."""
+    started = time.perf_counter()
+    series: dict[str, list[float]] = {}
+    for past in history:
+        if past.created <= record.created and past.run_id != record.run_id:
+            for r in past.results:
+                series.setdefault(r.id, []).append(r.summary.median)
+    rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in record.results]
+    rows.sort(key=lambda row: (row["verdict_sort"], row["id"]))
+    verdicts = Counter(r.baseline.verdict for r in record.results)
+    floors = Counter(r.floor.verdict for r in record.results)
+    outcomes = Counter(r.outcome for r in record.results)
+    base_env = baseline.environment if baseline is not None else baseline_environment
+    env_rows = _flat_environment(record.environment, base_env)
+    regressed = [row for row in rows if row["verdict"] == "regressed" or row["floor_failed"]]
+    charts = render_all(ChartContext(record, baseline))
+    host = record.environment.get("host", {})
+    html = (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            record=record,
+            profile=record.hardware_profile,
+            host=host.get("hostname", "?") if isinstance(host, Mapping) else "?",
+            rows=rows,
+            regressed=regressed,
+            verdicts=dict(verdicts),
+            floors=dict(floors),
+            outcomes=dict(outcomes),
+            env_rows=env_rows,
+            env_changes=[row for row in env_rows if row["changed"]],
+            has_baseline_env=base_env is not None,
+            baseline_run=baseline.run_id if baseline is not None else "",
+            charts=charts,
+            render_seconds=None,
+        )
+    )
+    seconds = f"{time.perf_counter() - started:.2f}"
+    return str(html).replace("__RENDER_SECONDS__", seconds)
