@@ -280,6 +280,16 @@ class Perf:
             noise=guards,
         )
         self._item.stash[RESULT_KEY] = result
+        # On the item, so every report of the test carries them (JUnit XML reads teardown's).
+        self._item.user_properties.extend(
+            [
+                ("perf_metric", result.metric),
+                ("perf_value", stats.best(result.samples, result.higher_is_better)),
+                ("perf_unit", result.unit),
+                ("perf_floor", result.floor.verdict),
+                ("perf_baseline", result.baseline.verdict),
+            ]
+        )
         benchmark.extra_info.update(
             {
                 "perfsuite_metric": result.metric,
@@ -337,16 +347,7 @@ def pytest_runtest_makereport(
         result = item.stash[RESULT_KEY].with_outcome(
             outcome, message or getattr(report, "wasxfail", "")
         )
-        report.user_properties.extend(
-            [
-                ("perf_metric", result.metric),
-                ("perf_value", stats.best(result.samples, result.higher_is_better)),
-                ("perf_unit", result.unit),
-                ("perf_floor", result.floor.verdict),
-                ("perf_baseline", result.baseline.verdict),
-                (RESULT_PROPERTY, result.to_dict()),
-            ]
-        )
+        report.user_properties.append((RESULT_PROPERTY, result.to_dict()))
     return report
 
 

@@ -73,7 +73,12 @@ def _svg(fig: Any) -> str:
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "perfsuite"}):
-        fig.savefig(buf, format="svg")
+        # No metadata block: it carries a timestamp and is not needed inline.
+        fig.savefig(
+            buf,
+            format="svg",
+            metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
+        )
     text = buf.getvalue()
     return text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: inline SVG
 

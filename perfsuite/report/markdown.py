@@ -6,9 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 from perfsuite import stats
-from perfsuite.model import RunRecord
+from perfsuite.model import Result, RunRecord
 
-ATTENTION = ("regressed", "noisy", "improved")
+# Severity order: what needs attention first.
+RANK = {"regressed": 0, "noisy": 2, "improved": 3}
 
 
 def _cell(text: str) -> str:
@@ -34,10 +35,13 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         "| check | value | % of peak | change [95% CI] | floor | baseline |",
         "|---|---|---|---|---|---|",
     ]
-    ordered = sorted(
-        record.results,
-        key=lambda r: (r.baseline.verdict not in ATTENTION, r.floor.verdict != "fail", r.id),
-    )
+
+    def rank(r: Result) -> tuple[int, str]:
+        if r.floor.verdict == "fail" and not r.floor.estimated:
+            return (1, r.id)
+        return (RANK.get(r.baseline.verdict, 4), r.id)
+
+    ordered = sorted(record.results, key=rank)
     for r in ordered:
         b = r.baseline
         change = "" if b.ratio is None else f"{b.ratio - 1:+.1%}"

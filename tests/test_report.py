@@ -1,0 +1,168 @@
+"""The HTML report, the Markdown summary and JUnit properties (no browser needed here)."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perfsuite.cli import main
+from perfsuite.compare import compare_runs, compared_record
+from perfsuite.records import load_record
+from perfsuite.report.charts import CHARTS
+from perfsuite.report.html import render
+from perfsuite.report.markdown import render_markdown
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HOSTILE = '<script>document.title="pwned"</script>'
+
+
+def ab_record():
+    base = load_record(FIXTURES / "report-baseline.json")
+    run = load_record(FIXTURES / "report-run.json")
+    rows, _, _ = compare_runs(base, run)
+    return base, compared_record(run, rows)
+
+
+def test_report_answers_the_first_screen_questions() -> None:
+    base, judged = ab_record()
+    html = render(judged, baseline=base)
+    banner = html[html.index('id="banner"') : html.index("</div>", html.index('id="banner"'))]
+    assert "1 check(s) regressed" in banner and "test_stream[tensorflow-cpu-triad]" in banner
+    assert re.search(r"-1\d\.\d% \[-\d+\.\d%, -\d+\.\d%\], p=", banner), banner
+    env = html[html.index('id="env-banner"') :]
+    assert "software.tensorflow.version</code>: 2.20.0 → 2.21.0" in env
+    for key in ("roofline", "memory_bandwidth", "gemm", "knobs"):
+        assert f'id="chart-{key}"' in html
+    assert "<svg" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "nothing is fetched"
+    assert "<dc:date>" not in html
+
+
+def test_report_without_baseline_and_with_only_some_checks() -> None:
+    run = load_record(FIXTURES / "report-run.json")
+    only_stream = replace(
+        run, results=tuple(r for r in run.results if r.check == "memory_bandwidth"), derived={}
+    )
+    html = render(only_stream)
+    assert "No baseline environment to compare with." in html
+    assert 'id="chart-memory_bandwidth"' in html
+    assert 'id="chart-roofline"' not in html and 'id="chart-gemm"' not in html
+    assert "No regressions and no floor failures." in html
+
+
+def test_everything_from_the_run_is_escaped() -> None:
+    run = load_record(FIXTURES / "report-run.json")
+    first = run.results[0]
+    hostile = replace(first, id=f"suites/x.py::test_{HOSTILE}", params={"kernel": HOSTILE})
+    env = {**run.environment, "variables": {"TF_HOSTILE": HOSTILE}}
+    html = render(replace(run, results=(hostile, *run.results[1:]), environment=env))
+    assert HOSTILE not in html
+    assert "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;" in html
+
+
+def test_charts_are_registered_with_the_question_they_answer() -> None:
+    assert {c.key for c in CHARTS} >= {"roofline", "memory_bandwidth", "gemm", "knobs"}
+    assert all(c.answers.endswith("?") for c in CHARTS)
+
+
+def test_report_and_compare_commands_write_html(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.html"
+    assert (
+        main(
+            [
+                "report",
+                str(FIXTURES / "report-run.json"),
+                "--baseline",
+                str(FIXTURES / "report-baseline.json"),
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert "<!DOCTYPE html>" in out.read_text()
+    ab = tmp_path / "ab.html"
+    assert (
+        main(
+            [
+                "compare",
+                str(FIXTURES / "report-baseline.json"),
+                str(FIXTURES / "report-run.json"),
+                "--html",
+                str(ab),
+            ]
+        )
+        == 1
+    )
+    assert "1 check(s) regressed" in ab.read_text()
+
+
+def test_markdown_summary_puts_regressions_first() -> None:
+    _, judged = ab_record()
+    text = render_markdown(judged, Path("reports/x.html"))
+    lines = text.splitlines()
+    assert lines[2].startswith("**1 check(s) regressed or missed their floor.**")
+    table = [line for line in lines if line.startswith("| test_")]
+    assert table[0].startswith("| test_stream[tensorflow-cpu-triad]") and table[0].endswith(
+        "| regressed |"
+    )
+    assert lines[-1] == "HTML report: `reports/x.html`"
+
+
+CHECK = """
+import numpy as np
+from perfsuite.measure import Reference, Workload
+from perfsuite.model import Work
+
+def test_copy(perf):
+    a = np.random.default_rng(0).random(1 << 14)
+    b = np.empty_like(a)
+    perf.measure(Workload(check="toy", params={}, metric="bandwidth", unit="GB/s", scale=1e9,
+        work=Work(2 * a.nbytes, "B"), run=lambda: np.copyto(b, a),
+        reference=Reference("memory.bandwidth_gbs", 0.5, "gpu")))
+"""
+
+
+def test_session_writes_html_markdown_and_junit_properties(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_toy=CHECK)
+    shutil_copy = (FIXTURES / "profiles" / "slowgpu.toml").read_text()
+    (pytester.path / "profiles").mkdir()
+    (pytester.path / "profiles" / "slowgpu.toml").write_text(shutil_copy)
+    summary = pytester.path / "summary.md"
+    result = pytester.runpytest(
+        "--hw=slowgpu",
+        "--perf-profile-dir=profiles",
+        "--perf-quick",
+        f"--perf-markdown={summary}",
+        "--junitxml=junit.xml",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["HTML report: *slowgpu*.html"])
+    (html,) = (pytester.path / "reports" / "slowgpu").glob("*.html")
+    assert "test_copy" in html.read_text()
+    assert "**No regressions.**" in summary.read_text()
+    case = ET.parse(pytester.path / "junit.xml").getroot().find(".//testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["perf_metric"] == "bandwidth" and props["perf_unit"] == "GB/s"
+    assert props["perf_floor"] == "pass" and props["perf_baseline"] == "new"
+    assert float(props["perf_value"]) > 0
+    assert "perfsuite.result" not in props, "the full result stays out of JUnit XML"
+
+
+def test_html_can_be_switched_off(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_toy=CHECK)
+    pytester.runpytest("--perf-quick", "--perf-html=no").assert_outcomes(passed=1)
+    (folder,) = (pytester.path / "reports").iterdir()
+    assert list(folder.glob("*.html")) == [] and len(list(folder.glob("*.json"))) == 1
+
+
+def test_fixture_records_are_current() -> None:
+    data = json.loads((FIXTURES / "report-run.json").read_text())
+    assert data["schema_version"] == 1 and data["derived"]["roofline"]["points"]
