@@ -197,6 +197,19 @@ def measure(workload: Workload, policy: Policy, runner: Runner | None = None) ->
     )
 
 
+def repeated(
+    run: Callable[[], object], sync: Callable[[], None], target_seconds: float = 0.02
+) -> tuple[Callable[[], None], int]:
+    """One repetition's step: ``run`` called back to back, calibrated; and how many calls."""
+    calls = calls_per_repetition(run, sync, target_seconds)
+
+    def step() -> None:
+        for _ in range(calls):
+            run()
+
+    return step, calls
+
+
 def calls_per_repetition(
     run: Callable[[], object], sync: Callable[[], None], target_seconds: float = 0.02
 ) -> int:

@@ -167,26 +167,24 @@ def _bars(
     return _svg(fig)
 
 
+def _against_peak(ctx: ChartContext, check: str, unit: str) -> str | None:
+    """Best value per result of one check, with the profile peak each was judged against."""
+    rs = [r for r in ctx.record.results if r.check == check]
+    if not rs:
+        return None
+    return _bars([_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], unit)
+
+
 @chart("memory_bandwidth", "Memory bandwidth", "Does each device reach its datasheet bandwidth?")
 def memory_bandwidth(ctx: ChartContext) -> str | None:
     """Best GB/s per kernel, backend and device, against the profile's peak."""
-    rs = [r for r in ctx.record.results if r.check == "memory_bandwidth"]
-    if not rs:
-        return None
-    return _bars(
-        [_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], "GB/s"
-    )
+    return _against_peak(ctx, "memory_bandwidth", "GB/s")
 
 
 @chart("gemm", "GEMM", "Does matmul reach the datasheet FLOP/s for each precision?")
 def gemm(ctx: ChartContext) -> str | None:
     """Best TFLOP/s per case, against the profile's peak for the precision."""
-    rs = [r for r in ctx.record.results if r.check == "gemm"]
-    if not rs:
-        return None
-    return _bars(
-        [_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], "TFLOP/s"
-    )
+    return _against_peak(ctx, "gemm", "TFLOP/s")
 
 
 @chart("knobs", "XLA and mixed precision", "What do XLA and AMP buy on this stack?")

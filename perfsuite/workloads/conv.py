@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload, calls_per_repetition
+from perfsuite.measure import Reference, Workload, repeated
 from perfsuite.model import Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads import flops, roofline
@@ -139,11 +139,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     backend = backends.get(case.target.backend)
     geometry = Geometry.of(spec, case.precision)
     kernel = backend.conv2d(case.target.device, spec, case.precision, pass_, SEED)
-    calls = calls_per_repetition(kernel.run, kernel.sync)
-
-    def run() -> None:
-        for _ in range(calls):
-            kernel.run()
+    run, calls = repeated(kernel.run, kernel.sync)
 
     what = f"conv2d {pass_} {spec.batch}x{spec.height}x{spec.width}x{spec.cin}->{spec.cout}"
     return Workload(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload, calls_per_repetition
+from perfsuite.measure import Reference, Workload, repeated
 from perfsuite.model import Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads import flops, roofline
@@ -76,12 +76,8 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     shape: Shape = case.spec
     backend = backends.get(case.target.backend)
     kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
-    calls = calls_per_repetition(kernel.run, kernel.sync)
+    run, calls = repeated(kernel.run, kernel.sync)
     analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
-
-    def run() -> None:
-        for _ in range(calls):
-            kernel.run()
 
     return Workload(
         check="gemm",

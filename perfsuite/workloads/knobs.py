@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite.measure import Workload, calls_per_repetition
+from perfsuite.measure import Workload, repeated
 from perfsuite.model import Result, Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads.cases import Case
@@ -42,11 +42,7 @@ def workload(case: Case) -> Workload:
     """Build the training-step workload of one variant."""
     backend = backends.get(case.target.backend)
     kernel = backend.train_step(case.target.device, case.spec, BATCH, SEED)
-    calls = calls_per_repetition(kernel.run, kernel.sync, target_seconds=0.05)
-
-    def run() -> None:
-        for _ in range(calls):
-            kernel.run()
+    run, calls = repeated(kernel.run, kernel.sync, target_seconds=0.05)
 
     return Workload(
         check="knobs",
