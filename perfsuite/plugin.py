@@ -154,6 +154,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
         raise pytest.UsageError(
             f"--perf-alpha: expected a significance level between 0 and 1, got {raw_alpha!r}"
         ) from None
+    raw_html = str(_option(config, "perf_html")).strip().lower()
+    if raw_html not in ("yes", "no"):
+        raise pytest.UsageError(f"--perf-html: expected yes or no, got {raw_html!r}")
+    markdown = _option(config, "perf_markdown")
     try:
         tolerance = float(raw_tolerance)
         profile_dir = _option(config, "perf_profile_dir")
@@ -166,6 +170,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
             quick=bool(_option(config, "perf_quick")),
             tolerance=tolerance,
             alpha=alpha,
+            html=raw_html == "yes",
+            markdown=Path(markdown) if markdown else None,
         )
     except ValueError:
         raise pytest.UsageError(
@@ -280,11 +286,12 @@ class Perf:
             noise=guards,
         )
         self._item.stash[RESULT_KEY] = result
+        best = stats.best(result.samples, result.higher_is_better)
         # On the item, so every report of the test carries them (JUnit XML reads teardown's).
         self._item.user_properties.extend(
             [
                 ("perf_metric", result.metric),
-                ("perf_value", stats.best(result.samples, result.higher_is_better)),
+                ("perf_value", best),
                 ("perf_unit", result.unit),
                 ("perf_floor", result.floor.verdict),
                 ("perf_baseline", result.baseline.verdict),
@@ -294,7 +301,7 @@ class Perf:
             {
                 "perfsuite_metric": result.metric,
                 "perfsuite_unit": result.unit,
-                "perfsuite_best": stats.best(result.samples, result.higher_is_better),
+                "perfsuite_best": best,
                 "perfsuite_median": result.summary.median,
                 "perfsuite_work": {"amount": result.work.amount, "unit": result.work.unit},
             }
@@ -370,19 +377,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except PerfsuiteError as exc:
         errors.append(f"run record not written: {exc}")
     html_path = None
-    if str(_option(config, "perf_html")).lower() not in ("no", "false", "0", "off"):
+    settings = perf_session.settings
+    if settings.html:
         try:
             html_path = config.stash[HTML_KEY] = perf_session.write_html(record)
         except Exception as exc:  # a report must never lose the run record or the verdicts
             errors.append(f"HTML report not written: {type(exc).__name__}: {exc}")
-    markdown = _option(config, "perf_markdown")
-    if markdown:
+    if settings.markdown:
         try:
-            with open(markdown, "a", encoding="utf-8") as fh:
+            with settings.markdown.open("a", encoding="utf-8") as fh:
                 fh.write(render_markdown(record, html_path))
         except OSError as exc:
-            errors.append(f"{markdown}: Markdown summary not written: {exc.strerror or exc}")
-    if perf_session.settings.save_baseline:
+            errors.append(
+                f"{settings.markdown}: Markdown summary not written: {exc.strerror or exc}"
+            )
+    if settings.save_baseline:
         try:
             perf_session.save_baseline(env)
         except PerfsuiteError as exc:

@@ -25,9 +25,22 @@ def profiles(report_dir: Path) -> list[str]:
     return sorted(p.name for p in report_dir.iterdir() if p.is_dir() and any(p.glob("*.json")))
 
 
-def history(report_dir: Path, profile: str) -> list[RunRecord]:
-    """All run records of a profile, oldest first."""
+def history(
+    report_dir: Path, profile: str, *, last: int | None = None, skip_unreadable: bool = False
+) -> list[RunRecord]:
+    """The run records of a profile (the ``last`` ones by run id), oldest first.
+
+    With ``skip_unreadable`` a corrupt record is left out; otherwise it is an error naming it.
+    Run ids begin with their UTC time, so sorting the file names sorts the runs.
+    """
     paths = sorted((report_dir / profile).glob("*.json"))
-    if not paths:
+    if not paths and not skip_unreadable:
         raise StorageError(f"{report_dir / profile}: no run records for profile {profile!r}")
-    return sorted((load_record(p) for p in paths), key=lambda r: (r.created, r.run_id))
+    runs = []
+    for path in paths[-last:] if last else paths:
+        try:
+            runs.append(load_record(path))
+        except StorageError:
+            if not skip_unreadable:
+                raise
+    return sorted(runs, key=lambda r: (r.created, r.run_id))

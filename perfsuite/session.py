@@ -21,7 +21,6 @@ from typing import Any
 
 from perfsuite import stats, waivers
 from perfsuite.baseline import Baseline, BaselineStore
-from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.measure import FULL, QUICK, Measurement, Policy, Workload
@@ -46,6 +45,8 @@ class Settings:
     quick: bool = False
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = stats.ALPHA
+    html: bool = True
+    markdown: Path | None = None
 
     def __post_init__(self) -> None:
         """Reject settings that cannot be right."""
@@ -66,6 +67,7 @@ class Settings:
             baseline_dir=str(self.baseline_dir),
             report_dir=str(self.report_dir),
             profile_dirs=[str(p) for p in self.profile_dirs],
+            markdown=str(self.markdown) if self.markdown else None,
             warmup=self.policy.warmup,
             repetitions=self.policy.repetitions,
         )
@@ -278,13 +280,10 @@ class PerfSession:
         from perfsuite import records
         from perfsuite.report.html import render
 
-        folder = self.settings.report_dir / self.profile.name
-        history = []
-        for path in sorted(folder.glob("*.json"))[-HISTORY_RUNS:]:
-            try:
-                history.append(records.load_record(path))
-            except PerfsuiteError:
-                continue  # an unreadable old record does not stop this run's report
+        # An unreadable old record does not stop this run's report.
+        history = records.history(
+            self.settings.report_dir, self.profile.name, last=HISTORY_RUNS, skip_unreadable=True
+        )
         runs = Counter(
             r.baseline.baseline_run_id for r in record.results if r.baseline.baseline_run_id
         )

@@ -166,3 +166,10 @@ def test_html_can_be_switched_off(pytester: pytest.Pytester) -> None:
 def test_fixture_records_are_current() -> None:
     data = json.loads((FIXTURES / "report-run.json").read_text())
     assert data["schema_version"] == 1 and data["derived"]["roofline"]["points"]
+
+
+def test_bad_html_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_toy=CHECK)
+    result = pytester.runpytest("--perf-html=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --perf-html: expected yes or no, got 'maybe'"])

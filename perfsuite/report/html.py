@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from perfsuite import history as trends
 from perfsuite import stats
 from perfsuite.compare import environment_diff, flatten
 from perfsuite.model import Result, RunRecord
@@ -114,11 +115,8 @@ def render(
 ) -> str:
     """Render a run record (with its baseline run and history, where known) as HTML."""
     started = time.perf_counter()
-    series: dict[str, list[float]] = {}
-    for past in history:
-        if past.created <= record.created and past.run_id != record.run_id:
-            for r in past.results:
-                series.setdefault(r.id, []).append(r.summary.median)
+    earlier = [h for h in history if h.created <= record.created and h.run_id != record.run_id]
+    series = {s.id: [p.median for p in s.points] for s in trends.series(earlier)}
     rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in record.results]
     rows.sort(key=lambda row: (row["verdict_sort"], row["id"]))
     verdicts = Counter(r.baseline.verdict for r in record.results)
