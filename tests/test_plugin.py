@@ -122,6 +122,10 @@ def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
         "convention": "copy",
     }
     assert len(entry["samples"]) == entry["summary"]["n"] == 5
+    # Each sample is the counted work over its raw duration, in GB/s (1e9 B/s).
+    expected = [entry["work"]["amount"] / t / 1e9 for t in entry["seconds"]]
+    assert entry["samples"] == pytest.approx(expected)
+    assert entry["floor"]["value"] == max(entry["samples"])
     assert record["hardware_profile"]["name"] == "slowgpu"
 
 
