@@ -1,41 +1,94 @@
-"""Baselines: the accepted results of one hardware profile, under ``baselines/<profile>/``."""
+"""Baselines: the accepted runs of one hardware profile, under ``baselines/<profile>/``.
+
+Each check's entry keeps the samples of its last ``window`` accepted runs (5 by default),
+each run apart, so that a comparison can see how much whole runs vary as well as how much
+repetitions within a run do.  A run's entry also records how it was measured (mode, sample
+count, warm-up, timer, sample source).
+
+Schema 2 is written; schema 1 files (one run per check) still load, are judged with the
+between-run spread unknown, and become schema 2 on the next save.  Every read-merge-write
+holds an exclusive lock on ``baseline.json.lock`` beside the file, so concurrent saves
+(xdist, parallel CI jobs, ``perfsuite baseline accept``) never lose each other's entries.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
-import shutil
+import secrets
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from perfsuite import stats
 from perfsuite.errors import BaselineMismatchError, StorageError
 from perfsuite.model import Result
 from perfsuite.storage import check_writable, read_json, write_json_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 FILENAME = "baseline.json"
+DEFAULT_WINDOW = 5
+HISTORY_KEEP = 20  # previous baseline files kept under history/
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """The samples one accepted run contributed to a check, and how they were measured."""
+
+    run_id: str
+    created: str
+    samples: tuple[float, ...]
+    policy: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "run_id": self.run_id,
+            "created": self.created,
+            "samples": list(self.samples),
+            "policy": dict(self.policy),
+        }
 
 
 @dataclass(frozen=True)
 class BaselineEntry:
-    """The accepted samples of one check."""
+    """The accepted runs of one check, oldest first."""
 
     metric: str
     unit: str
     higher_is_better: bool
-    samples: tuple[float, ...]
-    run_id: str
-    created: str
+    runs: tuple[BaselineRun, ...]
 
-    @classmethod
-    def from_result(cls, result: Result, run_id: str, created: str) -> BaselineEntry:
-        """Take a result's samples as the accepted ones."""
-        return cls(
-            result.metric, result.unit, result.higher_is_better, result.samples, run_id, created
-        )
+    @property
+    def samples(self) -> tuple[float, ...]:
+        """The newest run's samples."""
+        return self.runs[-1].samples
+
+    @property
+    def run_id(self) -> str:
+        """The newest run's id."""
+        return self.runs[-1].run_id
+
+    @property
+    def run_samples(self) -> list[tuple[float, ...]]:
+        """Every accepted run's samples, oldest first."""
+        return [r.samples for r in self.runs]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "runs": [r.to_dict() for r in self.runs],
+        }
 
 
 @dataclass(frozen=True)
@@ -46,9 +99,11 @@ class Baseline:
     entries: Mapping[str, BaselineEntry]
     path: Path
     environments: Mapping[str, Any] = field(default_factory=dict)  # run id -> fingerprint
+    window: int = DEFAULT_WINDOW
+    schema_version: int = SCHEMA_VERSION
 
     def environment(self) -> Mapping[str, Any] | None:
-        """The fingerprint of the run most entries were accepted from, if it was stored."""
+        """The fingerprint of the run most entries were last accepted from, if stored."""
         runs = Counter(e.run_id for e in self.entries.values())
         for run_id, _ in runs.most_common():
             if run_id in self.environments:
@@ -60,13 +115,69 @@ class Baseline:
         """Return the entry for a check, if one was accepted."""
         return self.entries.get(node_id)
 
+    @cached_property
+    def prior(self) -> stats.Prior:
+        """The run-to-run variance shared by this baseline's checks (see :mod:`stats`)."""
+        variances, dfs = [], []
+        for entry in self.entries.values():
+            if len(entry.runs) >= 2:
+                variances.append(stats.run_variance(entry.run_samples, entry.higher_is_better))
+                dfs.append(len(entry.runs) - 1)
+        return stats.fit_prior(variances, dfs)
+
+
+def _entry(path: Path, node_id: str, raw: Any) -> BaselineEntry:
+    """Validate one stored entry (schema 1 or 2)."""
+
+    def bad(why: str) -> StorageError:
+        return StorageError(f"{path}: entry {node_id!r}: {why} (file left untouched)")
+
+    if not isinstance(raw, dict):
+        raise bad("expected an object")
+    for key, kind in (("metric", str), ("unit", str), ("higher_is_better", bool)):
+        if not isinstance(raw.get(key), kind):
+            raise bad(f"{key!r} missing or not a {kind.__name__}")
+    raw_runs = raw.get("runs")
+    if raw_runs is None and "samples" in raw:  # schema 1: one run per check
+        raw_runs = [{"run_id": raw.get("run_id", ""), "created": raw.get("created", ""), **raw}]
+    if not isinstance(raw_runs, list) or not raw_runs:
+        raise bad("no accepted runs")
+    runs = []
+    for i, run in enumerate(raw_runs):
+        if not isinstance(run, dict):
+            raise bad(f"run {i} is not an object")
+        values = run.get("samples")
+        if not isinstance(values, list) or not values:
+            raise bad(f"run {i} has no samples")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < float("inf")):
+                raise bad(f"run {i} has a sample that is not a finite positive number: {v!r}")
+        policy = run.get("policy", {})
+        runs.append(
+            BaselineRun(
+                str(run.get("run_id", "")),
+                str(run.get("created", "")),
+                tuple(float(v) for v in values),
+                dict(policy) if isinstance(policy, dict) else {},
+            )
+        )
+    return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
+
+
+def _stamp() -> str:
+    now = datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%S}{now.microsecond:06d}Z-{os.getpid()}-{secrets.token_hex(3)}"
+
 
 class BaselineStore:
     """Reads and writes ``<root>/<profile>/baseline.json``."""
 
-    def __init__(self, root: Path) -> None:
-        """Use ``root`` as the baselines directory."""
+    def __init__(self, root: Path, window: int = DEFAULT_WINDOW) -> None:
+        """Use ``root`` as the baselines directory; keep ``window`` runs per check."""
+        if window < 1:
+            raise ValueError(f"a baseline keeps at least one run, got {window}")
         self.root = root
+        self.window = window
 
     def path(self, profile: str) -> Path:
         """The baseline file of a profile."""
@@ -80,27 +191,26 @@ class BaselineStore:
         """
         path = self.path(profile)
         if not path.exists():
-            return Baseline(profile, {}, path)
-        data = read_json(path, "baseline", SCHEMA_VERSION)
+            return Baseline(profile, {}, path, window=self.window)
+        data = read_json(path, "baseline", READABLE_VERSIONS)
         recorded = data.get("hardware_profile")
         if recorded != profile:
             raise BaselineMismatchError(
                 f"{path}: baseline was recorded on profile {recorded!r}, not {profile!r}; "
                 "refusing to compare results across hardware profiles"
             )
-        try:
-            entries = {
-                node_id: BaselineEntry(**{**entry, "samples": tuple(entry["samples"])})
-                for node_id, entry in data["entries"].items()
-            }
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise StorageError(
-                f"{path}: corrupt baseline: bad or missing entry field ({exc}) "
-                "(file left untouched)"
-            ) from None
+        raw_entries = data.get("entries")
+        if not isinstance(raw_entries, dict):
+            raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
+        entries = {node_id: _entry(path, node_id, raw) for node_id, raw in raw_entries.items()}
         environments = data.get("environments", {})
         return Baseline(
-            profile, entries, path, environments if isinstance(environments, dict) else {}
+            profile,
+            entries,
+            path,
+            environments if isinstance(environments, dict) else {},
+            window=self.window,
+            schema_version=int(data["schema_version"]),
         )
 
     def check_writable(self, profile: str) -> None:
@@ -111,21 +221,29 @@ class BaselineStore:
         """Where replaced baselines are kept."""
         return self.root / profile / "history"
 
-    def _archive(self, profile: str) -> Path | None:
-        """Keep a copy of the current baseline before it is replaced."""
-        path = self.path(profile)
-        if not path.exists():
-            return None
-        stamp = re.sub(r"[^0-9A-Za-z]+", "", datetime.now(UTC).isoformat(timespec="milliseconds"))
-        target = self.history_dir(profile) / f"baseline-{stamp}.json"
+    @contextlib.contextmanager
+    def locked(self, profile: str) -> Iterator[None]:
+        """Hold the profile's exclusive baseline lock (blocking) for a read-merge-write."""
+        lock_path = self.path(profile).with_name(FILENAME + ".lock")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
-            raise StorageError(
-                f"{target}: cannot keep the previous baseline: {exc.strerror or exc}"
-            ) from None
-        return target
+            raise StorageError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _archive(self, profile: str, data: Mapping[str, Any]) -> None:
+        """Keep the baseline being replaced under history/, atomically; bound how many."""
+        directory = self.history_dir(profile)
+        write_json_atomic(directory / f"baseline-{_stamp()}.json", data)
+        kept = sorted(directory.glob("baseline-*.json"))
+        for old in kept[:-HISTORY_KEEP]:
+            with contextlib.suppress(OSError):
+                old.unlink()
 
     def save(
         self,
@@ -133,33 +251,77 @@ class BaselineStore:
         results: Iterable[Result],
         run_id: str,
         environment: Mapping[str, Any] | None = None,
-    ) -> Path:
-        """Merge results into the profile's baseline atomically; other entries are kept.
+        policy: Mapping[str, Any] | None = None,
+    ) -> tuple[Path, int]:
+        """Add results as one run to the profile's baseline; other entries are kept.
 
-        The previous file is first copied to ``history/``, so it stays recoverable.
+        Each check keeps its newest ``window`` runs; a run accepted twice replaces itself.
+        The previous file is kept under ``history/``.  Returns the path and the number of
+        entries written.
         """
-        current = self.load(profile)
-        created = datetime.now(UTC).isoformat(timespec="seconds")
-        entries = dict(current.entries)
-        for result in results:
-            if result.samples:
-                entries[result.id] = BaselineEntry.from_result(result, run_id, created)
-        used = {entry.run_id for entry in entries.values()}
-        environments = {k: v for k, v in current.environments.items() if k in used}
-        if environment is not None:
-            environments[run_id] = dict(environment)
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "hardware_profile": profile,
-            "updated": created,
-            "environments": environments,
-            "entries": {
-                node_id: {**asdict(entry), "samples": list(entry.samples)}
-                for node_id, entry in sorted(entries.items())
-            },
-        }
-        self._archive(profile)
-        try:
-            return write_json_atomic(self.path(profile), data)
-        except StorageError as exc:
-            raise StorageError(f"saving baseline failed: {exc}") from None
+        chosen = [r for r in results if r.samples]
+        with self.locked(profile):
+            current = self.load(profile)
+            created = datetime.now(UTC).isoformat(timespec="seconds")
+            entries = dict(current.entries)
+            for result in chosen:
+                old = entries.get(result.id)
+                keep: tuple[BaselineRun, ...] = ()
+                if old is not None and old.unit == result.unit:
+                    keep = tuple(r for r in old.runs if r.run_id != run_id)
+                run_policy = {**(policy or {}), **_result_policy(result)}
+                run = BaselineRun(run_id, created, tuple(result.samples), run_policy)
+                entries[result.id] = BaselineEntry(
+                    result.metric,
+                    result.unit,
+                    result.higher_is_better,
+                    (*keep, run)[-self.window :],
+                )
+            used = {run.run_id for entry in entries.values() for run in entry.runs}
+            environments = {k: v for k, v in current.environments.items() if k in used}
+            if environment is not None:
+                environments[run_id] = dict(environment)
+            data: dict[str, Any] = {
+                "schema_version": SCHEMA_VERSION,
+                "hardware_profile": profile,
+                "updated": created,
+                "window": self.window,
+                "environments": environments,
+                "entries": {node_id: entry.to_dict() for node_id, entry in sorted(entries.items())},
+            }
+            path = self.path(profile)
+            if path.exists():
+                self._archive(profile, _previous(current))
+            try:
+                return write_json_atomic(path, data), len(chosen)
+            except StorageError as exc:
+                raise StorageError(f"saving baseline failed: {exc}") from None
+
+
+def _result_policy(result: Result) -> dict[str, Any]:
+    """How a result's samples were taken, as recorded with its baseline run."""
+    seconds = sorted(result.seconds)
+    return {
+        "samples": len(result.samples),
+        "sample_seconds": seconds[len(seconds) // 2] if seconds else None,
+        "timer": result.context.get("timer", ""),
+        "source": dict(result.source).get("kind", ""),
+    }
+
+
+def _previous(baseline: Baseline) -> dict[str, Any]:
+    """A loaded baseline as data (for the history copy)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "hardware_profile": baseline.profile,
+        "window": baseline.window,
+        "environments": dict(baseline.environments),
+        "entries": {k: e.to_dict() for k, e in sorted(baseline.entries.items())},
+    }
+
+
+def safe_profile_name(name: str) -> str:
+    """A profile name that is one plain path component, or StorageError."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name) or name in (".", ".."):
+        raise StorageError(f"profile name {name!r} is not a plain name (letters, digits, . _ -)")
+    return name

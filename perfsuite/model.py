@@ -8,13 +8,20 @@ is a public contract: fields may be added, never renamed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA_VERSION = 1
 
 FLOOR_VERDICTS = ("pass", "fail", "no-reference")
 BASELINE_VERDICTS = ("ok", "regressed", "improved", "noisy", "new")
+OUTCOMES = ("pass", "fail", "regressed", "noisy", "no-reference", "floor-warning", "error")
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that ``cls`` has (records may carry fields added later)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,15 @@ class BaselineVerdict:
     n_baseline: int | None = None
     few_samples: bool = False
     confidence: float = 0.95
+    baseline_runs: int | None = None  # accepted runs the baseline holds for this check
+    between_run_sd: float | None = None  # log scale; None when the spread is unknown
+    within_run_sd: float | None = None  # log scale
+    run_spread: float | None = None  # largest distance of a baseline run from its centre
+    between_source: str = ""  # runs, runs+prior, prior or unknown
+    detectable: float | None = None  # smallest slowdown detectable at the family threshold
+    family_size: int | None = None  # the Holm family this verdict was judged in
+    threshold: float | None = None  # the family's first (strictest) threshold
+    blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,12 @@ class Result:
     context: Mapping[str, Any] = field(default_factory=dict)
     noise: Mapping[str, Any] = field(default_factory=dict)  # dispersion, clocks, load
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
+    source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
+
+    @property
+    def direction(self) -> str:
+        """``throughput`` (higher is better, judged by floors) or ``latency`` (ceilings)."""
+        return "throughput" if self.higher_is_better else "latency"
 
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data; tuples become lists."""
@@ -101,6 +123,8 @@ class Result:
         data["context"] = dict(self.context)
         data["noise"] = dict(self.noise)
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
+        data["source"] = dict(self.source)
+        data["direction"] = self.direction
         data["samples"] = list(self.samples)
         data["seconds"] = list(self.seconds)
         return data
@@ -120,12 +144,13 @@ class Result:
             summary=Summary(**data["summary"]),
             work=Work(**data["work"]),
             floor=FloorVerdict(**data["floor"]),
-            baseline=BaselineVerdict(**data["baseline"]),
+            baseline=BaselineVerdict(**_known(BaselineVerdict, data["baseline"])),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
             context=dict(data.get("context", {})),
             noise=dict(data.get("noise", {})),
             waiver=data.get("waiver"),
+            source=dict(data.get("source", {})),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:

@@ -1,43 +1,55 @@
-"""Pure statistics: summaries, the floor verdict, and the noise-aware baseline verdict.
+"""Pure statistics: summaries, the floor verdict, and the two-level baseline verdict.
 
-A baseline comparison gives, for one check:
+A baseline holds the samples of several accepted runs, each run's samples kept apart.  The
+comparison of a new run against it works at both levels of variation that a shared machine
+shows (Kalibera & Jones, "Rigorous benchmarking in reasonable time", ISMM 2013):
 
-* the ratio of medians current/baseline, oriented so that below 1 is always worse;
-* its bootstrap confidence interval (percentile method, ``scipy.stats.bootstrap``);
-* the two-sided Mann-Whitney U p-value (``scipy.stats.mannwhitneyu``).
+* **within a run**: repetitions of the same measurement in one process;
+* **between runs**: what a whole run shifts by when it is started again a minute later.
 
-The verdict (see :func:`decide`):
+Everything is computed on logarithms, oriented so that higher is better (a latency's sign is
+flipped), which makes ratios symmetric and lets throughput and latency share every formula.
+For one check:
 
-* **regressed** / **improved**: the ratio is beyond the tolerance in that direction *and*
-  the difference is significant after the run's multiple-comparison control (Holm);
-* **noisy**: beyond the tolerance but not significant; or within the tolerance but the CI
-  is too wide to tell (wider than ``DISPERSION_WIDTH`` x tolerance); or a regression
-  measured while the machine was throttled or under foreign load;
-* **ok**: otherwise.  **new**: no baseline samples.
+* each run is summarised by its median; the baseline's centre ``B`` is the mean of its run
+  medians, the new run's level ``c`` is its median; the ratio is ``exp(c - B)``;
+* the within-run variance ``s_w^2`` is pooled over every run; a run median varies by
+  ``(pi/2) s_w^2 / n`` from it alone;
+* the run-to-run variance of the run medians comes from the baseline's runs.  With few runs
+  per check that estimate has few degrees of freedom, so it is moderated with a prior fitted
+  across all the checks of the baseline (empirical Bayes, as limma does for few replicates:
+  Smyth, 2004); the between-run component is what the run medians vary by beyond the
+  within-run part;
+* ``Var(c - B) = sb^2 (1 + 1/K) + (pi/2) s_w^2 (1/n_c + mean(1/n_i)/K)``, with Welch-
+  Satterthwaite degrees of freedom; the test is Student's t, two-sided.
 
-Defaults (chosen from the simulations in ``tests/test_stats_power.py``; figures in README):
-tolerance 5%, alpha 0.05 family-wise over a run's checks, 95% CI, at least 10 repetitions
-in full mode.
+A verdict (see :func:`decide`) needs a change that is **material** (beyond the tolerance and
+beyond the baseline's own run-to-run spread, the largest distance of a baseline run from the
+centre) and **significant** at the family's Holm threshold.  :func:`detectable` gives the
+smallest change a comparison can detect at a threshold, before anything is measured.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 
 from perfsuite.model import BaselineVerdict, FloorVerdict, Summary
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
-N_RESAMPLES = 2000
-MIN_SAMPLES = 5
+POWER = 0.8  # the power at which the smallest detectable change is quoted
+MIN_SAMPLES = 3
+# A run median varies pi/2 times as much as a run mean (the median's asymptotic efficiency).
+MEDIAN_FACTOR = math.pi / 2
 # Within tolerance, a CI wider than this many tolerances (+-2 tolerances around the ratio
-# by default) cannot tell "ok" from a regression at the tolerance: the verdict is noisy.
+# by default) cannot rule out a change at the tolerance: the reason says so (and the
+# comparison's detectability, reported apart, says what it could have seen).
 DISPERSION_WIDTH = 4.0
 
 
@@ -73,22 +85,24 @@ def floor_verdict(
     estimated: bool = False,
     reason: str = "",
 ) -> FloorVerdict:
-    """Judge the best sample against ``peak * fraction``; no peak means no-reference."""
+    """Judge the best sample against its reference; no reference means no-reference.
+
+    For a rate the reference is a floor (``value >= peak * fraction``); for a latency it is a
+    ceiling (``value <= peak / fraction``).
+    """
     if peak is None:
         return FloorVerdict(
             "no-reference", value=value, fraction=fraction, figure=figure, reason=reason
         )
-    if not higher_is_better:
-        raise ValueError("floors are defined for rates (higher is better) only")
-    threshold = peak * fraction
-    verdict = "pass" if value >= threshold else "fail"
+    threshold = peak * fraction if higher_is_better else peak / fraction
+    ok = value >= threshold if higher_is_better else value <= threshold
     return FloorVerdict(
-        verdict,
+        "pass" if ok else "fail",
         value=value,
         peak=peak,
         fraction=fraction,
         threshold=threshold,
-        fraction_of_peak=value / peak,
+        fraction_of_peak=value / peak if higher_is_better else peak / value,
         figure=figure,
         estimated=estimated,
         reason=reason,
@@ -100,6 +114,145 @@ def oriented_ratio(current: float, baseline: float, higher_is_better: bool) -> f
     return current / baseline if higher_is_better else baseline / current
 
 
+def _oriented_logs(values: Sequence[float], higher_is_better: bool) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("a run must have at least one sample")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError("samples must be finite and positive")
+    logs: np.ndarray = np.log(arr)
+    return logs if higher_is_better else -logs
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Run-to-run variance shared by a baseline's checks: ``df`` prior degrees, ``var``."""
+
+    df: float = 0.0
+    var: float = 0.0
+
+
+def fit_prior(variances: Sequence[float], dfs: Sequence[int]) -> Prior:
+    """Fit the prior of the run-level variances of many checks (limma's ``fitFDist``).
+
+    Returns no prior (``df`` 0) with fewer than three usable checks.  Infinite prior degrees
+    (all checks vary alike) are capped at 1000.
+    """
+    pairs = [(v, d) for v, d in zip(variances, dfs, strict=True) if v > 0 and d > 0]
+    if len(pairs) < 3:
+        return Prior()
+    var = np.array([v for v, _ in pairs])
+    df = np.array([d for _, d in pairs], dtype=float)
+    e = np.log(var) - special.digamma(df / 2) + np.log(df / 2)
+    mean_e = float(e.mean())
+    n = len(e)
+    excess = float(np.sum((e - mean_e) ** 2) / (n - 1) - np.mean(special.polygamma(1, df / 2)))
+    if excess <= 0:
+        d0 = 1000.0
+    else:
+        d0 = 2 * _trigamma_inverse(excess)
+        d0 = min(d0, 1000.0)
+    s0 = math.exp(mean_e + float(special.digamma(d0 / 2)) - math.log(d0 / 2))
+    return Prior(df=d0, var=s0)
+
+
+def _trigamma_inverse(y: float) -> float:
+    """The x > 0 with trigamma(x) = y (Newton's method on 1/trigamma, as limma does)."""
+    if y > 1e7:
+        return 1 / math.sqrt(y)
+    if y < 1e-6:
+        return 1 / y
+    x = 0.5 + 1 / y
+    for _ in range(50):
+        tri = float(special.polygamma(1, x))
+        step = tri * (1 - tri / y) / float(special.polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The two levels of variation of one check's baseline (log scale)."""
+
+    runs: int  # K, accepted runs in the baseline
+    within_var: float  # pooled within-run variance of one sample
+    within_df: int
+    between_var: float | None  # run-to-run variance beyond the within part; None: unknown
+    between_df: float
+    spread: float | None  # largest |run median - centre|; None with one run
+    mean_inv_n: float  # mean over baseline runs of 1/n_i
+    between_source: str  # "runs", "runs+prior", "prior" or "unknown"
+
+    def variance(
+        self, n_current: int, current_var: float | None = None, current_df: int = 0
+    ) -> tuple[float, float]:
+        """``Var(c - B)`` for a new run of ``n_current`` samples, and its degrees of freedom.
+
+        The new run's own within-run variance is used when given (Welch: a noisier run is
+        not judged with the baseline's calmer spread); otherwise the baseline's is assumed.
+        """
+        own_var = self.within_var if current_var is None else current_var
+        own_df = self.within_df if current_var is None else current_df
+        parts = [
+            (MEDIAN_FACTOR * own_var / n_current, float(max(own_df, 1))),
+            (
+                MEDIAN_FACTOR * self.within_var * self.mean_inv_n / self.runs,
+                float(max(self.within_df, 1)),
+            ),
+        ]
+        if self.between_var is not None and self.between_var > 0:
+            parts.append((self.between_var * (1 + 1 / self.runs), max(self.between_df, 1e-9)))
+        total = sum(v for v, _ in parts)
+        denom = sum(v**2 / df for v, df in parts)
+        return total, float(total**2 / denom) if denom > 0 else 1e6
+
+
+def levels(
+    runs: Sequence[Sequence[float]],
+    *,
+    higher_is_better: bool,
+    prior: Prior = Prior(),
+) -> Levels:
+    """Estimate within- and between-run variation from a baseline's runs."""
+    if not runs:
+        raise ValueError("a baseline needs at least one run")
+    logs = [_oriented_logs(r, higher_is_better) for r in runs]
+    within_var, within_df = _pooled(logs)
+    medians = np.array([np.median(x) for x in logs])
+    k = len(logs)
+    mean_inv_n = float(np.mean([1 / x.size for x in logs]))
+    within_part = MEDIAN_FACTOR * within_var * mean_inv_n
+    if k >= 2:
+        run_var, run_df = float(np.var(medians, ddof=1)), float(k - 1)
+        if prior.df > 0:
+            run_var = (prior.df * prior.var + run_df * run_var) / (prior.df + run_df)
+            run_df, source = prior.df + run_df, "runs+prior"
+        else:
+            source = "runs"
+        spread: float | None = float(np.max(np.abs(medians - medians.mean())))
+    elif prior.df > 0:
+        run_var, run_df, source, spread = prior.var, prior.df, "prior", None
+    else:
+        return Levels(1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown")
+    between = max(0.0, run_var - within_part)
+    return Levels(k, within_var, within_df, between, run_df, spread, mean_inv_n, source)
+
+
+def _pooled(logs: Sequence[np.ndarray]) -> tuple[float, int]:
+    """Pooled within-run variance of log samples, and its degrees of freedom."""
+    ss = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs if x.size > 1)
+    df = sum(x.size - 1 for x in logs)
+    return (ss / df if df else 0.0), df
+
+
+def run_variance(run_samples: Sequence[Sequence[float]], higher_is_better: bool) -> float:
+    """The variance of a check's run medians (log scale), for :func:`fit_prior`."""
+    medians = [float(np.median(_oriented_logs(r, higher_is_better))) for r in run_samples]
+    return float(np.var(medians, ddof=1)) if len(medians) > 1 else 0.0
+
+
 @dataclass(frozen=True)
 class Comparison:
     """The statistics of one current-vs-baseline comparison (no verdict yet)."""
@@ -109,62 +262,98 @@ class Comparison:
     ci_high: float
     p_value: float
     n_current: int
-    n_baseline: int
+    n_baseline: int  # samples over all baseline runs
+    runs: int = 1  # baseline runs
+    se: float = 0.0  # standard error of log(ratio)
+    df: float = 1.0
+    spread: float | None = None  # baseline run-to-run spread, as a ratio distance (log)
+    between_sd: float | None = None  # between-run sd (log); None when unknown
+    within_sd: float = 0.0
+    between_source: str = "unknown"
 
     @property
     def few_samples(self) -> bool:
         """Fewer samples than a judgement needs on either side."""
-        return min(self.n_current, self.n_baseline) < MIN_SAMPLES
-
-
-def _median_ratio(higher_is_better: bool):  # type: ignore[no-untyped-def]
-    def statistic(cur: np.ndarray, base: np.ndarray, axis: int = -1) -> np.ndarray:
-        c = np.median(cur, axis=axis)
-        b = np.median(base, axis=axis)
-        ratio: np.ndarray = c / b if higher_is_better else b / c
-        return ratio
-
-    return statistic
+        return self.n_current < MIN_SAMPLES or self.n_baseline < MIN_SAMPLES
 
 
 def compare(
     current: Sequence[float],
-    baseline: Sequence[float],
+    baseline_runs: Sequence[Sequence[float]],
     *,
     higher_is_better: bool,
+    prior: Prior = Prior(),
     confidence: float = CONFIDENCE,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = 0,
 ) -> Comparison:
-    """Ratio of medians, its bootstrap CI and the Mann-Whitney p-value."""
-    cur = np.asarray(current, dtype=float)
-    base = np.asarray(baseline, dtype=float)
-    if cur.size == 0 or base.size == 0:
-        raise ValueError("both samples must be non-empty")
-    ratio = oriented_ratio(float(np.median(cur)), float(np.median(base)), higher_is_better)
-    if cur.size > 1 and base.size > 1 and np.ptp(np.concatenate([cur, base])) > 0:
-        with warnings.catch_warnings():
-            # Tiny or tied samples give degenerate bootstrap distributions; the CI then
-            # collapses to the point estimate, which is what it should report.
-            warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            boot = sps.bootstrap(
-                (cur, base),
-                _median_ratio(higher_is_better),
-                vectorized=True,
-                n_resamples=n_resamples,
-                confidence_level=confidence,
-                method="percentile",
-                rng=np.random.default_rng(seed),
-            )
-        low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-        p_value = float(sps.mannwhitneyu(cur, base, alternative="two-sided").pvalue)
+    """Ratio of levels, its confidence interval and the two-level t-test's p-value."""
+    cur = _oriented_logs(current, higher_is_better)
+    lv = levels(baseline_runs, higher_is_better=higher_is_better, prior=prior)
+    cur_var, cur_df = _pooled([cur])
+    centre = float(np.mean([np.median(_oriented_logs(r, higher_is_better)) for r in baseline_runs]))
+    diff = float(np.median(cur)) - centre
+    var, df = lv.variance(cur.size, cur_var if cur_df else None, cur_df)
+    se = math.sqrt(var)
+    if se > 0:
+        p_value = float(2 * sps.t.sf(abs(diff) / se, df))
+        half = float(sps.t.ppf((1 + confidence) / 2, df)) * se
     else:
-        low = high = ratio
-        p_value = 1.0
-    if not (math.isfinite(low) and math.isfinite(high)):
-        low = high = ratio
-    return Comparison(ratio, min(low, ratio), max(high, ratio), p_value, cur.size, base.size)
+        p_value = 1.0 if diff == 0 else 0.0
+        half = 0.0
+    return Comparison(
+        ratio=math.exp(diff),
+        ci_low=math.exp(diff - half),
+        ci_high=math.exp(diff + half),
+        p_value=p_value,
+        n_current=int(cur.size),
+        n_baseline=int(sum(len(r) for r in baseline_runs)),
+        runs=lv.runs,
+        se=se,
+        df=df,
+        spread=lv.spread,
+        between_sd=math.sqrt(lv.between_var) if lv.between_var is not None else None,
+        within_sd=math.sqrt(cur_var if cur_df else lv.within_var),
+        between_source=lv.between_source,
+    )
+
+
+def critical_t(threshold: float, df: float) -> float:
+    """The two-sided critical value of Student's t at significance ``threshold``."""
+    return float(sps.t.ppf(1 - threshold / 2, max(df, 1e-9)))
+
+
+def detectable(
+    lv: Levels,
+    n_current: int,
+    threshold: float,
+    power: float = POWER,
+    current: Sequence[float] = (),
+    higher_is_better: bool = True,
+) -> float:
+    """The smallest slowdown (a fraction) detectable at ``threshold`` with ``power``.
+
+    Before measuring, the new run is assumed as noisy as the baseline's runs; after, its
+    ``current`` samples say how noisy it was.  The result is never below the baseline's
+    own run-to-run spread, which no change within it can exceed (a change must be material
+    to count).
+    """
+    if len(current) > 1:
+        cur_var, cur_df = _pooled([_oriented_logs(current, higher_is_better)])
+        var, df = lv.variance(n_current, cur_var, cur_df)
+    else:
+        var, df = lv.variance(n_current)
+    effect = (critical_t(threshold, df) + float(sps.t.ppf(power, df))) * math.sqrt(var)
+    effect = max(effect, lv.spread or 0.0)
+    return 1 - math.exp(-effect)
+
+
+def samples_needed(
+    lv: Levels, tolerance: float, threshold: float, planned: int, limit: int
+) -> int | None:
+    """Samples the new run needs to detect ``tolerance``; None when no count up to ``limit`` can."""
+    for n in range(planned, limit + 1):
+        if detectable(lv, n, threshold) <= tolerance:
+            return n
+    return None
 
 
 def holm(p_values: Sequence[float], alpha: float = ALPHA, m: int | None = None) -> list[bool]:
@@ -196,11 +385,20 @@ class SequentialHolm:
         self.alpha = alpha
         self.p_values: list[float] = []
 
+    @property
+    def first_threshold(self) -> float:
+        """The strictest threshold of the family: what a lone change must reach."""
+        return self.alpha / self.m
+
     def add(self, p_value: float) -> bool:
         """Add a p-value; return whether it is rejected given all seen so far."""
         self.p_values.append(p_value)
         self.m = max(self.m, len(self.p_values))
         return holm(self.p_values, self.alpha, self.m)[-1]
+
+
+def _pct(log_distance: float) -> str:
+    return f"{math.exp(log_distance) - 1:.1%}"
 
 
 def decide(
@@ -214,25 +412,41 @@ def decide(
     c = comparison
     stat = f"ratio {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}], p={c.p_value:.2g}"
     few = f"; only {min(c.n_current, c.n_baseline)} samples" if c.few_samples else ""
+    runs = (
+        f"; {c.runs} baseline run(s), between-run spread unknown"
+        if c.between_sd is None
+        else f"; {c.runs} baseline run(s)"
+    )
     worse, better = c.ratio < 1 - tolerance, c.ratio > 1 + tolerance
-    if worse or better:
+    within_spread = c.spread is not None and abs(math.log(c.ratio)) <= c.spread
+    if (worse or better) and not within_spread:
         direction = "slower" if worse else "faster"
-        if not significant:
-            return "noisy", f"{direction} beyond {tolerance:.0%} but not significant ({stat}){few}"
-        if worse and guards:
-            return "noisy", f"slower ({stat}) but measured {'; '.join(guards)}"
+        if guards:
+            return "noisy", f"{direction} ({stat}) but measured {'; '.join(guards)}"
+        if not significant or c.few_samples:
+            return "noisy", (
+                f"{direction} beyond {tolerance:.0%} but not significant ({stat}){few}{runs}"
+            )
         return (
             "regressed" if worse else "improved"
-        ), f"{direction} beyond {tolerance:.0%} ({stat})"
+        ), f"{direction} beyond {tolerance:.0%} ({stat}){runs}"
     width = (c.ci_high - c.ci_low) / c.ratio
-    if width > DISPERSION_WIDTH * tolerance:
-        return "noisy", f"too dispersed to judge: CI width {width:.1%} ({stat}){few}"
-    return "ok", f"within {tolerance:.0%} ({stat}){few}"
+    wide = (
+        f"; CI width {width:.0%} is too wide to rule out a {tolerance:.0%} change"
+        if width > DISPERSION_WIDTH * tolerance
+        else ""
+    )
+    if worse or better:
+        return "ok", (
+            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
+            f"baseline's own run-to-run spread (+-{_pct(c.spread or 0.0)}) ({stat}){runs}{wide}"
+        )
+    return "ok", f"within {tolerance:.0%} ({stat}){few}{runs}{wide}"
 
 
 def baseline_verdict(
     current: Sequence[float],
-    baseline: Sequence[float] | None,
+    baseline_runs: Sequence[Sequence[float]] | None,
     *,
     higher_is_better: bool,
     tolerance: float,
@@ -240,19 +454,23 @@ def baseline_verdict(
     holm_family: SequentialHolm | None = None,
     alpha: float = ALPHA,
     guards: Sequence[str] = (),
-    seed: int = 0,
+    prior: Prior = Prior(),
+    detectability: float | None = None,
 ) -> BaselineVerdict:
-    """Compare samples with the baseline's; no baseline samples means *new*."""
-    if not baseline:
+    """Compare samples with the baseline's runs; no baseline runs means *new*."""
+    if not baseline_runs or not any(len(r) for r in baseline_runs):
         return BaselineVerdict("new", tolerance=tolerance, reason="no baseline for this check")
-    c = compare(current, baseline, higher_is_better=higher_is_better, seed=seed)
+    runs = [r for r in baseline_runs if len(r)]
+    c = compare(current, runs, higher_is_better=higher_is_better, prior=prior)
     significant = holm_family.add(c.p_value) if holm_family else c.p_value <= alpha
     verdict, reason = decide(c, tolerance=tolerance, significant=significant, guards=guards)
+    medians = [float(np.median(r)) for r in runs]
+    centre = float(np.exp(np.mean(np.log(medians))))
     return BaselineVerdict(
         verdict,
         ratio=c.ratio,
         tolerance=tolerance,
-        baseline_median=float(np.median(baseline)),
+        baseline_median=centre,
         baseline_run_id=baseline_run_id,
         reason=reason,
         ci_low=c.ci_low,
@@ -261,4 +479,12 @@ def baseline_verdict(
         significant=significant,
         n_baseline=c.n_baseline,
         few_samples=c.few_samples,
+        baseline_runs=c.runs,
+        between_run_sd=c.between_sd,
+        within_run_sd=c.within_sd,
+        run_spread=None if c.spread is None else math.exp(c.spread) - 1,
+        between_source=c.between_source,
+        detectable=detectability,
+        family_size=holm_family.m if holm_family else 1,
+        threshold=holm_family.first_threshold if holm_family else alpha,
     )

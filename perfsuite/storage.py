@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +64,9 @@ def check_writable(directory: Path) -> None:
         ) from None
 
 
-def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
-    """Read a JSON object and check its schema version; the file is never modified."""
+def read_json(path: Path, what: str, schema_version: int | Collection[int]) -> dict[str, Any]:
+    """Read a JSON object and check its schema version(s); the file is never modified."""
+    accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -84,10 +85,11 @@ def read_json(path: Path, what: str, schema_version: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise StorageError(f"{path}: corrupt {what}: expected a JSON object (file left untouched)")
     found = data.get("schema_version")
-    if found != schema_version:
+    if found not in accepted or isinstance(found, bool):
+        readable = " or ".join(str(v) for v in sorted(accepted))
         raise StorageError(
             f"{path}: {what} has schema_version {found!r}, this perfsuite reads "
-            f"{schema_version} (file left untouched)"
+            f"{readable} (file left untouched)"
         )
     return data
 

@@ -30,16 +30,52 @@ def samples(seed: int, scale: float = 1.0, cv: float = 0.02, n: int = 10) -> lis
     return list(100 * scale * np.random.default_rng(seed).lognormal(0, cv, n))
 
 
+def runs(seed: int, k: int = 5, cv: float = 0.02, run_sd: float = 0.01, n: int = 10) -> list:
+    rng = np.random.default_rng(seed)
+    return [list(100 * np.exp(rng.normal(0, run_sd)) * rng.lognormal(0, cv, n)) for _ in range(k)]
+
+
 def test_comparison_gives_oriented_ratio_ci_and_p_value() -> None:
-    base, cur = samples(1), samples(2, scale=0.8)
-    c = stats.compare(cur, base, higher_is_better=True, seed=3)
-    assert c.ratio == pytest.approx(np.median(cur) / np.median(base))
+    base, cur = runs(1), samples(2, scale=0.8)
+    c = stats.compare(cur, base, higher_is_better=True)
+    centre = np.exp(np.mean([np.median(np.log(r)) for r in base]))
+    assert c.ratio == pytest.approx(np.exp(np.median(np.log(cur))) / centre)
     assert c.ci_low < c.ratio < c.ci_high < 1
-    assert c.p_value < 0.001
+    assert c.p_value < 0.001 and c.runs == 5 and c.between_sd is not None
     # The same numbers as times: slower times are the worse direction, ratio above 1 here.
-    t = stats.compare(cur, base, higher_is_better=False, seed=3)
+    t = stats.compare(cur, base, higher_is_better=False)
     assert t.ratio == pytest.approx(1 / c.ratio)
-    assert stats.compare(cur, base, higher_is_better=True, seed=3) == c, "seeded: reproducible"
+    assert t.p_value == pytest.approx(c.p_value)
+
+
+def test_between_run_spread_widens_the_test() -> None:
+    """The same shift is significant against a steady baseline, not against a drifting one."""
+    cur = samples(3, scale=0.9)
+    steady = stats.compare(cur, runs(4, run_sd=0.002), higher_is_better=True)
+    drifting = stats.compare(cur, runs(4, run_sd=0.08), higher_is_better=True)
+    assert steady.p_value < 1e-4 < drifting.p_value
+    assert drifting.se > steady.se
+
+
+def test_one_run_baseline_has_unknown_between_run_spread() -> None:
+    c = stats.compare(samples(5), [samples(6)], higher_is_better=True)
+    assert c.runs == 1 and c.between_sd is None and c.between_source == "unknown"
+    v = stats.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
+    assert "between-run spread unknown" in v.reason
+
+
+def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
+    base = [[m, m * 1.01, m * 0.99, m, m] for m in (100.0, 88.0, 112.0, 95.0, 105.0)]
+    v = stats.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
+    assert v.verdict == "ok" and "run-to-run spread" in v.reason
+
+
+def test_prior_fitted_across_checks_moderates_few_runs() -> None:
+    rng = np.random.default_rng(9)
+    variances = list(0.03**2 * rng.chisquare(4, 40) / 4)
+    prior = stats.fit_prior(variances, [4] * 40)
+    assert prior.df > 10 and prior.var == pytest.approx(0.03**2, rel=0.3)
+    assert stats.fit_prior([0.01, 0.02], [4, 4]).df == 0  # too few checks: no prior
 
 
 @pytest.mark.parametrize(
@@ -48,41 +84,75 @@ def test_comparison_gives_oriented_ratio_ci_and_p_value() -> None:
         (1.00, 0.02, "ok"),
         (0.80, 0.02, "regressed"),
         (1.25, 0.02, "improved"),
-        (0.93, 0.30, "noisy"),  # beyond tolerance, not significant
-        (1.00, 0.30, "noisy"),  # within tolerance but far too dispersed to say so
+        (0.93, 0.30, "ok"),  # inside the baseline's own run-to-run spread
+        (1.00, 0.30, "ok"),  # within tolerance; the reason says the CI is too wide
     ],
 )
 def test_verdicts(scale: float, cv: float, expected: str) -> None:
     v = stats.baseline_verdict(
-        samples(11, scale, cv), samples(12, 1.0, cv), higher_is_better=True, tolerance=0.05
+        samples(11, scale, cv),
+        runs(12, cv=cv, run_sd=0.005),
+        higher_is_better=True,
+        tolerance=0.05,
     )
     assert v.verdict == expected, v.reason
     assert v.p_value is not None and v.ci_low is not None and v.reason
 
 
-def test_no_baseline_is_new_and_guards_turn_a_regression_noisy() -> None:
+def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
+    base = runs(13, cv=0.01, run_sd=0.002)
+    v = stats.baseline_verdict(
+        samples(14, 0.85, cv=0.4, n=5), base, higher_is_better=True, tolerance=0.05
+    )
+    assert v.verdict == "noisy" and "not significant" in v.reason
+
+
+def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
     assert (
         stats.baseline_verdict([1.0], None, higher_is_better=True, tolerance=0.05).verdict == "new"
     )
-    v = stats.baseline_verdict(
-        samples(1, 0.8),
-        samples(2),
-        higher_is_better=True,
-        tolerance=0.05,
-        guards=["under foreign load (1.00 cores of other work or steal)"],
-    )
-    assert v.verdict == "noisy" and "foreign load" in v.reason
+    load = ["under foreign load (1.00 cores of other work or steal)"]
+    for scale in (0.8, 1.25):
+        v = stats.baseline_verdict(
+            samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, guards=load
+        )
+        assert v.verdict == "noisy" and "foreign load" in v.reason
 
 
 def test_few_samples_are_judged_on_what_exists_and_marked() -> None:
-    v = stats.baseline_verdict([80.0, 81.0], [100.0, 101.0], higher_is_better=True, tolerance=0.05)
+    v = stats.baseline_verdict(
+        [80.0, 81.0], [[100.0, 101.0]], higher_is_better=True, tolerance=0.05
+    )
     assert v.few_samples and "only 2 samples" in v.reason
-    assert v.verdict == "noisy"  # two against two can never be significant
+    assert v.verdict == "noisy"  # two against two is never enough to call a regression
 
 
-def test_identical_samples_do_not_break_the_bootstrap() -> None:
-    c = stats.compare([5.0] * 10, [5.0] * 10, higher_is_better=True)
+def test_identical_samples_do_not_break_the_test() -> None:
+    c = stats.compare([5.0] * 10, [[5.0] * 10, [5.0] * 10], higher_is_better=True)
     assert (c.ratio, c.ci_low, c.ci_high, c.p_value) == (1.0, 1.0, 1.0, 1.0)
+
+
+def test_bad_samples_are_refused() -> None:
+    for bad in ([1.0, float("nan")], [1.0, -2.0], [0.0, 1.0]):
+        with pytest.raises(ValueError):
+            stats.compare(bad, [[1.0, 1.0]], higher_is_better=True)
+
+
+def test_detectability_knows_when_a_family_makes_a_check_blind() -> None:
+    """5 against 5 in a family of 54 at this noise cannot see 5%; more samples can."""
+    lv = stats.levels(runs(7, k=5, cv=0.05, run_sd=0.0, n=5), higher_is_better=True)
+    assert lv.between_var is not None and lv.spread is not None
+    one = stats.detectable(lv, 5, 0.05)
+    family = stats.detectable(lv, 5, 0.05 / 54)
+    assert one < family and family > 0.05
+    needed = stats.samples_needed(lv, 0.20, 0.05 / 54, 5, 200)
+    assert needed is not None and needed >= 5
+    assert stats.detectable(lv, needed, 0.05 / 54) <= 0.20
+    within_only = stats.levels([samples(8, cv=0.05, n=10)], higher_is_better=True)
+    more = stats.samples_needed(within_only, 0.15, 0.05 / 54, 5, 200)
+    assert more is not None and more > 5
+    drifting = stats.levels(runs(7, k=5, cv=0.02, run_sd=0.2, n=5), higher_is_better=True)
+    assert stats.samples_needed(drifting, 0.05, 0.05 / 54, 5, 200) is None
 
 
 def test_holm_step_down() -> None:

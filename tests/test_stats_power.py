@@ -3,7 +3,8 @@
 Noise model ("realistic", GPU-like): each repetition is lognormal with a 2% CV; each run
 also shifts as a whole by a lognormal factor with 0.5% spread (the run-to-run variation no
 within-run test can see); 5% of repetitions are 15% slow outliers.  The default policy is
-10 repetitions, tolerance 5%, alpha 0.05.  Figures measured here are quoted in the README.
+10 repetitions against a baseline of 5 runs, tolerance 5%, alpha 0.05.  The real machine's
+figures come from ``benchmarks/verdicts.py``.
 """
 
 from __future__ import annotations
@@ -31,14 +32,20 @@ def regressed_rate(
     run_sd: float = 0.005,
     tolerance: float = 0.05,
     seed: int = 2026,
+    runs: int = 5,
+    family: int = 1,
 ) -> float:
     rng = np.random.default_rng(seed)
     hits = 0
-    for trial in range(TRIALS):
-        base = run(rng, FULL.repetitions, 1.0, cv, run_sd)
+    for _ in range(TRIALS):
+        base = [list(run(rng, FULL.repetitions, 1.0, cv, run_sd)) for _ in range(runs)]
         cur = run(rng, FULL.repetitions, slowdown, cv, run_sd)
         v = stats.baseline_verdict(
-            list(cur), list(base), higher_is_better=True, tolerance=tolerance, seed=trial
+            list(cur),
+            base,
+            higher_is_better=True,
+            tolerance=tolerance,
+            holm_family=stats.SequentialHolm(family),
         )
         hits += v.verdict == "regressed"
     return hits / TRIALS
@@ -50,6 +57,12 @@ def test_default_repetitions_are_at_least_nine() -> None:
 
 def test_aa_false_alarm_rate_is_at_most_alpha() -> None:
     assert regressed_rate(1.0) <= stats.ALPHA
+    # Run-to-run drift three times the within-run noise: the two-level test absorbs it.
+    assert regressed_rate(1.0, cv=0.02, run_sd=0.06) <= stats.ALPHA
+
+
+def test_power_holds_in_a_family_of_fifty() -> None:
+    assert regressed_rate(1 / 0.80, family=50) >= 0.95
 
 
 @pytest.mark.parametrize(("slowdown", "min_power"), [(1 / 0.90, 0.95), (1 / 0.80, 0.99)])
