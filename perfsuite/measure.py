@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from perfsuite.model import Work
+from perfsuite.sources import ChildSource, ClockSource, Source
 
 
 def _nothing() -> None:
@@ -32,19 +33,63 @@ def _nothing() -> None:
 
 @dataclass(frozen=True)
 class Policy:
-    """How many warm-up and measured repetitions to run."""
+    """How many warm-up and measured repetitions to run, and how far adaptive sampling may go.
+
+    ``warmup_seconds``: warm-up continues (untimed) until this much time has passed, so that
+    lazy initialisation, autotuning and clock ramp-up are over before the first sample.
+    ``max_repetitions`` and ``max_seconds`` cap the samples a check may add when its
+    baseline says that ``repetitions`` cannot detect its tolerance.
+    """
 
     warmup: int
     repetitions: int
+    max_repetitions: int = 0
+    max_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    sample_seconds: float = 0.0  # each sample repeats the operation to last at least this long
+    mode: str = "custom"
 
     def __post_init__(self) -> None:
         """Reject counts that cannot produce a measurement."""
         if self.warmup < 0 or self.repetitions < 1:
             raise ValueError(f"invalid policy: {self}")
 
+    @property
+    def limit(self) -> int:
+        """The most repetitions adaptive sampling may take."""
+        return max(self.repetitions, self.max_repetitions)
 
-FULL = Policy(warmup=2, repetitions=10)
-QUICK = Policy(warmup=1, repetitions=5)
+    def with_repetitions(self, repetitions: int) -> Policy:
+        """The same policy with another repetition count (and a limit at least as large)."""
+        return replace(
+            self,
+            repetitions=repetitions,
+            max_repetitions=max(self.max_repetitions, repetitions),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready policy, recorded with results and baseline runs."""
+        return asdict(self)
+
+
+FULL = Policy(
+    warmup=2,
+    repetitions=10,
+    max_repetitions=30,
+    max_seconds=20.0,
+    warmup_seconds=0.5,
+    sample_seconds=0.2,
+    mode="full",
+)
+QUICK = Policy(
+    warmup=1,
+    repetitions=5,
+    max_repetitions=15,
+    max_seconds=3.0,
+    warmup_seconds=0.1,
+    sample_seconds=0.1,
+    mode="quick",
+)
 
 
 @dataclass(frozen=True)
@@ -86,25 +131,36 @@ class Workload:
     params: Mapping[str, Any]
     metric: str
     unit: str
-    work: Work
+    work: Work  # the work of one call of ``run``
     run: Callable[[], object]
     sync: Callable[[], None] = _nothing
-    scale: float = 1.0  # metric = work.amount / seconds / scale  (1e9 for GB/s)
+    scale: float = (
+        1.0  # rate = work / seconds / scale (1e9: GB/s); latency = seconds / work / scale
+    )
     higher_is_better: bool = True
     reference: Reference | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None  # releases the workload's buffers and threads
     expectations: tuple[Expectation, ...] = ()
+    source: Source | None = None  # where samples come from; the in-process clock if None
 
-    def value(self, seconds: float) -> float:
-        """Derive the metric from one repetition's duration."""
+    def value(self, seconds: float, calls: int = 1) -> float:
+        """Derive the metric from one sample's duration (``calls`` operations).
+
+        A throughput is work per second (``work * calls / seconds / scale``); a latency
+        (``higher_is_better=False``) is time per unit of work (``seconds / (work * calls) /
+        scale``, e.g. ``scale=1e-6`` for microseconds per operation).
+        """
         if seconds <= 0:
             raise ValueError(f"non-positive duration {seconds!r}: the clock did not advance")
-        return self.work.amount / seconds / self.scale
+        if not self.higher_is_better:
+            return seconds / (self.work.amount * calls) / self.scale
+        return self.work.amount * calls / seconds / self.scale
 
-    def step(self) -> None:
-        """One timed repetition: the work, then a device synchronisation."""
-        self.run()
+    def step(self, calls: int = 1) -> None:
+        """One timed sample: the operation ``calls`` times back to back, then one sync."""
+        for _ in range(calls):
+            self.run()
         self.sync()
 
 
@@ -115,61 +171,36 @@ class Measurement:
     seconds: tuple[float, ...]
     values: tuple[float, ...]
     timer: str
+    source: dict[str, Any] = field(default_factory=dict)
+    warmup_s: float = 0.0  # untimed warm-up before the first sample
+    calls: int = 1  # operations per sample
+    call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
 
 
-class Runner(Protocol):
-    """Runs warm-up and timed repetitions of ``step``; returns the timed durations."""
+class BenchmarkClock:
+    """The in-process clock, run through pytest-benchmark's ``pedantic`` mode.
 
-    name: str
-
-    def __call__(
-        self, step: Callable[[], None], presync: Callable[[], None], warmup: int, rounds: int
-    ) -> list[float]:
-        """Return one duration in seconds per timed round."""
-        ...
-
-
-class ClockRunner:
-    """The repetition loop on ``time.perf_counter``."""
-
-    name = "perf_counter"
-
-    def __call__(
-        self, step: Callable[[], None], presync: Callable[[], None], warmup: int, rounds: int
-    ) -> list[float]:
-        """Run ``warmup`` discarded rounds, then time ``rounds`` rounds."""
-        for _ in range(warmup):
-            presync()
-            step()
-        durations = []
-        for _ in range(rounds):
-            presync()
-            start = time.perf_counter()
-            step()
-            durations.append(time.perf_counter() - start)
-        return durations
-
-
-class BenchmarkRunner:
-    """The repetition loop of pytest-benchmark's ``pedantic`` mode, with its raw data kept.
-
-    When pytest-benchmark is disabled (``--benchmark-disable``, or under pytest-xdist) its
-    ``pedantic`` calls the target once, untimed; the :class:`ClockRunner` loop then runs as
-    that one call, so results are never lost to a disabled benchmark fixture.
+    Each measurement then also appears in pytest-benchmark's table and ``--benchmark-json``,
+    and its raw round times are kept.  When pytest-benchmark is disabled
+    (``--benchmark-disable``, ``--benchmark-skip``, or under pytest-xdist) its ``pedantic``
+    calls the target once, untimed, and the :class:`ClockSource` loop runs as that call, so
+    results are never lost to a disabled benchmark fixture.
     """
+
+    kind = ClockSource.kind
 
     def __init__(self, benchmark: Any) -> None:
         """Wrap a pytest-benchmark ``benchmark`` fixture."""
         self._benchmark = benchmark
-        self.name = "pytest-benchmark" if benchmark.enabled else ClockRunner.name
+        self.timer = "pytest-benchmark" if benchmark.enabled else "perf_counter"
 
-    def __call__(
+    def durations(
         self, step: Callable[[], None], presync: Callable[[], None], warmup: int, rounds: int
     ) -> list[float]:
         """Run the rounds through pytest-benchmark and return the raw round times."""
         if not self._benchmark.enabled:
             durations: list[float] = self._benchmark.pedantic(
-                lambda: ClockRunner()(step, presync, warmup, rounds)
+                lambda: ClockSource().durations(step, presync, warmup, rounds)
             )
             return durations
         self._benchmark.pedantic(
@@ -177,52 +208,78 @@ class BenchmarkRunner:
         )
         return [float(d) for d in self._benchmark.stats.stats.data]
 
+    def describe(self) -> dict[str, Any]:
+        """The clock, and whether pytest-benchmark ran the loop."""
+        return {**ClockSource().describe(), "timer": self.timer}
 
-def measure(workload: Workload, policy: Policy, runner: Runner | None = None) -> Measurement:
-    """Measure a workload under a policy; the one loop every check uses."""
-    runner = runner or ClockRunner()
+
+def _warm_up(workload: Workload, seconds: float) -> float:
+    """Run the workload untimed until ``seconds`` have passed; return the time spent."""
+    start = time.perf_counter()
+    while seconds > 0 and time.perf_counter() - start < seconds:
+        workload.sync()
+        workload.step()
+    return time.perf_counter() - start
+
+
+def calibrate(workload: Workload, target_seconds: float) -> tuple[int, float]:
+    """Calls per sample so that a sample lasts about ``target_seconds``; and one call's time.
+
+    One call is timed alone (after the warm-up) with its synchronisation, so the recorded
+    per-call time includes launch and sync overhead; a sample of many calls amortises it.
+    """
+    workload.sync()
+    start = time.perf_counter()
+    workload.step()
+    once = max(time.perf_counter() - start, 1e-9)
+    if target_seconds <= 0:
+        return 1, once
+    return max(1, min(100_000, math.ceil(target_seconds / once))), once
+
+
+def measure(
+    workload: Workload,
+    policy: Policy,
+    clock: Source | None = None,
+    rounds: int | None = None,
+    *,
+    close: bool = True,
+) -> Measurement:
+    """Measure a workload under a policy; the one loop every check uses.
+
+    In-process sources warm up for ``policy.warmup_seconds`` (untimed), then calibrate each
+    sample to last ``policy.sample_seconds``: short operations are repeated back to back
+    within a sample, so call and sync overhead and millisecond-scale interruptions are
+    amortised.  The workload's own source (child ranks) wins over ``clock``, the in-process
+    clock used otherwise.  ``rounds`` overrides the policy's repetition count (adaptive
+    sampling); ``close=False`` keeps the workload's buffers for another measurement.
+    """
+    source: Source = workload.source or clock or ClockSource()
+    rounds = rounds or policy.repetitions
+    in_process = not isinstance(source, ChildSource)
+    calls, once = 1, None
     try:
-        durations = runner(workload.step, workload.sync, policy.warmup, policy.repetitions)
+        warmed = 0.0
+        if in_process:
+            warmed = _warm_up(workload, policy.warmup_seconds)
+            calls, once = calibrate(workload, policy.sample_seconds)
+
+        def step() -> None:
+            workload.step(calls)
+
+        durations = source.durations(step, workload.sync, policy.warmup, rounds)
     finally:
-        if workload.close is not None:
+        if close and workload.close is not None:
             workload.close()
-    if len(durations) != policy.repetitions:
-        raise RuntimeError(
-            f"{runner.name} returned {len(durations)} samples, expected {policy.repetitions}"
-        )
+    if in_process and len(durations) != rounds:
+        raise RuntimeError(f"{source.kind} returned {len(durations)} samples, expected {rounds}")
+    described = source.describe()
     return Measurement(
         seconds=tuple(durations),
-        values=tuple(workload.value(d) for d in durations),
-        timer=runner.name,
+        values=tuple(workload.value(d, calls) for d in durations),
+        timer=str(described.get("timer", described.get("clock", source.kind))),
+        source=described,
+        warmup_s=round(warmed, 4),
+        calls=calls,
+        call_seconds=once,
     )
-
-
-def repeated(
-    run: Callable[[], object], sync: Callable[[], None], target_seconds: float = 0.02
-) -> tuple[Callable[[], None], int]:
-    """One repetition's step: ``run`` called back to back, calibrated; and how many calls."""
-    calls = calls_per_repetition(run, sync, target_seconds)
-
-    def step() -> None:
-        for _ in range(calls):
-            run()
-
-    return step, calls
-
-
-def calls_per_repetition(
-    run: Callable[[], object], sync: Callable[[], None], target_seconds: float = 0.02
-) -> int:
-    """How many back-to-back calls make one repetition last about ``target_seconds``.
-
-    Small GPU kernels finish in microseconds, far below launch and clock overheads; each
-    repetition then runs the operation several times and counts that much work.  The first
-    call (compilation, autotuning) is not timed.
-    """
-    run()
-    sync()
-    start = time.perf_counter()
-    run()
-    sync()
-    once = time.perf_counter() - start
-    return max(1, min(1000, math.ceil(target_seconds / max(once, 1e-9))))

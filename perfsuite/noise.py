@@ -2,8 +2,11 @@
 
 A snapshot is taken before the warm-up and after the last repetition.  Between the two:
 
-* **foreign load**: CPU time the whole host spent busy minus what this process spent,
-  plus hypervisor steal, per second of wall time (in cores);
+* **foreign load**: CPU time the whole host spent busy minus what this session's own
+  process tree spent, plus hypervisor steal, per second of wall time (in cores).  The tree is
+  the pytest process that started the session (named in ``PERFSUITE_SESSION_PID``), all its
+  descendants (pytest-xdist workers, child ranks, compilers) and the children they reaped;
+  a sibling xdist worker is never foreign load, an unrelated process is;
 * **CPU clock and governor**, and the load average;
 * **GPU clocks and throttle reasons** from NVML, before and after.
 
@@ -24,6 +27,8 @@ from perfsuite import environment
 FOREIGN_LOAD_CORES = 0.25
 # CPU-time accounting ticks at 10 ms: below this much foreign CPU time it is quantisation.
 FOREIGN_MIN_SECONDS = 0.05
+
+SESSION_PID_ENV = "PERFSUITE_SESSION_PID"
 
 # NVML clock throttle reason bits that mean the clocks were held down by the hardware or
 # thermals (power capping at full load is normal and is recorded but not flagged).
@@ -55,18 +60,50 @@ def snapshot(with_gpus: bool = True) -> Snapshot:
 
     times = psutil.cpu_times()
     busy = sum(getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq"))
-    own = psutil.Process().cpu_times()
+    own = own_cpu_seconds()
     freq = psutil.cpu_freq()
     gpus = environment.gpus() if with_gpus else []
     return Snapshot(
         wall=time.monotonic(),
         busy=busy,
         steal=getattr(times, "steal", 0.0),
-        own=own.user + own.system,
+        own=own,
         load=tuple(os.getloadavg()) if hasattr(os, "getloadavg") else (),
         cpu_mhz=freq.current if freq else None,
         gpus=gpus if isinstance(gpus, list) else [],
     )
+
+
+def session_root() -> int:
+    """The pid at the root of this session's process tree (this process if none is named)."""
+    import psutil
+
+    raw = os.environ.get(SESSION_PID_ENV, "")
+    if raw.isdigit() and psutil.pid_exists(int(raw)):
+        pid = int(raw)
+        me = psutil.Process()
+        if pid == me.pid or any(p.pid == pid for p in me.parents()):
+            return pid
+    return os.getpid()
+
+
+def own_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds spent by the session's process tree, reaped children included."""
+    import psutil
+
+    try:
+        top = psutil.Process(root or session_root())
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        procs = [psutil.Process()]
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue  # it ended between listing and reading: its time went to its parent
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def _reasons(mask: Any, table: dict[int, str]) -> list[str]:

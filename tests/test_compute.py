@@ -94,7 +94,7 @@ def _result(variant: str, median: float) -> Result:
 
 def test_knob_speedups() -> None:
     results = [_result("baseline", 100.0), _result("xla", 150.0), _result("amp", 200.0)]
-    assert knobs.speedups(results) == {"tensorflow-cpu": {"xla": 1.5, "amp": 2.0}}
+    assert knobs.speedups(None, results) == {"tensorflow-cpu": {"xla": 1.5, "amp": 2.0}}
 
 
 def test_tensorflow_kernels_compute_the_right_thing() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload, repeated
+from perfsuite.measure import Reference, Workload
 from perfsuite.model import Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads import flops, roofline
@@ -139,7 +139,6 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     backend = backends.get(case.target.backend)
     geometry = Geometry.of(spec, case.precision)
     kernel = backend.conv2d(case.target.device, spec, case.precision, pass_, SEED)
-    run, calls = repeated(kernel.run, kernel.sync)
 
     what = f"conv2d {pass_} {spec.batch}x{spec.height}x{spec.width}x{spec.cin}->{spec.cout}"
     return Workload(
@@ -154,8 +153,8 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         },
         metric="conv2d",
         unit="TFLOP/s",
-        work=Work(geometry.flops * calls, "FLOP", f"2*N*Ho*Wo*Cout*Cin*Kh*Kw x {calls} call(s)"),
-        run=run,
+        work=Work(geometry.flops, "FLOP", "2*N*Ho*Wo*Cout*Cin*Kh*Kw per call"),
+        run=kernel.run,
         sync=kernel.sync,
         scale=1e12,
         reference=Reference(
@@ -174,7 +173,6 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
                 geometry.min_bytes,
                 ai_weights_cached=geometry.ai_weights_cached,
             ),
-            "calls_per_repetition": calls,
             "backend_version": backend.version(),
             **kernel.describe(),
         },

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload, repeated
+from perfsuite.measure import Reference, Workload
 from perfsuite.model import Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads import flops, roofline
@@ -76,7 +76,6 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     shape: Shape = case.spec
     backend = backends.get(case.target.backend)
     kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
-    run, calls = repeated(kernel.run, kernel.sync)
     analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
 
     return Workload(
@@ -91,8 +90,8 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         },
         metric="matmul",
         unit="TFLOP/s",
-        work=Work(analytic * calls, "FLOP", f"2*M*N*K x {calls} call(s) per repetition"),
-        run=run,
+        work=Work(analytic, "FLOP", "2*M*N*K per call"),
+        run=kernel.run,
         sync=kernel.sync,
         scale=1e12,
         reference=Reference(
@@ -108,7 +107,6 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
                 (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
                 * ITEMSIZE[case.precision],
             ),
-            "calls_per_repetition": calls,
             "backend_version": backend.version(),
             **kernel.describe(),
         },

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite.measure import Workload, repeated
+from perfsuite import sections
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import Workload
 from perfsuite.model import Result, Work
 from perfsuite.workloads import backend as backends
 from perfsuite.workloads.cases import Case
@@ -42,18 +44,16 @@ def workload(case: Case) -> Workload:
     """Build the training-step workload of one variant."""
     backend = backends.get(case.target.backend)
     kernel = backend.train_step(case.target.device, case.spec, BATCH, SEED)
-    run, calls = repeated(kernel.run, kernel.sync, target_seconds=0.05)
 
     return Workload(
         check="knobs",
         params={"backend": case.target.backend, "device": case.target.device, "variant": case.spec},
         metric="train_step",
         unit="samples/s",
-        work=Work(BATCH * calls, "samples", f"batch {BATCH} x {calls} step(s) per repetition"),
-        run=run,
+        work=Work(BATCH, "samples", f"batch {BATCH} per step"),
+        run=kernel.run,
         sync=kernel.sync,
         context={
-            "calls_per_repetition": calls,
             "backend_version": backend.version(),
             **kernel.describe(),
         },
@@ -61,7 +61,9 @@ def workload(case: Case) -> Workload:
     )
 
 
-def speedups(results: Iterable[Result]) -> dict[str, dict[str, Any]]:
+def speedups(
+    profile: HardwareProfile | None, results: Iterable[Result]
+) -> dict[str, dict[str, Any]]:
     """Each variant's median samples/s over the baseline variant's, per backend and device."""
     medians: dict[str, dict[str, float]] = {}
     for r in results:
@@ -74,3 +76,6 @@ def speedups(results: Iterable[Result]) -> dict[str, dict[str, Any]]:
         if base:
             out[key] = {v: m / base for v, m in by_variant.items() if v != "baseline"}
     return out
+
+
+sections.register("knob_speedups", speedups)

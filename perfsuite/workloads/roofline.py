@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite import stats
+from perfsuite import sections, stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Result
 
@@ -84,3 +84,6 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
         },
         "points": points,
     }
+
+
+sections.register("roofline", section)

@@ -1,0 +1,140 @@
+"""Sample sources: the in-process clock, child processes printing JSON lines, device events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from perfsuite.measure import Policy, Workload, measure
+from perfsuite.model import Work
+from perfsuite.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+CHILD = """
+import json, sys, time
+print("starting up")  # not a sample
+print(json.dumps({"layout": {"hosts": 1, "ranks": 2}}))
+for rank in (0, 1):
+    for i in range(4):
+        print(json.dumps({"rank": rank, "seconds": 0.001 * (1 + rank)}))
+"""
+
+
+def _workload(source: object = None) -> Workload:
+    return Workload(
+        check="child",
+        params={},
+        metric="latency",
+        unit="us",
+        work=Work(1.0, "operation"),
+        run=lambda: None,
+        scale=1e-6,
+        higher_is_better=False,
+        source=source,  # type: ignore[arg-type]
+    )
+
+
+def test_child_samples_are_read_from_json_lines() -> None:
+    source = ChildSource([sys.executable, "-c", CHILD], timeout_s=30)
+    m = measure(_workload(source), Policy(warmup=1, repetitions=5))
+    assert len(m.seconds) == 8 and sorted(set(m.seconds)) == [0.001, 0.002]
+    assert m.source["kind"] == "child-jsonl" and m.source["ranks"] == 2
+    assert m.source["facts"] == [{"layout": {"hosts": 1, "ranks": 2}}]
+
+
+def test_a_hung_child_is_killed_with_its_group_and_named() -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True)\n"
+        "sys.stderr.write('rank 1: waiting for rank 0\\n'); sys.stderr.flush()\n"
+        "time.sleep(60)\n"
+    )
+    start = time.monotonic()
+    with pytest.raises(SourceError, match=r"(?s)no result within 2 s.*waiting for rank 0"):
+        run_child([sys.executable, "-c", code], timeout_s=2)
+    assert time.monotonic() - start < 15
+    time.sleep(0.2)
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "time.sleep(60)" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not leftovers
+
+
+def test_a_failing_child_reports_its_status_and_stderr() -> None:
+    with pytest.raises(SourceError, match=r"(?s)exited with status 3.*bad rank"):
+        run_child(
+            [sys.executable, "-c", "import sys; sys.stderr.write('bad rank'); sys.exit(3)"], 10
+        )
+    with pytest.raises(SourceError, match="cannot start"):
+        run_child(["/nonexistent/mpiexec"], 10)
+    with pytest.raises(SourceError, match="printed no samples"):
+        ChildSource([sys.executable, "-c", "print('{}')"]).durations(
+            lambda: None, lambda: None, 0, 1
+        )
+
+
+class CpuEvent:
+    """An event with the torch.cuda.Event interface, on the host clock."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: CpuEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def test_event_source_times_each_repetition_between_event_pairs() -> None:
+    calls: list[int] = []
+    source = EventSource(CpuEvent, device="cpu-events")
+    durations = source.durations(lambda: (calls.append(1), time.sleep(0.002)), lambda: None, 2, 4)
+    assert len(calls) == 6 and len(durations) == 4 and all(d >= 0.0015 for d in durations)
+    assert source.describe() == {"kind": "device-events", "device": "cpu-events"}
+
+
+def test_clock_source_describes_itself() -> None:
+    assert ClockSource().describe()["kind"] == "clock"
+
+
+def test_the_source_is_recorded_with_the_result(pytester: pytest.Pytester) -> None:
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini(
+        "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\nperf_hw = slowgpu\n"
+    )
+    pytester.makepyfile(
+        test_child=f"""
+import sys
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+from perfsuite.sources import ChildSource
+
+def test_ranks(perf):
+    perf.measure(Workload(
+        check="child", params={{}}, metric="latency", unit="us", work=Work(1.0, "operation"),
+        run=lambda: None, scale=1e-6, higher_is_better=False,
+        source=ChildSource([sys.executable, "-c", {CHILD!r}]),
+    ))
+"""
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+    (path,) = (pytester.path / "reports" / "slowgpu").glob("*.json")
+    (result,) = json.loads(path.read_text())["results"]
+    assert result["source"]["kind"] == "child-jsonl" and result["direction"] == "latency"
+    assert sorted(set(result["samples"])) == pytest.approx([1000.0, 2000.0])  # microseconds
+    assert os.environ.get("PERFSUITE_SESSION_PID")  # the controller names its tree
