@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfsuite import history as hist
-from perfsuite import records, stats
-from perfsuite.baseline import BaselineStore
+from perfsuite import outcome, records, stats
+from perfsuite.baseline import DEFAULT_WINDOW, BaselineStore, safe_profile_name
 from perfsuite.compare import compare_runs, compared_record, environment_diff
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
@@ -52,11 +52,18 @@ def _profiles(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    a, b = records.load_record(Path(args.a)), records.load_record(Path(args.b))
-    rows, only_a, only_b = compare_runs(a, b, tolerance=args.tolerance, alpha=args.alpha)
-    print(f"A: {a.run_id} ({a.created})\nB: {b.run_id} ({b.created})")
-    profile = a.hardware_profile.get("name")
-    print(f"profile: {profile}; Holm over {len(rows)} checks, alpha {args.alpha}")
+    *before_paths, after_path = args.runs
+    before = [records.load_record(Path(p)) for p in before_paths]
+    b = records.load_record(Path(after_path))
+    rows, only_a, only_b = compare_runs(before, b, tolerance=args.tolerance, alpha=args.alpha)
+    for a in before:
+        print(f"A: {a.run_id} ({a.created})")
+    print(f"B: {b.run_id} ({b.created})")
+    profile = b.hardware_profile.get("name")
+    print(
+        f"profile: {profile}; {len(before)} run(s) before; Holm over {len(rows)} checks, "
+        f"alpha {args.alpha}"
+    )
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
     for r in rows:
         c = r.comparison
@@ -79,23 +86,37 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"only in A: {node_id}")
     for node_id in only_b:
         print(f"only in B: {node_id}")
-    diff = environment_diff(a.environment, b.environment)
+    diff = environment_diff(before[-1].environment, b.environment)
     print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
     for key, old, new in diff:
         print(f"  {key}: {old!r} -> {new!r}")
+    judged = compared_record(b, rows)
     if args.html:
         from perfsuite.report.html import render
 
-        judged = compared_record(b, rows)
-        html = render(judged, baseline=a, title=f"perfsuite A/B: {a.run_id} -> {b.run_id}")
+        html = render(
+            judged, baseline=before[-1], title=f"perfsuite A/B: {before[-1].run_id} -> {b.run_id}"
+        )
         write_text_atomic(Path(args.html), html)
         print(f"HTML report: {args.html}")
-    regressed = sum(r.verdict == "regressed" for r in rows)
-    counts = {
-        v: sum(r.verdict == v for r in rows) for v in ("regressed", "improved", "noisy", "ok")
-    }
-    print("\n" + ", ".join(f"{n} {v}" for v, n in counts.items()))
-    return 1 if regressed else 0
+    compared = [r for r in judged.results if r.id in {row.id for row in rows}]
+    counts = outcome.counts(compared)
+    print(
+        "\n"
+        + (
+            ", ".join(f"{counts[k]} {k}" for k in outcome.ORDER if counts.get(k))
+            or "nothing compared"
+        )
+    )
+    code = outcome.exit_code(compared, args.fail_on)
+    print(
+        {
+            outcome.EXIT_OK: "compare: no regression (exit 0)",
+            outcome.EXIT_REGRESSED: "compare: REGRESSED (exit 1)",
+            outcome.EXIT_INCONCLUSIVE: "compare: INCONCLUSIVE, noisy checks only (exit 3)",
+        }[code]
+    )
+    return code
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -159,14 +180,46 @@ def _accept(args: argparse.Namespace) -> int:
     chosen = [r for r in record.results if not args.k or any(k in r.id for k in args.k)]
     if not chosen:
         raise PerfsuiteError(f"{args.run}: no result matches -k {' '.join(args.k)}")
-    profile = str(record.hardware_profile["name"])
-    store = BaselineStore(Path(args.baseline_dir))
-    path = store.save(profile, chosen, record.run_id)
-    print(f"accepted {len(chosen)} result(s) of run {record.run_id} into {path}")
+    name = record.hardware_profile.get("name")
+    if not isinstance(name, str):
+        raise PerfsuiteError(f"{args.run}: the run record names no hardware profile")
+    profile = safe_profile_name(name)
+    store = BaselineStore(Path(args.baseline_dir), args.runs)
+    path, saved = store.save(
+        profile, chosen, record.run_id, record.environment, policy=record.settings.get("policy")
+    )
+    print(f"accepted {saved} result(s) of run {record.run_id} into {path}")
     kept = sorted(store.history_dir(profile).glob("baseline-*.json"))
     if kept:
         print(f"previous baseline kept as {kept[-1]}")
     return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _fail_on(text: str) -> frozenset[str]:
+    try:
+        return outcome.parse_fail_on(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,13 +234,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     profiles.set_defaults(func=_profiles)
 
-    comp = sub.add_parser("compare", help="compare two run records (A = before, B = after)")
-    comp.add_argument("a", metavar="RUN_A.json")
-    comp.add_argument("b", metavar="RUN_B.json")
-    comp.add_argument(
-        "--tolerance", type=float, default=None, help="override the tolerance B was judged with"
+    comp = sub.add_parser(
+        "compare",
+        help="compare run records: one or more before (A), the last one after (B)",
+        description=(
+            "Compare the last run record (B) against the ones before it (A). Several A runs "
+            "act as a multi-run baseline. Exit status: 0 no regression, 1 regression, "
+            "3 inconclusive (noisy checks only), 2 usage error."
+        ),
     )
-    comp.add_argument("--alpha", type=float, default=stats.ALPHA, help="family-wise alpha")
+    comp.add_argument("runs", metavar="RUN.json", nargs="+", help="A run(s) ..., then B")
+    comp.add_argument(
+        "--tolerance",
+        type=_fraction,
+        default=None,
+        help="override the tolerance B was judged with (a fraction between 0 and 1)",
+    )
+    comp.add_argument(
+        "--alpha", type=_fraction, default=stats.ALPHA, help="family-wise alpha (0..1)"
+    )
+    comp.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        default=frozenset({"regressed"}),
+        metavar="OUTCOMES",
+        help="outcomes that make the exit status 1 (default: regressed)",
+    )
     comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
     comp.set_defaults(func=_compare)
 
@@ -208,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     histp.add_argument(
         "-k", action="append", default=[], metavar="TEXT", help="checks whose id contains TEXT"
     )
-    histp.add_argument("--tolerance", type=float, default=0.05)
+    histp.add_argument("--tolerance", type=_fraction, default=0.05)
     histp.set_defaults(func=_history)
 
     base = sub.add_parser("baseline", help="manage baselines")
@@ -219,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-k", action="append", default=[], metavar="TEXT", help="only checks whose id contains TEXT"
     )
     accept.add_argument("--baseline-dir", default="baselines", metavar="DIR")
+    accept.add_argument(
+        "--runs",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        metavar="K",
+        help=f"accepted runs kept per check (default: {DEFAULT_WINDOW})",
+    )
     accept.set_defaults(func=_accept)
     return parser
 

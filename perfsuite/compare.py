@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterator, Mapping
+import math
+import statistics
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfsuite import stats
+from perfsuite import outcome, stats
 from perfsuite.errors import PerfsuiteError
 from perfsuite.model import BaselineVerdict, Result, RunRecord
 
@@ -66,27 +67,49 @@ def environment_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[s
 
 
 def compare_runs(
-    a: RunRecord, b: RunRecord, *, tolerance: float | None = None, alpha: float = stats.ALPHA
+    a: RunRecord | Sequence[RunRecord],
+    b: RunRecord,
+    *,
+    tolerance: float | None = None,
+    alpha: float = stats.ALPHA,
 ) -> tuple[list[Row], list[str], list[str]]:
-    """Compare B against A check by check, with Holm over all compared checks.
+    """Compare B against the run(s) A check by check, with Holm over all compared checks.
 
+    Several A runs act as a multi-run baseline: their run-to-run spread is then known.
     ``tolerance`` overrides the tolerance each result of B was judged with.
     """
-    pa, pb = a.hardware_profile.get("name"), b.hardware_profile.get("name")
-    if pa != pb:
+    before = [a] if isinstance(a, RunRecord) else list(a)
+    if not before:
+        raise PerfsuiteError("compare needs at least one run before the change")
+    names = {r.hardware_profile.get("name") for r in before}
+    pb = b.hardware_profile.get("name")
+    if names != {pb}:
         raise PerfsuiteError(
-            f"refusing to compare runs of different hardware profiles: {a.run_id} ran on "
-            f"{pa!r}, {b.run_id} on {pb!r}"
+            f"refusing to compare runs of different hardware profiles: "
+            f"{', '.join(sorted(map(str, names)))} against {pb!r} ({b.run_id})"
         )
-    a_results: dict[str, Result] = {r.id: r for r in a.results}
     b_results: dict[str, Result] = {r.id: r for r in b.results}
-    common = [i for i in b_results if i in a_results and a_results[i].unit == b_results[i].unit]
+    runs: dict[str, list[Result]] = {}
+    for record in before:
+        for r in record.results:
+            rb = b_results.get(r.id)
+            if rb is not None and r.unit == rb.unit:
+                runs.setdefault(r.id, []).append(r)
+    common = [i for i in b_results if i in runs]
+    prior = stats.fit_prior(
+        [
+            stats.run_variance([r.samples for r in runs[i]], b_results[i].higher_is_better)
+            for i in common
+            if len(runs[i]) > 1
+        ],
+        [len(runs[i]) - 1 for i in common if len(runs[i]) > 1],
+    )
     comparisons = [
         stats.compare(
             b_results[i].samples,
-            a_results[i].samples,
+            [r.samples for r in runs[i]],
             higher_is_better=b_results[i].higher_is_better,
-            seed=zlib.crc32(i.encode()),
+            prior=prior,
         )
         for i in common
     ]
@@ -98,18 +121,12 @@ def compare_runs(
         verdict, reason = stats.decide(
             comparison, tolerance=tol, significant=sig, guards=rb.noise.get("flags", ())
         )
-        rows.append(
-            Row(
-                node_id,
-                rb.unit,
-                a_results[node_id].summary.median,
-                rb.summary.median,
-                comparison,
-                verdict,
-                reason,
-            )
+        a_median = float(
+            math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
         )
-    only_a = sorted(set(a_results) - set(common))
+        rows.append(Row(node_id, rb.unit, a_median, rb.summary.median, comparison, verdict, reason))
+    a_ids = {r.id for record in before for r in record.results}
+    only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
 
@@ -121,7 +138,8 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
     for r in b.results:
         row = by_id.get(r.id)
         if row is None:
-            results.append(replace(r, baseline=BaselineVerdict("new", reason="not in run A")))
+            fresh = replace(r, baseline=BaselineVerdict("new", reason="not in run A"))
+            results.append(fresh.with_outcome(outcome.of(fresh)))
             continue
         c = row.comparison
         verdict = BaselineVerdict(
@@ -133,8 +151,15 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             ci_low=c.ci_low,
             ci_high=c.ci_high,
             p_value=c.p_value,
+            significant=row.verdict in ("regressed", "improved"),
             n_baseline=c.n_baseline,
             few_samples=c.few_samples,
+            baseline_runs=c.runs,
+            between_run_sd=c.between_sd,
+            within_run_sd=c.within_sd,
+            run_spread=None if c.spread is None else math.exp(c.spread) - 1,
+            between_source=c.between_source,
         )
-        results.append(replace(r, baseline=verdict))
+        judged = replace(r, baseline=verdict)
+        results.append(judged.with_outcome(outcome.of(judged), row.reason))
     return replace(b, results=tuple(results))

@@ -31,7 +31,7 @@ def test_compare_flags_the_regression_and_the_environment_change(
     assert rows["test_stream[numpy-cpu-triad]"].endswith("ok")
     assert "software.tensorflow.version: '2.20.0' -> '2.21.0'" in out
     assert "variables.XLA_FLAGS: None -> '--xla_cpu_use_thunk_runtime=false'" in out
-    assert "1 regressed, 0 improved, 0 noisy, 1 ok" in out
+    assert "1 regressed, 1 pass" in out and "compare: REGRESSED (exit 1)" in out
 
 
 def test_compare_of_a_run_with_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +43,7 @@ def test_compare_refuses_different_profiles(capsys: pytest.CaptureFixture[str]) 
     assert main(["compare", str(A), str(C)]) == 2
     err = capsys.readouterr().err
     assert "refusing to compare runs of different hardware profiles" in err
-    assert "'cpu-amd-epyc-2c'" in err and "'a100'" in err
+    assert "cpu-amd-epyc-2c" in err and "'a100'" in err
 
 
 def test_compare_reports_a_corrupt_record(
@@ -85,13 +85,23 @@ def test_accept_promotes_a_run_and_keeps_the_previous_baseline(
     out = capsys.readouterr().out
     assert "accepted 1 result(s) of run 20261121T010000000Z-node-bbbb" in out
     second = json.loads(path.read_text())
-    runs = {k.rsplit("::", 1)[1]: v["run_id"] for k, v in second["entries"].items()}
+    runs = {
+        k.rsplit("::", 1)[1]: [r["run_id"] for r in v["runs"]] for k, v in second["entries"].items()
+    }
     assert runs == {
-        "test_stream[numpy-cpu-triad]": "20261120T010000000Z-node-aaaa",
-        "test_stream[tensorflow-cpu-triad]": "20261121T010000000Z-node-bbbb",
+        "test_stream[numpy-cpu-triad]": ["20261120T010000000Z-node-aaaa"],
+        "test_stream[tensorflow-cpu-triad]": [
+            "20261120T010000000Z-node-aaaa",
+            "20261121T010000000Z-node-bbbb",
+        ],
+    }
+    # The environment of each accepted run is kept, so the report's diff still works.
+    assert set(second["environments"]) == {
+        "20261120T010000000Z-node-aaaa",
+        "20261121T010000000Z-node-bbbb",
     }
     (kept,) = (base_dir / "cpu-amd-epyc-2c" / "history").glob("baseline-*.json")
-    assert json.loads(kept.read_text()) == first
+    assert json.loads(kept.read_text())["entries"] == first["entries"]
     assert (
         main(
             ["baseline", "accept", str(A), "-k", "nothing-matches", "--baseline-dir", str(base_dir)]

@@ -111,19 +111,21 @@ def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
     result = project.runpytest("--hw=slowgpu")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*test_toy*bandwidth*GB/s*pass*new*passed*", "run record: *slowgpu*.json"]
+        ["*test_toy*bandwidth*GB/s*pass*new*pass*", "run record: *slowgpu*.json"]
     )
     (record,) = records(project, "slowgpu")
     (entry,) = record["results"]
     assert entry["floor"]["verdict"] == "pass" and entry["baseline"]["verdict"] == "new"
-    assert entry["outcome"] == "passed" and entry["work"] == {
+    assert entry["outcome"] == "pass" and entry["work"] == {
         "amount": 2 * 8 * 2**15,
         "unit": "B",
         "convention": "copy",
     }
     assert len(entry["samples"]) == entry["summary"]["n"] == 5
-    # Each sample is the counted work over its raw duration, in GB/s (1e9 B/s).
-    expected = [entry["work"]["amount"] / t / 1e9 for t in entry["seconds"]]
+    # Each sample is the counted work of its calls over its raw duration, in GB/s (1e9 B/s).
+    calls = entry["context"]["policy"]["calls_per_sample"]
+    assert calls >= 1 and entry["context"]["policy"]["call_seconds"] > 0
+    expected = [entry["work"]["amount"] * calls / t / 1e9 for t in entry["seconds"]]
     assert entry["samples"] == pytest.approx(expected)
     assert entry["floor"]["value"] == max(entry["samples"])
     assert record["hardware_profile"]["name"] == "slowgpu"
@@ -137,7 +139,7 @@ def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.P
     )
     (record,) = records(project, "fastgpu")
     assert record["results"][0]["floor"]["verdict"] == "fail"
-    assert record["results"][0]["outcome"] == "failed"
+    assert record["results"][0]["outcome"] == "fail"
 
 
 def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
@@ -182,7 +184,7 @@ def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(
         [
             "*regression: median * GB/s against baseline 1e+09 GB/s "
-            "(ratio *tolerance 5%, baseline run ref-fast)*"
+            "(ratio *tolerance 5%, 1 baseline run(s))*"
         ]
     )
     shutil.copy(FIXTURES / "baselines" / "slowgpu-trivial.json", base / "baseline.json")
@@ -192,11 +194,23 @@ def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> No
 
 
 def test_baseline_round_trip(project: pytest.Pytester) -> None:
-    project.runpytest("--hw=slowgpu", "--perf-save-baseline").assert_outcomes(passed=1)
+    # Quick mode (the project's ini) is refused unless forced.
+    refused = project.runpytest("--hw=slowgpu", "--perf-save-baseline")
+    refused.assert_outcomes(passed=1)
+    refused.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 quick mode)*"])
+    assert not (project.path / "baselines" / "slowgpu" / "baseline.json").exists()
+    for r in records(project, "slowgpu"):
+        (project.path / "reports" / "slowgpu" / f"{r['run_id']}.json").unlink()
+    result = project.runpytest("--hw=slowgpu", "--perf-save-baseline", "--perf-force-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["baseline saved: 1 entries into *baseline.json"])
     saved = json.loads((project.path / "baselines" / "slowgpu" / "baseline.json").read_text())
     (run,) = records(project, "slowgpu")
     entry = saved["entries"]["test_toy.py::test_toy"]
-    assert entry["run_id"] == run["run_id"] and entry["samples"] == run["results"][0]["samples"]
+    (stored,) = entry["runs"]
+    assert stored["run_id"] == run["run_id"] and stored["samples"] == run["results"][0]["samples"]
+    assert stored["policy"]["mode"] == "quick" and stored["policy"]["forced"] is True
+    assert stored["policy"]["samples"] == 5 and stored["policy"]["source"] == "clock"
     result = project.runpytest("--hw=slowgpu", "--perf-tolerance=0.9999")
     result.assert_outcomes(passed=1)
     (second,) = [r for r in records(project, "slowgpu") if r["run_id"] != run["run_id"]]
@@ -250,7 +264,7 @@ def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pyteste
     assert len(ids) == 7 and all(
         r["timer"] == "perf_counter" for r in (e["context"] for e in record["results"])
     )
-    result.stdout.fnmatch_lines(["*test_toy[[]5[]]*pass*new*passed*"])
+    result.stdout.fnmatch_lines(["*test_toy[[]5[]]*pass*new*"])
 
 
 def test_benchmark_table_and_json_carry_perfsuite_metrics(project: pytest.Pytester) -> None:

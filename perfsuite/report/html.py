@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfsuite import history as trends
-from perfsuite import stats
+from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flatten
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
@@ -72,14 +72,20 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "floor": f.verdict + (" (est.)" if f.estimated and f.verdict == "fail" else ""),
         "floor_failed": f.verdict == "fail" and not f.estimated,
         "waiver": waiver,
-        "outcome": r.outcome,
+        "outcome": outcome.of(r),
+        "outcome_sort": outcome.rank(r),
         "reason": "; ".join(
             x
-            for x in (b.reason if b.verdict != "new" else "", f.reason, *r.noise.get("flags", ()))
+            for x in (
+                b.reason if b.verdict != "new" else "",
+                b.blind,
+                f.reason,
+                *r.noise.get("flags", ()),
+            )
             if x
         ),
         "spark": sparkline(history),
-        "search": " ".join([r.id, params, b.verdict, f.verdict, waiver, r.outcome]).lower(),
+        "search": " ".join([r.id, params, b.verdict, f.verdict, waiver, outcome.of(r)]).lower(),
     }
 
 
@@ -118,13 +124,14 @@ def render(
     earlier = [h for h in history if h.created <= record.created and h.run_id != record.run_id]
     series = {s.id: [p.median for p in s.points] for s in trends.series(earlier)}
     rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in record.results]
-    rows.sort(key=lambda row: (row["verdict_sort"], row["id"]))
+    rows.sort(key=lambda row: (row["outcome_sort"], row["verdict_sort"], row["id"]))
     verdicts = Counter(r.baseline.verdict for r in record.results)
     floors = Counter(r.floor.verdict for r in record.results)
-    outcomes = Counter(r.outcome for r in record.results)
+    outcomes = outcome.counts(record.results)
     base_env = baseline.environment if baseline is not None else baseline_environment
     env_rows = _flat_environment(record.environment, base_env)
-    regressed = [row for row in rows if row["verdict"] == "regressed" or row["floor_failed"]]
+    regressed = [row for row in rows if row["outcome"] in ("fail", "regressed")]
+    noisy = [row for row in rows if row["outcome"] == "noisy"]
     charts = render_all(ChartContext(record, baseline))
     host = record.environment.get("host", {})
     html = (
@@ -137,6 +144,7 @@ def render(
             host=host.get("hostname", "?") if isinstance(host, Mapping) else "?",
             rows=rows,
             regressed=regressed,
+            noisy=noisy,
             verdicts=dict(verdicts),
             floors=dict(floors),
             outcomes=dict(outcomes),

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
-from perfsuite import stats
+from perfsuite import outcome, stats
 from perfsuite.model import Result, RunRecord
-
-# Severity order: what needs attention first.
-RANK = {"regressed": 0, "noisy": 2, "improved": 3}
 
 
 def _cell(text: str) -> str:
@@ -18,28 +14,25 @@ def _cell(text: str) -> str:
 
 def render_markdown(record: RunRecord, html: Path | None = None) -> str:
     """Counts, the checks that need attention first, then every check."""
-    verdicts = Counter(r.baseline.verdict for r in record.results)
-    floors = Counter(r.floor.verdict for r in record.results)
-    regressed = verdicts.get("regressed", 0) + floors.get("fail", 0)
+    outcomes = outcome.counts(record.results)
+    failing = outcomes.get("fail", 0) + outcomes.get("regressed", 0)
+    if failing:
+        headline = f"**{failing} check(s) regressed or missed their floor.**"
+    elif outcomes.get("noisy"):
+        headline = f"**Inconclusive: {outcomes['noisy']} check(s) noisy.**"
+    else:
+        headline = "**No regressions.**"
     lines = [
         f"## perfsuite: {record.hardware_profile.get('name')} · run `{record.run_id}`",
         "",
-        (
-            f"**{regressed} check(s) regressed or missed their floor.**"
-            if regressed
-            else "**No regressions.**"
-        )
-        + " "
-        + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())),
+        headline + " " + ", ".join(f"{outcomes[k]} {k}" for k in outcome.ORDER if outcomes.get(k)),
         "",
-        "| check | value | % of peak | change [95% CI] | floor | baseline |",
-        "|---|---|---|---|---|---|",
+        "| check | value | % of peak | change [95% CI] | floor | baseline | outcome |",
+        "|---|---|---|---|---|---|---|",
     ]
 
     def rank(r: Result) -> tuple[int, str]:
-        if r.floor.verdict == "fail" and not r.floor.estimated:
-            return (1, r.id)
-        return (RANK.get(r.baseline.verdict, 4), r.id)
+        return (outcome.rank(r), r.id)
 
     ordered = sorted(record.results, key=rank)
     for r in ordered:
@@ -51,7 +44,7 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         best = stats.best(r.samples, r.higher_is_better)
         lines.append(
             f"| {_cell(r.id.rsplit('::', 1)[-1])} | {best:.4g} {r.unit} | {peak} | {change} "
-            f"| {r.floor.verdict} | {b.verdict} |"
+            f"| {r.floor.verdict} | {b.verdict} | {outcome.of(r)} |"
         )
     if html is not None:
         lines += ["", f"HTML report: `{html}`"]

@@ -1,12 +1,23 @@
-"""The end-of-session terminal summary: one line per check."""
+"""The end-of-session terminal summary: the checks, then the verdicts.
+
+One line for floors, one for baselines, and the session's outcome, all from the one
+outcome rule.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from perfsuite import stats
+from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Result
+
+if TYPE_CHECKING:
+    from perfsuite.session import Finished, PerfSession
+
+Line = tuple[str, dict[str, Any]]
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -34,7 +45,8 @@ def _peak(result: Result) -> str:
     return f"{floor.fraction_of_peak:.1%}" + (" (est.)" if floor.estimated else "")
 
 
-def _change(result: Result) -> str:
+def change(result: Result) -> str:
+    """The change against the baseline with its confidence interval, or '-'."""
     b = result.baseline
     if b.ratio is None:
         return "-"
@@ -43,18 +55,76 @@ def _change(result: Result) -> str:
     return f"{b.ratio - 1:+.1%} [{b.ci_low - 1:+.1%}, {b.ci_high - 1:+.1%}]"
 
 
-def _baseline(result: Result) -> str:
-    status = (result.waiver or {}).get("status")
-    return f"{result.baseline.verdict} (waiver {status})" if status else result.baseline.verdict
+def floor_label(result: Result) -> str:
+    """The floor verdict, with an estimated peak's miss shown as a warning."""
+    f = result.floor
+    return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
 
 
 def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> list[str]:
-    """Lines for the summary: check, metric, best value, % of peak, change, verdicts."""
+    """The per-check table: check, metric, best value, % of peak, change, verdicts, outcome."""
     rows = [
         ("check", "metric", "best", "% of peak", "vs baseline [CI]", "floor", "baseline", "outcome")
     ]
-    counts: dict[str, int] = {}
-    notes: list[str] = []
+    for r in sorted(results, key=lambda r: (outcome.rank(r), r.id)):
+        status = (r.waiver or {}).get("status")
+        base = f"{r.baseline.verdict} (waiver {status})" if status else r.baseline.verdict
+        rows.append(
+            (
+                short_id(r.id),
+                r.metric,
+                _value(r),
+                _peak(r),
+                change(r),
+                floor_label(r),
+                base,
+                outcome.of(r),
+            )
+        )
+    estimated = f"; estimated: {', '.join(sorted(profile.estimated))}" if profile.estimated else ""
+    return [f"profile {profile.name}: {profile.description}{estimated}", *format_table(rows)]
+
+
+def _counts(counter: Counter[str], order: Sequence[str]) -> str:
+    return ", ".join(f"{counter[k]} {k}" for k in order if counter.get(k))
+
+
+def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Line]:
+    """Two short lines (floors, baselines) and the session's outcome."""
+    floors = Counter(floor_label(r) for r in results)
+    bases = Counter(r.baseline.verdict for r in results)
+    outcomes = outcome.counts(results)
+    lines: list[Line] = [
+        (
+            "floors:    "
+            + (_counts(floors, ("fail", "warning (est.)", "pass", "no-reference")) or "none"),
+            {},
+        ),
+        (
+            "baselines: "
+            + (_counts(bases, ("regressed", "noisy", "improved", "ok", "new")) or "none"),
+            {},
+        ),
+    ]
+    failing = outcome.failing(results, fail_on)
+    if failing:
+        worst = ", ".join(short_id(r.id) for r in sorted(failing, key=outcome.rank)[:3])
+        text = f"perfsuite: FAILED ({_counts(outcomes, outcome.ORDER[:2])}): {worst}"
+        lines.append((text, {"red": True, "bold": True}))
+    elif outcomes.get("noisy"):
+        text = (
+            f"perfsuite: INCONCLUSIVE ({outcomes['noisy']} noisy): changes beyond tolerance "
+            "that could not be confirmed; rerun on a quieter machine or with more samples"
+        )
+        lines.append((text, {"yellow": True, "bold": True}))
+    else:
+        lines.append((f"perfsuite: PASSED ({len(results)} checks)", {"green": True, "bold": True}))
+    return lines
+
+
+def note_lines(results: Sequence[Result]) -> list[str]:
+    """Waiver notes, then noise, noisy and blind checks grouped into one line each."""
+    notes = []
     for r in results:
         waiver = r.waiver or {}
         if waiver.get("status") == "stale":
@@ -67,33 +137,59 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
                 f"expired waiver: {waiver['test']!r} expired on {waiver['expires']}; "
                 f"{short_id(r.id)} was judged without it"
             )
-        for flag in r.noise.get("flags", ()):
-            notes.append(f"noise: {short_id(r.id)} measured {flag}")
-        if r.baseline.verdict in ("regressed", "improved", "noisy"):
-            notes.append(f"{r.baseline.verdict}: {short_id(r.id)}: {r.baseline.reason}")
-        rows.append(
-            (
-                short_id(r.id),
-                r.metric,
-                _value(r),
-                _peak(r),
-                _change(r),
-                r.floor.verdict
-                + (" (est.)" if r.floor.estimated and r.floor.verdict == "fail" else ""),
-                _baseline(r),
-                r.outcome,
+    loaded = [r for r in results if r.noise.get("flags")]
+    if loaded:
+        notes.append(
+            f"noise: {len(loaded)} check(s) measured under foreign load or throttling "
+            f"(e.g. {short_id(loaded[0].id)}: {loaded[0].noise['flags'][0]})"
+        )
+    for kind in ("regressed", "improved"):
+        for r in results:
+            if r.baseline.verdict == kind:
+                notes.append(f"{kind}: {short_id(r.id)}: {r.baseline.reason}")
+    noisy = [r for r in results if r.baseline.verdict == "noisy"]
+    if noisy:
+        notes.append(
+            f"noisy: {len(noisy)} check(s) could not be judged (e.g. {short_id(noisy[0].id)}: "
+            f"{noisy[0].baseline.reason}); details in the report"
+        )
+    blind = [r for r in results if r.baseline.blind]
+    if blind:
+        worst = max(blind, key=lambda r: r.baseline.detectable or 0)
+        notes.append(
+            f"detectability: {len(blind)} of {sum(r.baseline.verdict != 'new' for r in results)} "
+            f"compared check(s) cannot detect their tolerance; worst: {short_id(worst.id)}: "
+            f"{worst.baseline.blind}"
+        )
+    no_ref = sum(r.floor.verdict == "no-reference" for r in results)
+    if no_ref:
+        notes.append(f"note: {no_ref} result(s) had no reference figure; floors not judged")
+    return notes
+
+
+def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
+    """The whole perfsuite section of the terminal summary."""
+    results = session.results
+    lines: list[Line] = [(line, {}) for line in format_result_lines(session.profile, results)]
+    lines += [(note, {}) for note in note_lines(results)]
+    if done.record_path:
+        lines.append((f"run record: {done.record_path}", {}))
+    if done.html_path:
+        lines.append((f"HTML report: {done.html_path}", {}))
+    if session.settings.save_baseline:
+        if done.baseline_path:
+            lines.append((f"baseline saved: {done.saved} entries into {done.baseline_path}", {}))
+        if done.refused:
+            reasons = Counter(why for whys in done.refused.values() for why in whys)
+            lines.append(
+                (
+                    f"baseline: refused {len(done.refused)} result(s) ("
+                    + ", ".join(f"{n} {why}" for why, n in reasons.most_common())
+                    + "); --perf-force-baseline saves them anyway",
+                    {"yellow": True},
+                )
             )
-        )
-        for verdict in (r.floor.verdict, r.baseline.verdict):
-            counts[verdict] = counts.get(verdict, 0) + 1
-    estimated = f"; estimated: {', '.join(sorted(profile.estimated))}" if profile.estimated else ""
-    lines = [f"profile {profile.name}: {profile.description}{estimated}"]
-    lines += format_table(rows)
-    lines.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    lines += notes
-    if counts.get("no-reference"):
-        lines.append(
-            f"note: {counts['no-reference']} result(s) had no reference figure in profile "
-            f"{profile.name!r}; their floors were not judged"
-        )
+    for error in done.errors:
+        lines.append((f"ERROR: {error}", {"red": True, "bold": True}))
+    lines += verdict_lines(results, session.settings.fail_on)
     return lines

@@ -1,0 +1,35 @@
+"""A pytest plugin that makes every timed repetition slower by a known fraction.
+
+Used by ``benchmarks/verdicts.py`` to measure the verdicts' power: with
+``PERFSUITE_INJECT_SLOWDOWN=0.2`` each repetition's work is followed by a busy wait that
+stretches it to 1/(1-0.2) = 1.25 times its duration, so the metric falls by 20%.  Load it
+with ``-p benchmarks.slowdown``; without the variable it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from perfsuite import measure
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Wrap the workload step when a slowdown is asked for."""
+    fraction = float(os.environ.get("PERFSUITE_INJECT_SLOWDOWN", "0") or 0)
+    if not 0 < fraction < 1:
+        return
+    stretch = 1 / (1 - fraction) - 1
+    original = measure.Workload.step
+
+    def slower(self: measure.Workload, calls: int = 1) -> None:
+        start = time.perf_counter()
+        original(self, calls)
+        extra = (time.perf_counter() - start) * stretch
+        end = time.perf_counter() + extra
+        while time.perf_counter() < end:
+            pass
+
+    measure.Workload.step = slower  # type: ignore[method-assign]

@@ -1,0 +1,124 @@
+"""The ``perf`` fixture: what a check sees of perfsuite.
+
+A check hands it a workload; the fixture plans the samples, measures through the workload's
+sample source (or the in-process clock via pytest-benchmark), judges the result and turns its
+outcome into the test's: a failing outcome fails the test, a waived regression is an
+expected failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NoReturn
+
+import pytest
+
+from perfsuite import noise, stats
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import BenchmarkClock, Workload, measure
+from perfsuite.model import Result
+from perfsuite.session import PerfSession
+from perfsuite.workloads.backend import Target, skip_reason
+
+RESULT_KEY = pytest.StashKey[Result]()
+# Framework out-of-memory errors, matched by name so no framework has to be imported.
+OOM_ERRORS = frozenset({"ResourceExhaustedError", "OutOfMemoryError"})
+
+
+class Perf:
+    """The ``perf`` fixture object."""
+
+    def __init__(self, request: pytest.FixtureRequest, session: PerfSession) -> None:
+        """Bind to one test item."""
+        self._request = request
+        self._item = request.node
+        self._session = session
+
+    @property
+    def profile(self) -> HardwareProfile:
+        """The hardware profile of this run."""
+        return self._session.profile
+
+    @property
+    def quick(self) -> bool:
+        """Whether the session runs in quick mode."""
+        return self._session.settings.quick
+
+    def require(self, target: Target, operation: str = "stream", precision: str = "fp32") -> None:
+        """Skip the test, with the reason, when backend, device or precision is not available."""
+        reason = skip_reason(target, operation, precision)
+        if reason:
+            pytest.skip(reason)
+
+    def measure(self, workload: Workload | Callable[[], Workload]) -> Result:
+        """Measure, judge and record a workload; fail the test on a failing outcome.
+
+        ``workload`` may be a factory: building it (allocating its buffers) then happens
+        under the out-of-memory guard, so an OOM fails this check with a clear message and
+        the session goes on.
+        """
+        if RESULT_KEY in self._item.stash:
+            raise RuntimeError("perf.measure() can be called once per test")
+        try:
+            return self._measure(workload() if callable(workload) else workload)
+        except Exception as exc:
+            if not (isinstance(exc, MemoryError) or type(exc).__name__ in OOM_ERRORS):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            message = f"out of memory: {type(exc).__name__}: {first}"
+        # Outside the except block, so the report is the one line, not a chained traceback.
+        _fail(message)
+
+    def _measure(self, workload: Workload) -> Result:
+        marker = self._item.get_closest_marker("perf")
+        kwargs = marker.kwargs if marker else {}
+        judge = self._session.judge
+        plan = judge.plan(self._item.nodeid, workload, kwargs.get("tolerance"))
+        # Requested only now, so a check that fails before measuring leaves it unused; and
+        # only for the in-process clock (child ranks and device events time themselves).
+        benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
+        clock = BenchmarkClock(benchmark) if benchmark is not None else None
+        before = noise.snapshot()
+        measurement = measure(workload, self._session.settings.policy, clock, plan.rounds)
+        guards = noise.assess(before, noise.snapshot())
+        result = judge.judge(
+            self._item.nodeid,
+            workload,
+            measurement,
+            plan,
+            floor_fraction=kwargs.get("floor"),
+            noise=guards,
+        )
+        self._item.stash[RESULT_KEY] = result
+        best = stats.best(result.samples, result.higher_is_better)
+        # On the item, so every report of the test carries them (JUnit XML reads teardown's).
+        self._item.user_properties.extend(
+            [
+                ("perf_metric", result.metric),
+                ("perf_value", best),
+                ("perf_unit", result.unit),
+                ("perf_floor", result.floor.verdict),
+                ("perf_baseline", result.baseline.verdict),
+                ("perf_outcome", result.outcome),
+            ]
+        )
+        if benchmark is not None:
+            benchmark.extra_info.update(
+                {
+                    "perfsuite_metric": result.metric,
+                    "perfsuite_unit": result.unit,
+                    "perfsuite_best": best,
+                    "perfsuite_median": result.summary.median,
+                    "perfsuite_work": {"amount": result.work.amount, "unit": result.work.unit},
+                    "perfsuite_outcome": result.outcome,
+                }
+            )
+        if result.outcome in self._session.settings.fail_on:
+            _fail(f"{result.outcome}: {result.message}")
+        if result.outcome == "waived":
+            pytest.xfail(result.message)
+        return result
+
+
+def _fail(message: str) -> NoReturn:
+    pytest.fail(message, pytrace=False)

@@ -1,0 +1,272 @@
+"""Judging: a measurement against the profile's figures and the profile's baseline.
+
+The :class:`Judge` knows the family of comparisons a run makes, so it can say before a check
+measures how many samples it needs to detect its tolerance (and take more, within the
+policy's caps), and after it measured whether the comparison could see a change that size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from perfsuite import outcome, stats, waivers
+from perfsuite.baseline import Baseline, BaselineEntry
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import Measurement, Policy, Workload
+from perfsuite.model import BaselineVerdict, FloorVerdict, Result
+from perfsuite.settings import Settings
+from perfsuite.tolerances import Tolerances
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many samples a check takes, and what its comparison can detect with them."""
+
+    rounds: int
+    planned: int
+    detectable: float | None  # at ``rounds``; None without a baseline
+    needed: int | None  # samples that would detect the tolerance; None if no count can
+    tolerance: float
+    tolerance_from: str
+
+
+class Judge:
+    """Turns measurements into results, within one run's family of comparisons."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        profile: HardwareProfile,
+        baseline: Baseline,
+        tolerances: Tolerances,
+        waiver_list: list[waivers.Waiver],
+        today: dt.date,
+    ) -> None:
+        """Bind to one run's profile, baseline, tolerances and waivers."""
+        self.settings = settings
+        self.profile = profile
+        self.baseline = baseline
+        self.tolerances = tolerances
+        self.waivers = waiver_list
+        self.today = today
+        self.family = stats.SequentialHolm(1, settings.alpha)
+        self.collected = 0
+
+    # -- the family -----------------------------------------------------------------------
+
+    def set_family(self, node_ids: list[str]) -> int:
+        """Size the Holm family: the selected checks that have a baseline to compare with."""
+        self.collected = len(node_ids)
+        m = sum(1 for node_id in node_ids if self.baseline.get(node_id) is not None)
+        self.family = stats.SequentialHolm(m, self.settings.alpha)
+        return m
+
+    @property
+    def threshold(self) -> float:
+        """The family's first threshold: what a lone change must reach."""
+        return self.family.first_threshold
+
+    # -- before measuring -----------------------------------------------------------------
+
+    def _entry(self, node_id: str, unit: str) -> BaselineEntry | None:
+        entry = self.baseline.get(node_id)
+        # A changed unit is a different measurement: judged as new.
+        return entry if entry is not None and entry.unit == unit else None
+
+    def plan(self, node_id: str, workload: Workload, marker_tolerance: float | None) -> Plan:
+        """The samples a check takes: more than the policy's when its baseline needs them."""
+        policy: Policy = self.settings.policy
+        tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
+        planned = policy.repetitions
+        entry = self._entry(node_id, workload.unit)
+        if entry is None or (workload.source is not None and workload.source.kind != "clock"):
+            # Child processes and ranks decide their own repetitions.
+            return Plan(planned, planned, None, None, tol, tol_from)
+        lv = stats.levels(
+            entry.run_samples, higher_is_better=entry.higher_is_better, prior=self.baseline.prior
+        )
+        now = stats.detectable(lv, planned, self.threshold)
+        if now <= tol:
+            return Plan(planned, planned, now, planned, tol, tol_from)
+        limit = policy.limit if self.settings.samples is None else planned
+        needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
+        rounds = planned
+        if self.settings.adaptive and needed is not None:
+            cap = limit
+            seconds = [r.policy.get("sample_seconds") for r in entry.runs]
+            known = [s for s in seconds if isinstance(s, int | float) and s > 0]
+            if known and policy.max_seconds > 0:
+                cap = min(cap, max(planned, int(policy.max_seconds / max(known))))
+            rounds = min(needed, cap)
+        return Plan(
+            rounds, planned, stats.detectable(lv, rounds, self.threshold), needed, tol, tol_from
+        )
+
+    # -- judging ----------------------------------------------------------------------------
+
+    def floor(self, workload: Workload, value: float, fraction: float | None) -> FloorVerdict:
+        """Judge the best sample against the profile figure the workload names."""
+        ref = workload.reference
+        profile = self.profile
+        if ref is None:
+            return stats.floor_verdict(value, None, 0.0, reason="the check has no reference figure")
+        fraction = ref.fraction if fraction is None else fraction
+        if profile.kind != ref.device_kind:
+            reason = (
+                f"profile {profile.name!r} describes a {profile.kind}; it has no "
+                f"{ref.figure} for a {ref.device_kind} measurement"
+            )
+            return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+        values = [profile.figure(key) for key in ref.inputs]
+        missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
+        if missing:
+            reason = f"profile {profile.name!r} has no {', '.join(missing)}"
+            return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+        peak = ref.combine(*values) if ref.combine else values[0]
+        return stats.floor_verdict(
+            value,
+            peak,
+            fraction,
+            higher_is_better=workload.higher_is_better,
+            figure=ref.figure,
+            estimated=any(profile.is_estimated(key) for key in ref.inputs),
+        )
+
+    def _blind(self, verdict: BaselineVerdict, plan: Plan, n: int) -> str:
+        """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+        if verdict.detectable is None or verdict.detectable <= plan.tolerance:
+            return ""
+        family = verdict.family_size or 1
+        text = (
+            f"cannot detect a {plan.tolerance:.0%} change with {n} samples in a family of "
+            f"{family} (smallest detectable: {verdict.detectable:.0%})"
+        )
+        if plan.needed is not None and plan.needed > n:
+            return f"{text}; use --perf-samples {plan.needed}"
+        return (
+            f"{text}; more samples cannot help: the baseline's run-to-run spread dominates "
+            f"({verdict.baseline_runs} run(s)); accept more baseline runs "
+            "(--perf-baseline-runs) or raise the tolerance"
+        )
+
+    def judge(
+        self,
+        node_id: str,
+        workload: Workload,
+        measurement: Measurement,
+        plan: Plan,
+        *,
+        floor_fraction: float | None = None,
+        noise: dict[str, Any] | None = None,
+    ) -> Result:
+        """Turn a measurement into a result with its floor and baseline verdicts."""
+        noise = dict(noise or {})
+        values = measurement.values
+        best = stats.best(values, workload.higher_is_better)
+        entry = self._entry(node_id, workload.unit)
+        summary = stats.summarize(values)
+        noise["cv"] = summary.cv
+        detectable = None
+        if entry is not None:
+            lv = stats.levels(
+                entry.run_samples,
+                higher_is_better=entry.higher_is_better,
+                prior=self.baseline.prior,
+            )
+            detectable = stats.detectable(
+                lv,
+                len(values),
+                self.threshold,
+                current=values,
+                higher_is_better=entry.higher_is_better,
+            )
+        baseline = stats.baseline_verdict(
+            values,
+            entry.run_samples if entry else None,
+            higher_is_better=workload.higher_is_better,
+            tolerance=plan.tolerance,
+            baseline_run_id=entry.run_id if entry else "",
+            holm_family=self.family,
+            alpha=self.settings.alpha,
+            guards=noise.get("flags", ()),
+            prior=self.baseline.prior,
+            detectability=detectable,
+        )
+        if entry is not None:
+            baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
+        waiver = waivers.find(self.waivers, node_id)
+        waiver_info = None
+        if waiver is not None:
+            if waiver.expired(self.today):
+                waiver_info = waiver.to_dict("expired")
+            else:
+                applied = baseline.verdict == "regressed"
+                waiver_info = waiver.to_dict("applied" if applied else "stale")
+        result = Result(
+            id=node_id,
+            check=workload.check,
+            params=dict(workload.params),
+            metric=workload.metric,
+            unit=workload.unit,
+            higher_is_better=workload.higher_is_better,
+            samples=values,
+            seconds=measurement.seconds,
+            summary=summary,
+            work=workload.work,
+            floor=self.floor(workload, best, floor_fraction),
+            baseline=baseline,
+            context={
+                **workload.context,
+                "timer": measurement.timer,
+                "tolerance_from": plan.tolerance_from,
+                "expectations": [asdict(e) for e in workload.expectations],
+                "policy": {
+                    **self.settings.policy.to_dict(),
+                    "repetitions": len(values),
+                    "planned": plan.planned,
+                    "warmup_s": measurement.warmup_s,
+                    "calls_per_sample": measurement.calls,
+                    "call_seconds": measurement.call_seconds,
+                },
+            },
+            noise=noise,
+            waiver=waiver_info,
+            source=measurement.source,
+        )
+        return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
+
+
+def explain(result: Result, profile: str = "") -> str:
+    """One line on why a result has its outcome (empty for a plain pass)."""
+    kind = outcome.of(result)
+    floor, base = result.floor, result.baseline
+    parts = []
+    for e in result.context.get("expectations", ()):
+        if isinstance(e, dict) and not e.get("passed", True):
+            parts.append(f"{e.get('name')}: {e.get('detail')}")
+    if floor.verdict == "fail" and floor.threshold is not None and floor.value is not None:
+        relation = "below" if result.higher_is_better else "above"
+        est = " (estimated peak: a warning, not a failure)" if floor.estimated else ""
+        parts.append(
+            f"floor: best {floor.value:.4g} {result.unit} is {relation} {floor.threshold:.4g} "
+            f"{result.unit} ({floor.fraction:.0%} of {profile + ' ' if profile else ''}"
+            f"{floor.figure} = {floor.peak:.4g}); "
+            f"reached {(floor.fraction_of_peak or 0):.1%} of peak{est}"
+        )
+    if base.verdict == "regressed" and base.ratio is not None:
+        parts.append(
+            f"regression: median {result.summary.median:.4g} {result.unit} against baseline "
+            f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, "
+            f"{base.confidence:.0%} CI [{base.ci_low:.3f}, {base.ci_high:.3f}], "
+            f"p={base.p_value:.2g}, tolerance {base.tolerance:.0%}, "
+            f"{base.baseline_runs} baseline run(s))"
+        )
+    elif base.verdict == "noisy":
+        parts.append(f"noisy: {base.reason}")
+    if base.blind:
+        parts.append(base.blind)
+    if kind == "waived":
+        parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
+    return "; ".join(parts)

@@ -1,0 +1,244 @@
+"""perfsuite's command-line options and ini keys, and their translation into settings.
+
+Every option is also an ini key (``--perf-quick`` is ``perf_quick``); a bad value is a
+usage error that names the option and says what it expects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfsuite import outcome
+from perfsuite.baseline import DEFAULT_WINDOW
+from perfsuite.settings import DEFAULT_TOLERANCE, MIN_SAMPLES, Settings
+
+
+def _flag(help_text: str) -> dict[str, Any]:
+    return {"action": "store_const", "const": True, "help": help_text}
+
+
+# (flag, ini key, argparse kwargs, ini type, default)
+OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
+    (
+        "--hw",
+        "perf_hw",
+        {"metavar": "NAME|auto", "help": "hardware profile to judge against (default: auto)"},
+        "string",
+        "auto",
+    ),
+    (
+        "--perf-baseline-dir",
+        "perf_baseline_dir",
+        {
+            "metavar": "DIR",
+            "help": "baselines directory, one folder per profile (default: baselines)",
+        },
+        "string",
+        "baselines",
+    ),
+    (
+        "--perf-save-baseline",
+        "perf_save_baseline",
+        _flag("add this run to the baseline (failed, loaded and quick-mode results are refused)"),
+        "bool",
+        False,
+    ),
+    (
+        "--perf-force-baseline",
+        "perf_force_baseline",
+        _flag("with --perf-save-baseline: also save results it would refuse"),
+        "bool",
+        False,
+    ),
+    (
+        "--perf-baseline-runs",
+        "perf_baseline_runs",
+        {
+            "metavar": "K",
+            "help": f"accepted runs a baseline keeps per check (default: {DEFAULT_WINDOW})",
+        },
+        "string",
+        str(DEFAULT_WINDOW),
+    ),
+    ("--perf-quick", "perf_quick", _flag("quick mode: fewer repetitions and cases"), "bool", False),
+    (
+        "--perf-samples",
+        "perf_samples",
+        {
+            "metavar": "N",
+            "help": (
+                "repetitions per check, fixed (default: the mode's, raised where the "
+                "baseline needs more)"
+            ),
+        },
+        "string",
+        "",
+    ),
+    (
+        "--perf-tolerance",
+        "perf_tolerance",
+        {
+            "metavar": "FRACTION",
+            "help": f"default regression tolerance (default: {DEFAULT_TOLERANCE})",
+        },
+        "string",
+        str(DEFAULT_TOLERANCE),
+    ),
+    (
+        "--perf-alpha",
+        "perf_alpha",
+        {
+            "metavar": "ALPHA",
+            "help": "family-wise significance level of a run's regression tests (default: 0.05)",
+        },
+        "string",
+        "0.05",
+    ),
+    (
+        "--perf-fail-on",
+        "perf_fail_on",
+        {
+            "metavar": "OUTCOMES",
+            "help": (
+                "outcomes that fail the session, comma-separated from "
+                f"{', '.join(outcome.CHOOSABLE)} (default: fail,regressed)"
+            ),
+        },
+        "string",
+        "fail,regressed",
+    ),
+    (
+        "--perf-report-dir",
+        "perf_report_dir",
+        {"metavar": "DIR", "help": "where run records go, per profile (default: reports)"},
+        "string",
+        "reports",
+    ),
+    (
+        "--perf-markdown",
+        "perf_markdown",
+        {
+            "metavar": "FILE",
+            "help": "append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)",
+        },
+        "string",
+        "",
+    ),
+    (
+        "--perf-html",
+        "perf_html",
+        {
+            "metavar": "yes|no",
+            "help": "write the HTML report next to the run record (default: yes)",
+        },
+        "string",
+        "yes",
+    ),
+    (
+        "--perf-profile-dir",
+        "perf_profile_dir",
+        {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
+        "string",
+        "",
+    ),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Add perfsuite's options, each also settable as an ini key."""
+    group = parser.getgroup("perfsuite", "perfsuite performance checks")
+    for flag, ini, kwargs, ini_type, default in OPTIONS:
+        group.addoption(flag, dest=ini, default=None, **kwargs)
+        parser.addini(ini, kwargs["help"], type=ini_type, default=default)  # type: ignore[arg-type]
+
+
+def _parse(flag: str, raw: Any, convert: Callable[[str], Any], expected: str) -> Any:
+    try:
+        return convert(str(raw).strip())
+    except ValueError:
+        raise pytest.UsageError(f"{flag}: expected {expected}, got {raw!r}") from None
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise ValueError(text)
+        return value
+
+    return convert
+
+
+def _yes_no(text: str) -> bool:
+    if text.lower() not in ("yes", "no"):
+        raise ValueError(text)
+    return text.lower() == "yes"
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    """Translate options and ini keys into :class:`Settings`; bad values are usage errors."""
+
+    def option(ini: str) -> Any:
+        value = config.getoption(ini)
+        return config.getini(ini) if value is None else value
+
+    def path(ini: str) -> Path:
+        p = Path(option(ini))
+        return p if p.is_absolute() else config.rootpath / p
+
+    samples_raw = str(option("perf_samples")).strip()
+    markdown = option("perf_markdown")
+    profile_dir = option("perf_profile_dir")
+    return Settings(
+        hw=str(option("perf_hw")).strip() or "auto",
+        baseline_dir=path("perf_baseline_dir"),
+        report_dir=path("perf_report_dir"),
+        profile_dirs=(path("perf_profile_dir"),) if profile_dir else (),
+        save_baseline=bool(option("perf_save_baseline")),
+        force_baseline=bool(option("perf_force_baseline")),
+        baseline_runs=_parse(
+            "--perf-baseline-runs", option("perf_baseline_runs"), _count(1), "a whole number >= 1"
+        ),
+        quick=bool(option("perf_quick")),
+        samples=(
+            _parse(
+                "--perf-samples",
+                samples_raw,
+                _count(MIN_SAMPLES),
+                f"a whole number of repetitions >= {MIN_SAMPLES}",
+            )
+            if samples_raw
+            else None
+        ),
+        tolerance=_parse(
+            "--perf-tolerance",
+            option("perf_tolerance"),
+            _fraction,
+            "a fraction between 0 and 1 (e.g. 0.05)",
+        ),
+        alpha=_parse(
+            "--perf-alpha",
+            option("perf_alpha"),
+            _fraction,
+            "a significance level between 0 and 1",
+        ),
+        fail_on=_parse(
+            "--perf-fail-on",
+            option("perf_fail_on"),
+            outcome.parse_fail_on,
+            f"a comma-separated list of {', '.join(outcome.CHOOSABLE)}",
+        ),
+        html=_parse("--perf-html", option("perf_html"), _yes_no, "yes or no"),
+        markdown=Path(markdown) if markdown else None,
+    )

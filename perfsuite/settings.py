@@ -1,0 +1,70 @@
+"""What a perf session needs to know, independent of pytest (a plain dataclass)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from perfsuite import outcome, stats
+from perfsuite.baseline import DEFAULT_WINDOW
+from perfsuite.measure import FULL, QUICK, Policy
+
+DEFAULT_TOLERANCE = 0.05
+MIN_SAMPLES = 3  # a median, a spread and a test need at least this many
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a perf session needs to know, independent of pytest."""
+
+    hw: str = "auto"
+    baseline_dir: Path = Path("baselines")
+    report_dir: Path = Path("reports")
+    profile_dirs: tuple[Path, ...] = ()
+    save_baseline: bool = False
+    force_baseline: bool = False
+    baseline_runs: int = DEFAULT_WINDOW
+    quick: bool = False
+    samples: int | None = None  # repetitions per check, overriding the mode's
+    adaptive: bool = True  # take more samples where the baseline says they are needed
+    tolerance: float = DEFAULT_TOLERANCE
+    alpha: float = stats.ALPHA
+    fail_on: frozenset[str] = outcome.DEFAULT_FAIL_ON
+    html: bool = True
+    markdown: Path | None = None
+
+    def __post_init__(self) -> None:
+        """Reject settings that cannot be right."""
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"tolerance must be a fraction between 0 and 1, got {self.tolerance}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, got {self.alpha}")
+        if self.samples is not None and self.samples < MIN_SAMPLES:
+            raise ValueError(f"samples must be at least {MIN_SAMPLES}, got {self.samples}")
+        if self.baseline_runs < 1:
+            raise ValueError(f"a baseline keeps at least 1 run, got {self.baseline_runs}")
+        unknown = set(self.fail_on) - set(outcome.CHOOSABLE)
+        if unknown:
+            raise ValueError(f"unknown outcome(s) to fail on: {', '.join(sorted(unknown))}")
+
+    @property
+    def policy(self) -> Policy:
+        """Repetition policy: fewer repetitions in quick mode; ``samples`` overrides both."""
+        base = QUICK if self.quick else FULL
+        return base.with_repetitions(self.samples) if self.samples else base
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings, stored in the run record."""
+        data = asdict(self)
+        data.update(
+            baseline_dir=str(self.baseline_dir),
+            report_dir=str(self.report_dir),
+            profile_dirs=[str(p) for p in self.profile_dirs],
+            markdown=str(self.markdown) if self.markdown else None,
+            fail_on=sorted(self.fail_on),
+            warmup=self.policy.warmup,
+            repetitions=self.policy.repetitions,
+            policy=self.policy.to_dict(),
+        )
+        return data

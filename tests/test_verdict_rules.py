@@ -1,0 +1,322 @@
+"""The verdict machinery end to end.
+
+The family, xdist siblings, one outcome rule everywhere, adaptive samples and
+detectability, multi-run baselines, and bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from perfsuite import outcome
+from perfsuite.cli import main
+from perfsuite.model import RunRecord
+from perfsuite.report.html import render
+from perfsuite.report.markdown import render_markdown
+from perfsuite.report.terminal import format_result_lines
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# Checks whose rate is set by a CPU-busy loop (so a sibling xdist worker really loads the
+# machine) or by a sleep; ``test_rate[slow]`` is half as fast as ``test_rate[fast]``.
+CHECKS = """
+import time
+import pytest
+from perfsuite.measure import Reference, Workload
+from perfsuite.model import Work
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+@pytest.mark.parametrize("name,seconds", [("fast", 0.002), ("slow", 0.004), ("other", 0.002)])
+def test_rate(perf, name, seconds):
+    perf.measure(Workload(
+        check="rate", params={"name": name}, metric="rate", unit="1/s",
+        work=Work(1.0, "loops"), run=lambda: busy(seconds),
+    ))
+"""
+
+
+def write_baseline(
+    root: Path, runs: dict[str, list[list[float]]], profile: str = "slowgpu"
+) -> Path:
+    """A schema-2 baseline with the given runs per check."""
+    path = root / "baselines" / profile / "baseline.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = {
+        node_id: {
+            "metric": "rate",
+            "unit": "1/s",
+            "higher_is_better": True,
+            "runs": [
+                {"run_id": f"r{i}", "created": "2026-11-01T00:00:00+00:00", "samples": s}
+                for i, s in enumerate(samples)
+            ],
+        }
+        for node_id, samples in runs.items()
+    }
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "hardware_profile": profile,
+                "environments": {},
+                "entries": entries,
+            }
+        )
+    )
+    return path
+
+
+def rate_runs(level: float, k: int = 5, n: int = 5) -> list[list[float]]:
+    """Tight runs around ``level`` (0.5% apart), so a 2x change is unmistakable."""
+    return [[level * (1 + 0.005 * ((i + j) % 3 - 1)) for j in range(n)] for i in range(k)]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini(
+        "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\nperf_hw = slowgpu\n"
+    )
+    pytester.makepyfile(test_rates=CHECKS)
+    return pytester
+
+
+def last_record(pytester: pytest.Pytester) -> dict:
+    paths = sorted((pytester.path / "reports" / "slowgpu").glob("*.json"))
+    return json.loads(paths[-1].read_text())
+
+
+def by_name(record: dict) -> dict[str, dict]:
+    return {r["params"]["name"]: r for r in record["results"]}
+
+
+def test_family_is_counted_after_deselection(project: pytest.Pytester) -> None:
+    ids = [
+        f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    ]
+    write_baseline(project.path, {i: rate_runs(1e6) for i in ids})
+    result = project.runpytest("-k", "fast")
+    result.assert_outcomes(failed=1, deselected=2)
+    record = last_record(project)
+    assert record["settings"]["family"]["size"] == 1
+    (entry,) = record["results"]
+    assert entry["baseline"]["family_size"] == 1 and entry["baseline"]["verdict"] == "regressed"
+
+
+def test_xdist_siblings_are_not_foreign_load(project: pytest.Pytester) -> None:
+    """Both workers burn CPU at once; each real regression must stay 'regressed'."""
+    pytest.importorskip("xdist")
+    ids = [
+        f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    ]
+    write_baseline(project.path, {i: rate_runs(1e6) for i in ids})
+    result = project.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--perf-samples", "100"
+    )
+    result.assert_outcomes(failed=3)
+    record = last_record(project)
+    for r in record["results"]:
+        assert not r["noise"]["flags"], r["noise"]
+        assert r["baseline"]["verdict"] == "regressed"
+
+
+def test_one_outcome_rule_everywhere(project: pytest.Pytester, tmp_path: Path) -> None:
+    """pytest, terminal, Markdown, HTML, JUnit and compare all count the same outcomes."""
+    ids = {
+        n: f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    }
+    fast = 1 / 0.002
+    write_baseline(
+        project.path,
+        {
+            ids["fast"]: rate_runs(fast * 0.5),
+            ids["slow"]: rate_runs(fast),
+            ids["other"]: rate_runs(fast),
+        },
+    )
+    (project.path / "baselines" / "slowgpu" / "waivers.toml").write_text(
+        'schema_version = 1\n[[waiver]]\ntest = "*other*"\nreason = "never matches: not slower"\n'
+    )
+    result = project.runpytest(
+        "--junitxml=junit.xml", "--perf-markdown=summary.md", "--perf-tolerance=0.3"
+    )
+    record_path = sorted((project.path / "reports" / "slowgpu").glob("*.json"))[-1]
+    record = RunRecord.from_dict(json.loads(record_path.read_text()))
+    counts = outcome.counts(record.results)
+    assert counts["regressed"] == 1  # slow: half the baseline's rate
+    # pytest: failing outcomes failed the test, the rest passed.
+    result.assert_outcomes(failed=counts["fail"] + counts["regressed"], passed=counts["pass"])
+    # Terminal: the outcome column.
+    table = format_result_lines(project_profile(project), record.results)[2:]
+    assert Counter(line.split()[-1] for line in table) == counts
+    # The stored outcome and the rule agree.
+    assert Counter(r.outcome for r in record.results) == counts
+    # Markdown: the outcome column.
+    md = (project.path / "summary.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| test_rate")]
+    assert Counter(row.strip("|").split("|")[-1].strip() for row in rows) == counts
+    assert render_markdown(record) in md
+    # HTML: one outcome cell per row.
+    html = render(record)
+    assert Counter(re.findall(r'data-outcome="([a-z-]+)"', html)) == counts
+    # JUnit: perf_outcome properties.
+    props = [
+        p.get("value")
+        for p in ET.parse(project.path / "junit.xml").iter("property")
+        if p.get("name") == "perf_outcome"
+    ]
+    assert Counter(props) == counts
+    # compare: the record against itself judges every check the same way (pass).
+    assert main(["compare", str(record_path), str(record_path)]) == 0
+
+
+def project_profile(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    return ProfileRegistry([pytester.path / "profiles"]).load("slowgpu")
+
+
+def _record(tmp_path: Path, name: str, samples: dict[str, list[float]]) -> Path:
+    data = json.loads((FIXTURES / "run-a-tf220.json").read_text())
+    template = data["results"][0]
+    data["run_id"] = name
+    data["results"] = []
+    for node_id, values in samples.items():
+        r = json.loads(json.dumps(template))
+        r["id"], r["samples"], r["seconds"] = node_id, values, [1.0] * len(values)
+        r["noise"] = {"flags": []}
+        data["results"].append(r)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tight = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2]
+    a = [
+        _record(tmp_path, f"a{i}", {"x::t": [v * (1 + 0.003 * i) for v in tight]}) for i in range(3)
+    ]
+    same = _record(tmp_path, "same", {"x::t": tight})
+    slower = _record(tmp_path, "slower", {"x::t": [v * 0.7 for v in tight]})
+    unsure = _record(tmp_path, "unsure", {"x::t": [40.0, 130.0, 80.0, 60.0, 110.0, 75.0]})
+    assert main(["compare", *map(str, a), str(same)]) == outcome.EXIT_OK
+    assert main(["compare", *map(str, a), str(slower)]) == outcome.EXIT_REGRESSED
+    assert main(["compare", *map(str, a), str(unsure)]) == outcome.EXIT_INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "compare: INCONCLUSIVE, noisy checks only (exit 3)" in out
+    assert "3 run(s) before" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--perf-samples", "1"], "--perf-samples: expected a whole number of repetitions >= 3"),
+        (["--perf-samples", "many"], "--perf-samples: expected a whole number"),
+        (["--perf-tolerance", "0"], "--perf-tolerance: expected a fraction between 0 and 1"),
+        (["--perf-tolerance", "-0.1"], "--perf-tolerance: expected a fraction between 0 and 1"),
+        (["--perf-fail-on", "sometimes"], "--perf-fail-on: expected a comma-separated list"),
+        (["--perf-baseline-runs", "0"], "--perf-baseline-runs: expected a whole number >= 1"),
+    ],
+)
+def test_bad_options_are_usage_errors(
+    project: pytest.Pytester, args: list[str], message: str
+) -> None:
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}*"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--alpha", "5"], ["--tolerance", "-3"], ["--tolerance", "lots"], ["--fail-on", "never"]],
+)
+def test_bad_compare_options_are_usage_errors(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = str(FIXTURES / "run-a-tf220.json")
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", a, a, *args])
+    assert exc.value.code == 2
+    assert "perfsuite compare: error: argument --" in capsys.readouterr().err
+
+
+def test_fail_on_noisy_fails_the_session(project: pytest.Pytester) -> None:
+    ids = {
+        n: f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    }
+    # Steady run medians, wild repetitions: a 2x change is beyond the run-to-run spread but
+    # the baseline's own scatter leaves it not significant.
+    wild = [[100.0, 1000.0, 10000.0, 1000.0, 1000.0] for _ in range(5)]
+    write_baseline(project.path, {ids["fast"]: wild})
+    project.runpytest("-k", "fast").assert_outcomes(passed=1, deselected=2)
+    assert by_name(last_record(project))["fast"]["outcome"] == "noisy"
+    project.runpytest("-k", "fast", "--perf-fail-on=regressed,noisy").assert_outcomes(
+        failed=1, deselected=2
+    )
+
+
+def test_more_samples_where_the_baseline_needs_them_or_a_plain_warning(
+    project: pytest.Pytester,
+) -> None:
+    ids = {
+        n: f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    }
+    rate = 1 / 0.002
+    # One noisy run (10% within-run spread): 5 samples cannot see 10%, more can.
+    noisy = [[rate * f for f in (0.6, 0.8, 1.0, 1.2, 1.4, 0.7, 1.3, 1.0, 0.9, 1.1)]]
+    write_baseline(project.path, {ids["fast"]: noisy, ids["slow"]: noisy})
+    result = project.runpytest("-k", "fast", "--perf-tolerance=0.35")
+    record = last_record(project)
+    fast = by_name(record)["fast"]
+    assert len(fast["samples"]) > 5 and fast["context"]["policy"]["planned"] == 5
+    # A tolerance no amount of samples can reach: said plainly, in terminal and record.
+    result = project.runpytest("-k", "slow", "--perf-tolerance=0.001")
+    slow = by_name(last_record(project))["slow"]
+    assert slow["baseline"]["blind"].startswith("cannot detect a 0% change with")
+    result.stdout.fnmatch_lines(["detectability: 1 of 1 compared check(s) cannot detect*"])
+
+
+def test_save_keeps_a_window_of_runs_and_migrates_schema_1(project: pytest.Pytester) -> None:
+    path = project.path / "baselines" / "slowgpu" / "baseline.json"
+    path.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "baselines" / "slowgpu-trivial.json", path)  # schema 1
+    for _ in range(3):
+        project.runpytest(
+            "-k", "other", "--perf-save-baseline", "--perf-force-baseline", "--perf-baseline-runs=2"
+        ).assert_outcomes(passed=1, deselected=2)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 2 and data["window"] == 2
+    (other,) = [e for k, e in data["entries"].items() if "other" in k]
+    assert len(other["runs"]) == 2
+    old = data["entries"]["test_toy.py::test_toy"]  # the schema-1 entry, kept and migrated
+    assert old["runs"][0]["run_id"] == "ref-slow"
+    history = list((path.parent / "history").glob("baseline-*.json"))
+    assert len(history) == 3
+
+
+def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester) -> None:
+    ids = {
+        n: f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    }
+    path = write_baseline(project.path, {ids["fast"]: rate_runs(1e6)})
+    before = path.read_bytes()
+    result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
+    result.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 regressed, 1 quick mode)*"])
+    assert path.read_bytes() == before
