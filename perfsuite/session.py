@@ -126,12 +126,15 @@ class PerfSession:
         """Assemble the run record of everything collected so far."""
         judged = [r for r in self.results if r.baseline.verdict != "new"]
         settings = self.settings.to_dict()
+        # Each verdict carries the family it was judged in (xdist workers size it themselves;
+        # this process may not have collected anything).
+        sizes = [r.baseline.family_size for r in judged if r.baseline.family_size]
+        size = max(sizes) if sizes else self.judge.family.m
         settings["family"] = {
-            "size": self.judge.family.m,
+            "size": size,
             "judged": len(judged),
-            "collected": self.judge.collected,
             "alpha": self.settings.alpha,
-            "first_threshold": self.judge.threshold,
+            "first_threshold": self.settings.alpha / max(size, 1),
         }
         return RunRecord(
             run_id=self.run_id,
