@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite import outcome, stats
+from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
 from perfsuite.model import BaselineVerdict, Result, RunRecord
 
@@ -57,9 +58,23 @@ def _volatile(key: str) -> bool:
     return False
 
 
+def flat_environment(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A fingerprint as dotted keys; variables that look like secrets are redacted.
+
+    Records written before capture redacted secrets are cleaned here too, so no report or
+    diff ever shows one.
+    """
+    out = {}
+    for key, value in flatten(env):
+        if key.startswith("variables.") and isinstance(value, str):
+            value = redact(key.split(".", 1)[1], value)
+        out[key] = value
+    return out
+
+
 def environment_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """What changed between two fingerprints, as (key, old, new); run-to-run readings left out."""
-    old, new = dict(flatten(a)), dict(flatten(b))
+    old, new = flat_environment(a), flat_environment(b)
     keys = sorted(set(old) | set(new))
     return [
         (k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k) and not _volatile(k)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -18,7 +19,54 @@ from typing import Any
 
 from perfsuite import __version__
 
-ENV_PREFIXES = ("TF_", "XLA_FLAGS", "NCCL_", "OMP_", "KMP_", "CUDA_VISIBLE_DEVICES")
+# Variables that change performance, by exact name or by a prefix that only performance
+# settings use.  TensorFlow's are listed by name: ``TF_*`` also matches Terraform's
+# ``TF_VAR_*`` and ``TF_CLI_*`` (where passwords and tokens live).
+PERFORMANCE_VARIABLES = frozenset(
+    {
+        "TF_CPP_MIN_LOG_LEVEL",
+        "TF_ENABLE_ONEDNN_OPTS",
+        "TF_XLA_FLAGS",
+        "TF_GPU_ALLOCATOR",
+        "TF_GPU_THREAD_MODE",
+        "TF_GPU_THREAD_COUNT",
+        "TF_FORCE_GPU_ALLOW_GROWTH",
+        "TF_CUDNN_DETERMINISTIC",
+        "TF_DETERMINISTIC_OPS",
+        "TF_CUDNN_USE_AUTOTUNE",
+        "TF_ENABLE_AUTO_MIXED_PRECISION",
+        "TF_INTRA_OP_PARALLELISM_THREADS",
+        "TF_INTER_OP_PARALLELISM_THREADS",
+        "TF_NUM_INTEROP_THREADS",
+        "TF_NUM_INTRAOP_THREADS",
+        "TF_USE_LEGACY_KERAS",
+        "TF_CONFIG",
+        "XLA_FLAGS",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "CUDA_LAUNCH_BLOCKING",
+        "CUDA_MODULE_LOADING",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "ONEDNN_VERBOSE",
+        "DNNL_MAX_CPU_ISA",
+        "ONEDNN_MAX_CPU_ISA",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "MALLOC_ARENA_MAX",
+    }
+)
+PERFORMANCE_PREFIXES = ("NCCL_", "OMP_", "KMP_", "MPICH_", "OMPI_MCA_", "UCX_", "I_MPI_")
+# A name with one of these words is a secret whatever its prefix (NCCL_IB_..._KEY, say).
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
+REDACTED = "<redacted>"
+_SECRET_VALUE = re.compile(
+    r"(?i)(-----BEGIN [A-Z ]*PRIVATE KEY-----|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-"
+    r"|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]+:[^/\s@]+@"
+    r"|\b(password|passwd|secret|token|api[_-]?key)\s*[=:])"
+)
 
 # Module name -> distribution names that may provide it.
 _LIBRARIES = {
@@ -151,10 +199,25 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
         pynvml.nvmlShutdown()
 
 
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether a variable's name or value looks like a credential."""
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS) or bool(_SECRET_VALUE.search(value))
+
+
+def redact(name: str, value: str) -> str:
+    """The value to record: the value itself, or a redaction mark for a secret."""
+    return REDACTED if is_secret(name, value) else value
+
+
 def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment variables that change performance (TF_*, NCCL_*, OMP_*, ...)."""
+    """The allow-listed variables that change performance, secrets redacted."""
     environ = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+    return {
+        k: redact(k, v)
+        for k, v in sorted(environ.items())
+        if k in PERFORMANCE_VARIABLES or k.startswith(PERFORMANCE_PREFIXES)
+    }
 
 
 def software() -> dict[str, Any]:

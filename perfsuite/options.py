@@ -139,6 +139,20 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "yes",
     ),
     (
+        "--perf-allow-missing-device",
+        "perf_allow_missing_device",
+        _flag("judge against a named GPU profile even when no GPU is visible"),
+        "bool",
+        False,
+    ),
+    (
+        "--perf-allow-empty",
+        "perf_allow_empty",
+        _flag("let a session pass when perf checks were selected but none measured"),
+        "bool",
+        False,
+    ),
+    (
         "--perf-profile-dir",
         "perf_profile_dir",
         {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
@@ -200,8 +214,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
     samples_raw = str(option("perf_samples")).strip()
     markdown = option("perf_markdown")
     profile_dir = option("perf_profile_dir")
+    hw = str(option("perf_hw")).strip()
+    if not hw:
+        raise pytest.UsageError(
+            "--hw: empty profile name (an unset CI variable?); name a profile or use --hw=auto"
+        )
     return Settings(
-        hw=str(option("perf_hw")).strip() or "auto",
+        hw=hw,
         baseline_dir=path("perf_baseline_dir"),
         report_dir=path("perf_report_dir"),
         profile_dirs=(path("perf_profile_dir"),) if profile_dir else (),
@@ -241,4 +260,6 @@ def settings_from_config(config: pytest.Config) -> Settings:
         ),
         html=_parse("--perf-html", option("perf_html"), _yes_no, "yes or no"),
         markdown=Path(markdown) if markdown else None,
+        allow_missing_device=bool(option("perf_allow_missing_device")),
+        allow_empty=bool(option("perf_allow_empty")),
     )

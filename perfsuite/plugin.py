@@ -23,8 +23,14 @@ from perfsuite.session import Finished, PerfSession, finish
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 FINISHED_KEY = pytest.StashKey[Finished]()
+EMPTY_KEY = pytest.StashKey[int]()
 WORKER_SOFTWARE_KEY = pytest.StashKey[dict[str, Any]]()
 RESULT_PROPERTY = "perfsuite.result"
+SELECTED_PROPERTY = "perfsuite.selected"
+SELECTED_KEY = pytest.StashKey[list[str]]()
+# pytest-benchmark skips tests that do not request its fixture up front; perf checks request
+# it lazily, when they measure, so that skip is taken off them again.
+BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except (PerfsuiteError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[WORKER_SOFTWARE_KEY] = {}
+    config.stash[SELECTED_KEY] = []
     if not _is_worker(config):
         # The noise guard counts this process tree (xdist workers included) as its own.
         os.environ[noise.SESSION_PID_ENV] = str(os.getpid())
@@ -59,13 +66,26 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Quick mode deselects the full-mode-only cases."""
+    """Quick mode deselects full-mode-only cases; --benchmark-only still runs perf checks."""
     if config.stash[SESSION_KEY].settings.quick:
         deselected = [item for item in items if item.get_closest_marker("perf_full")]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("perf_full")]
+    for item in items:
+        if _is_perf(item):
+            # They are benchmarks: they request pytest-benchmark's fixture when they measure.
+            item.own_markers = [
+                m
+                for m in item.own_markers
+                if not (m.name == "skip" and m.kwargs.get("reason") == BENCHMARK_ONLY_SKIP)
+            ]
+
+
+def _is_perf(item: pytest.Item) -> bool:
+    return "perf" in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -92,6 +112,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Attach the judged result to the call-phase report."""
     report = yield
+    if call.when == "setup" and _is_perf(item):
+        report.user_properties.append((SELECTED_PROPERTY, item.nodeid))
     if call.when == "call" and RESULT_KEY in item.stash:
         report.user_properties.append((RESULT_PROPERTY, item.stash[RESULT_KEY].to_dict()))
     return report
@@ -105,6 +127,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     perf_session = config.stash[SESSION_KEY]
     if not perf_session.results:
+        selected = config.stash[SELECTED_KEY]
+        if selected and not perf_session.settings.allow_empty:
+            config.stash[EMPTY_KEY] = len(selected)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
     env: dict[str, Any] = environment.fingerprint()
     from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
@@ -117,7 +144,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The perfsuite section: the checks, the verdict, and where everything went."""
-    if _is_worker(config) or FINISHED_KEY not in config.stash:
+    if _is_worker(config):
+        return
+    if EMPTY_KEY in config.stash:
+        terminalreporter.section("perfsuite")
+        terminalreporter.write_line(
+            f"perfsuite: FAILED: {config.stash[EMPTY_KEY]} perf check(s) were selected but none "
+            "measured anything (see the skip reasons above); --perf-allow-empty lets such a "
+            "session pass",
+            red=True,
+            bold=True,
+        )
+    if FINISHED_KEY not in config.stash:
         return
     terminalreporter.section("perfsuite")
     perf_session = config.stash[SESSION_KEY]
@@ -135,6 +173,12 @@ class ResultCollector:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Move the full result into the session; JUnit XML keeps the compact properties."""
+        selected = [v for name, v in report.user_properties if name == SELECTED_PROPERTY]
+        if selected:
+            self._config.stash[SELECTED_KEY].extend(str(v) for v in selected)
+            report.user_properties = [
+                p for p in report.user_properties if p[0] != SELECTED_PROPERTY
+            ]
         if report.when != "call":
             return
         payload = [value for name, value in report.user_properties if name == RESULT_PROPERTY]

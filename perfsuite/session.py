@@ -23,7 +23,8 @@ from typing import Any
 
 from perfsuite import outcome, sections, waivers
 from perfsuite.baseline import Baseline, BaselineStore
-from perfsuite.hardware.detect import resolve
+from perfsuite.errors import ProfileError
+from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge
 from perfsuite.model import Result, RunRecord
@@ -107,8 +108,24 @@ class PerfSession:
         """The stored baseline of this run's profile."""
         return self.judge.baseline
 
+    def check_device(self) -> None:
+        """A named GPU profile needs a visible GPU, unless the user allows its absence."""
+        profile = self.profile
+        if self.settings.hw == "auto" or profile.kind != "gpu":
+            return
+        if self.settings.allow_missing_device:
+            return
+        facts = gpu_facts()
+        if not facts.names:
+            raise ProfileError(
+                f"--hw={self.settings.hw}: profile {profile.name!r} describes a GPU, but no GPU "
+                f"is visible here ({facts.reason}); a nightly GPU job whose GPU is gone must not "
+                "pass. Use --perf-allow-missing-device to judge this machine against it anyway."
+            )
+
     def prepare(self) -> None:
         """Resolve the profile, load its baseline and check writability; raise on bad input."""
+        self.check_device()
         self.judge  # noqa: B018 - loads and validates the baseline, tolerances and waivers now
         check_writable(self.settings.report_dir / self.profile.name)
         if self.settings.save_baseline:

@@ -33,6 +33,8 @@ class Settings:
     fail_on: frozenset[str] = outcome.DEFAULT_FAIL_ON
     html: bool = True
     markdown: Path | None = None
+    allow_missing_device: bool = False  # judge against a GPU profile with no GPU visible
+    allow_empty: bool = False  # a session that selected checks but measured none may pass
 
     def __post_init__(self) -> None:
         """Reject settings that cannot be right."""

@@ -36,7 +36,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A project with the toy check and the test profiles."""
     pytester.makepyfile(test_toy=TOY_CHECK)
     shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
-    pytester.makeini("[pytest]\nperf_profile_dir = profiles\nperf_quick = true\n")
+    pytester.makeini(
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\n"
+    )
     return pytester
 
 
@@ -80,7 +82,9 @@ def test_unknown_hw_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
 
 
 def test_hw_can_be_set_as_an_ini_key(project: pytest.Pytester) -> None:
-    project.makeini("[pytest]\nperf_profile_dir = profiles\nperf_hw = nonesuch\n")
+    project.makeini(
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_hw = nonesuch\n"
+    )
     result = project.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: unknown hardware profile 'nonesuch'*"])
@@ -99,6 +103,25 @@ def test_malformed_profile_is_a_usage_error_naming_file_and_field(project: pytes
     result.stderr.fnmatch_lines(
         [f"ERROR: {bad}: field 'memory.bandwidth_gbs' must be a positive number, got -1"]
     )
+
+
+def test_a_named_gpu_profile_without_a_gpu_is_an_error(pytester: pytest.Pytester) -> None:
+    """A nightly GPU job whose GPU has disappeared must not stay green."""
+    pytester.makepyfile(test_toy=TOY_CHECK)
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini("[pytest]\nperf_profile_dir = profiles\nperf_quick = true\n")
+    result = pytester.runpytest("--hw=slowgpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --hw=slowgpu: profile 'slowgpu' describes a GPU, but no GPU is visible*"]
+    )
+    pytester.runpytest("--hw=slowgpu", "--perf-allow-missing-device").assert_outcomes(passed=1)
+
+
+def test_empty_hw_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --hw: empty profile name*"])
 
 
 def test_bad_tolerance_is_a_usage_error(project: pytest.Pytester) -> None:

@@ -45,7 +45,7 @@ def foreign_burner(seconds: float) -> int:
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
     pytester.makeini(
-        "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\nperf_hw = slowgpu\n"
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\nperf_hw = slowgpu\n"
     )
     pytester.makepyfile(test_sleep=SLEEP_CHECK.replace("SECONDS", "0.002"))
     return pytester

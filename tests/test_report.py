@@ -138,6 +138,7 @@ def test_session_writes_html_markdown_and_junit_properties(pytester: pytest.Pyte
     summary = pytester.path / "summary.md"
     result = pytester.runpytest(
         "--hw=slowgpu",
+        "--perf-allow-missing-device",
         "--perf-profile-dir=profiles",
         "--perf-quick",
         f"--perf-markdown={summary}",

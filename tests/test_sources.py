@@ -115,7 +115,7 @@ def test_clock_source_describes_itself() -> None:
 def test_the_source_is_recorded_with_the_result(pytester: pytest.Pytester) -> None:
     shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
     pytester.makeini(
-        "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\nperf_hw = slowgpu\n"
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\nperf_hw = slowgpu\n"
     )
     pytester.makepyfile(
         test_child=f"""

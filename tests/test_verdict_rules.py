@@ -86,7 +86,7 @@ def rate_runs(level: float, k: int = 5, n: int = 5) -> list[list[float]]:
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
     pytester.makeini(
-        "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\nperf_hw = slowgpu\n"
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\nperf_hw = slowgpu\n"
     )
     pytester.makepyfile(test_rates=CHECKS)
     return pytester

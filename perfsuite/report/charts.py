@@ -53,11 +53,15 @@ def chart(
 
 def render_all(ctx: ChartContext) -> list[dict[str, str]]:
     """Every chart that has something to draw for this run."""
+    import matplotlib
+
     out = []
-    for c in CHARTS:
-        svg = c.draw(ctx)
-        if svg:
-            out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": svg})
+    # Labels are plain text: a "$" in a parameter or a check name is not math.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        for c in CHARTS:
+            svg = c.draw(ctx)
+            if svg:
+                out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": svg})
     return out
 
 

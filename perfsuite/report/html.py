@@ -8,6 +8,8 @@ in the environment.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -15,7 +17,7 @@ from typing import Any
 
 from perfsuite import history as trends
 from perfsuite import outcome, stats
-from perfsuite.compare import environment_diff, flatten
+from perfsuite.compare import environment_diff, flat_environment
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 
@@ -96,7 +98,7 @@ def _flat_environment(
         {k: (old, new) for k, old, new in environment_diff(base, env)} if base is not None else {}
     )
     rows = []
-    for key, value in flatten(env):
+    for key, value in flat_environment(env).items():
         rows.append(
             {
                 "key": key,
@@ -157,4 +159,12 @@ def render(
         )
     )
     seconds = f"{time.perf_counter() - started:.2f}"
-    return str(html).replace("__RENDER_SECONDS__", seconds)
+    return with_script_hash(str(html).replace("__RENDER_SECONDS__", seconds))
+
+
+def with_script_hash(page: str) -> str:
+    """Allow exactly the page's own inline script in its CSP, by hash (no 'unsafe-inline')."""
+    start = page.index("<script>") + len("<script>")
+    body = page[start : page.index("</script>", start)]
+    digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+    return page.replace("script-src __SCRIPT_HASH__", f"script-src 'sha256-{digest}'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_text
 from pathlib import Path
 
 from perfsuite import outcome, stats
@@ -9,7 +10,8 @@ from perfsuite.model import Result, RunRecord
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Table-cell text: HTML escaped (no raw tags reach a CI summary), pipes escaped."""
+    return html_text.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(record: RunRecord, html: Path | None = None) -> str:
@@ -23,7 +25,8 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
     else:
         headline = "**No regressions.**"
     lines = [
-        f"## perfsuite: {record.hardware_profile.get('name')} · run `{record.run_id}`",
+        f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
+        f"`{_cell(record.run_id)}`",
         "",
         headline + " " + ", ".join(f"{outcomes[k]} {k}" for k in outcome.ORDER if outcomes.get(k)),
         "",
@@ -43,7 +46,7 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         peak = "" if r.floor.fraction_of_peak is None else f"{r.floor.fraction_of_peak:.1%}"
         best = stats.best(r.samples, r.higher_is_better)
         lines.append(
-            f"| {_cell(r.id.rsplit('::', 1)[-1])} | {best:.4g} {r.unit} | {peak} | {change} "
+            f"| {_cell(r.id.rsplit('::', 1)[-1])} | {best:.4g} {_cell(r.unit)} | {peak} | {change} "
             f"| {r.floor.verdict} | {b.verdict} | {outcome.of(r)} |"
         )
     if html is not None:
