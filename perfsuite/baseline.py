@@ -29,13 +29,19 @@ from typing import Any
 from perfsuite import stats
 from perfsuite.errors import BaselineMismatchError, StorageError
 from perfsuite.model import Result
-from perfsuite.storage import check_writable, read_json, write_json_atomic
+from perfsuite.storage import (
+    check_writable,
+    clean_stale_temporaries,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILENAME = "baseline.json"
 DEFAULT_WINDOW = 5
-HISTORY_KEEP = 20  # previous baseline files kept under history/
+HISTORY_KEEP = 10  # previous baseline files kept under history/
 
 
 @dataclass(frozen=True)
@@ -172,12 +178,17 @@ def _stamp() -> str:
 class BaselineStore:
     """Reads and writes ``<root>/<profile>/baseline.json``."""
 
-    def __init__(self, root: Path, window: int = DEFAULT_WINDOW) -> None:
-        """Use ``root`` as the baselines directory; keep ``window`` runs per check."""
+    def __init__(
+        self, root: Path, window: int = DEFAULT_WINDOW, history_keep: int = HISTORY_KEEP
+    ) -> None:
+        """Use ``root``; keep ``window`` runs per check and ``history_keep`` old files."""
         if window < 1:
             raise ValueError(f"a baseline keeps at least one run, got {window}")
+        if history_keep < 0:
+            raise ValueError(f"history_keep must be >= 0, got {history_keep}")
         self.root = root
         self.window = window
+        self.history_keep = history_keep
 
     def path(self, profile: str) -> Path:
         """The baseline file of a profile."""
@@ -236,12 +247,22 @@ class BaselineStore:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def _archive(self, profile: str, data: Mapping[str, Any]) -> None:
-        """Keep the baseline being replaced under history/, atomically; bound how many."""
+    def _archive(self, profile: str) -> None:
+        """Keep the baseline being replaced under history/; bound how many are kept.
+
+        The copy is a hard link to the current file (the new one is renamed over the old
+        name, so the link keeps the old content): atomic, and no copy of a large file. Where
+        links are not possible the file is copied atomically instead.
+        """
         directory = self.history_dir(profile)
-        write_json_atomic(directory / f"baseline-{_stamp()}.json", data)
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"baseline-{_stamp()}.json"
+        try:
+            os.link(self.path(profile), target)
+        except OSError:
+            write_text_atomic(target, self.path(profile).read_text(encoding="utf-8"))
         kept = sorted(directory.glob("baseline-*.json"))
-        for old in kept[:-HISTORY_KEEP]:
+        for old in kept[: max(0, len(kept) - self.history_keep)]:
             with contextlib.suppress(OSError):
                 old.unlink()
 
@@ -260,7 +281,11 @@ class BaselineStore:
         entries written.
         """
         chosen = [r for r in results if r.samples]
+        safe_profile_name(profile)
         with self.locked(profile):
+            for directory in (self.root / profile, self.history_dir(profile)):
+                # Every writer holds this lock, so any temporary file here is a dead one.
+                clean_stale_temporaries(directory, older_than_s=0.0)
             current = self.load(profile)
             created = datetime.now(UTC).isoformat(timespec="seconds")
             entries = dict(current.entries)
@@ -291,7 +316,7 @@ class BaselineStore:
             }
             path = self.path(profile)
             if path.exists():
-                self._archive(profile, _previous(current))
+                self._archive(profile)
             try:
                 return write_json_atomic(path, data), len(chosen)
             except StorageError as exc:
@@ -306,17 +331,6 @@ def _result_policy(result: Result) -> dict[str, Any]:
         "sample_seconds": seconds[len(seconds) // 2] if seconds else None,
         "timer": result.context.get("timer", ""),
         "source": dict(result.source).get("kind", ""),
-    }
-
-
-def _previous(baseline: Baseline) -> dict[str, Any]:
-    """A loaded baseline as data (for the history copy)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "hardware_profile": baseline.profile,
-        "window": baseline.window,
-        "environments": dict(baseline.environments),
-        "entries": {k: e.to_dict() for k, e in sorted(baseline.entries.items())},
     }
 
 

@@ -127,7 +127,12 @@ def _report(args: argparse.Namespace) -> int:
     history = []
     profile = str(record.hardware_profile.get("name"))
     if args.report_dir and (Path(args.report_dir) / profile).is_dir():
-        history = records.history(Path(args.report_dir), profile)
+        problems: list[str] = []
+        history = records.history(
+            Path(args.report_dir), profile, skip_unreadable=True, problems=problems
+        )
+        for problem in problems:
+            print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
     out = Path(args.output or Path(args.run).with_suffix(".html"))
     write_text_atomic(out, render(record, baseline=baseline, history=history))
     print(f"HTML report: {out}")
@@ -144,7 +149,12 @@ def _history(args: argparse.Namespace) -> int:
                 f"{', '.join(known) or 'none'})"
             )
         args.profile = known[0]
-    runs = records.history(report_dir, args.profile)
+    skipped: list[str] = []
+    runs = records.history(report_dir, args.profile, skip_unreadable=True, problems=skipped)
+    for problem in skipped:
+        print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
+    if not runs:
+        raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
     print(f"profile {args.profile}: {len(runs)} runs, {runs[0].created} .. {runs[-1].created}")
     table = [("check", "runs", "first", "last", "trend", "change points")]
     flagged = 0

@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 from perfsuite.errors import StorageError
 from perfsuite.model import SCHEMA_VERSION, RunRecord
 from perfsuite.storage import read_json
 
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
 
 def load_record(path: Path) -> RunRecord:
-    """Load and check one run record."""
+    """Load and check one run record: fields, sample values and the profile's name."""
     data = read_json(path, "run record", SCHEMA_VERSION)
     try:
-        return RunRecord.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
+        record = RunRecord.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StorageError(f"{path}: corrupt run record: bad or missing field ({exc})") from None
+    name = record.hardware_profile.get("name")
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise StorageError(
+            f"{path}: run record names hardware profile {name!r}, which is not a plain name"
+        )
+    for result in record.results:
+        bad = [v for v in result.samples if not (math.isfinite(v) and v > 0)]
+        if not result.samples or bad:
+            raise StorageError(
+                f"{path}: result {result.id!r}: samples must be finite positive numbers, got "
+                f"{list(result.samples)[:5] if not bad else bad[:3]!r}"
+            )
+    return record
 
 
 def profiles(report_dir: Path) -> list[str]:
@@ -26,12 +43,18 @@ def profiles(report_dir: Path) -> list[str]:
 
 
 def history(
-    report_dir: Path, profile: str, *, last: int | None = None, skip_unreadable: bool = False
+    report_dir: Path,
+    profile: str,
+    *,
+    last: int | None = None,
+    skip_unreadable: bool = False,
+    problems: list[str] | None = None,
 ) -> list[RunRecord]:
     """The run records of a profile (the ``last`` ones by run id), oldest first.
 
-    With ``skip_unreadable`` a corrupt record is left out; otherwise it is an error naming it.
-    Run ids begin with their UTC time, so sorting the file names sorts the runs.
+    With ``skip_unreadable`` a corrupt record is left out (and its error appended to
+    ``problems``); otherwise it is an error naming it.  Run ids begin with their UTC time,
+    so sorting the file names sorts the runs.
     """
     paths = sorted((report_dir / profile).glob("*.json"))
     if not paths and not skip_unreadable:
@@ -40,7 +63,9 @@ def history(
     for path in paths[-last:] if last else paths:
         try:
             runs.append(load_record(path))
-        except StorageError:
+        except StorageError as exc:
             if not skip_unreadable:
                 raise
+            if problems is not None:
+                problems.append(str(exc))
     return sorted(runs, key=lambda r: (r.created, r.run_id))

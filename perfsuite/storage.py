@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        _fsync_directory(path.parent)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -45,6 +47,34 @@ def write_text_atomic(path: Path, text: str) -> Path:
             raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
     return path
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def clean_stale_temporaries(directory: Path, older_than_s: float = 3600.0) -> list[Path]:
+    """Remove temporary files a killed writer left behind (older than a session)."""
+    removed = []
+    now = time.time()
+    for tmp in directory.glob(".*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > older_than_s:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue
+    return removed
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:

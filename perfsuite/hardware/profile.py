@@ -8,6 +8,7 @@ or override profiles from its own directories (a file with the same name wins).
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,6 +207,11 @@ def parse_profile(path: Path, data: Mapping[str, Any]) -> HardwareProfile:
         raise ProfileError(
             f"{path}: field 'schema_version' is {top['schema_version']}, "
             f"this perfsuite reads version {SCHEMA_VERSION}"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", str(top["name"])):
+        raise ProfileError(
+            f"{path}: field 'name' is {top['name']!r}: a profile name is one plain word "
+            "(letters, digits, '.', '_', '-'); it names folders under baselines/ and reports/"
         )
     if top["name"] != path.stem:
         raise ProfileError(f"{path}: field 'name' is {top['name']!r} but the file is {path.name}")
