@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -63,11 +60,14 @@ def test_environment_capture_is_an_allow_list_with_secrets_redacted() -> None:
     }
 
 
-def test_no_secret_reaches_the_record_or_the_report(pytester: pytest.Pytester) -> None:
+def test_no_secret_reaches_the_record_or_the_report(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_toy=TOY)
-    env = {"TF_VAR_db_password": "hunter2", "NCCL_IB_TOKEN": "hunter3"}
+    monkeypatch.setenv("TF_VAR_db_password", "hunter2")
+    monkeypatch.setenv("NCCL_IB_TOKEN", "hunter3")
     result = pytester.runpytest_subprocess(
-        "--perf-quick", "-p", "no:cacheprovider", "--perf-markdown=summary.md", env=env
+        "--perf-quick", "-p", "no:cacheprovider", "--perf-markdown=summary.md"
     )
     result.assert_outcomes(passed=1)
     written = [p for p in (pytester.path / "reports").rglob("*") if p.is_file()]
@@ -103,7 +103,10 @@ def test_markdown_escapes_html_and_table_syntax() -> None:
         "2026-11-23T00:00:00+00:00",
         {"name": "cpu"},
         {},
-        (_result("<script>alert(1)</script>", "GB|s"), _result("<img src=x onerror=alert(1)>", "u")),
+        (
+            _result("<script>alert(1)</script>", "GB|s"),
+            _result("<img src=x onerror=alert(1)>", "u"),
+        ),
     )
     md = render_markdown(record)
     assert "<script>" not in md and "<img" not in md
@@ -160,5 +163,3 @@ def test_twenty_concurrent_saves_keep_every_entry(tmp_path: Path, trial: int) ->
     assert len(data["entries"]) == 20
     assert not list((tmp_path / "cpu").glob(".*.tmp"))
     assert not list((tmp_path / "cpu" / "history").glob(".*.tmp"))
-
-
