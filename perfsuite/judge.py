@@ -17,6 +17,7 @@ from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result
 from perfsuite.settings import Settings
+from perfsuite.sources import ChildSource
 from perfsuite.tolerances import Tolerances
 
 
@@ -81,7 +82,7 @@ class Judge:
         tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
         planned = policy.repetitions
         entry = self._entry(node_id, workload.unit)
-        if entry is None or (workload.source is not None and workload.source.kind != "clock"):
+        if entry is None or isinstance(workload.source, ChildSource):
             # Child processes and ranks decide their own repetitions.
             return Plan(planned, planned, None, None, tol, tol_from)
         lv = stats.levels(
@@ -146,8 +147,8 @@ class Judge:
         if plan.needed is not None and plan.needed > n:
             return f"{text}; use --perf-samples {plan.needed}"
         return (
-            f"{text}; more samples cannot help: the baseline's run-to-run spread dominates "
-            f"({verdict.baseline_runs} run(s)); accept more baseline runs "
+            f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
+            "and their run-to-run spread limit it; accept more baseline runs "
             "(--perf-baseline-runs) or raise the tolerance"
         )
 
