@@ -113,13 +113,33 @@ def test_markdown_escapes_html_and_table_syntax() -> None:
     assert "&lt;script&gt;" in md and "GB\\|s" in md
 
 
+CHARTED = """
+import numpy as np
+import pytest
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+@pytest.mark.parametrize("name", ["$x^2$ <b>", "a_b$c"])
+def test_dollar(perf, name):
+    a = np.ones(1 << 12)
+    b = np.empty_like(a)
+    perf.measure(Workload(
+        check="memory_bandwidth", params={"kernel": name}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B"), run=lambda: np.copyto(b, a), scale=1e9,
+    ))
+"""
+
+
 def test_html_report_charts_take_dollars_literally_and_the_csp_pins_the_script(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_toy=TOY)
-    pytester.runpytest("--perf-quick").assert_outcomes(passed=1)
+    pytester.makepyfile(test_dollar=CHARTED)
+    result = pytester.runpytest("--perf-quick")
+    result.assert_outcomes(passed=2)
+    assert "HTML report not written" not in result.stdout.str()
     (html,) = (pytester.path / "reports").rglob("*.html")
     text = html.read_text()
+    assert "test_dollar[$x^2$ &lt;b&gt;]" in text or "test_dollar[$x^2$" in text
     csp = text.split('http-equiv="Content-Security-Policy" content="', 1)[1].split('"', 1)[0]
     assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("script-src")[1]
 
