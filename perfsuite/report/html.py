@@ -20,6 +20,7 @@ from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
+from perfsuite.report.terminal import floor_label
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
 
@@ -128,7 +129,8 @@ def render(
     rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in record.results]
     rows.sort(key=lambda row: (row["outcome_sort"], row["verdict_sort"], row["id"]))
     verdicts = Counter(r.baseline.verdict for r in record.results)
-    floors = Counter(r.floor.verdict for r in record.results)
+    # An estimated peak's miss is a warning, never a "fail" (the one outcome rule's view).
+    floors = Counter(floor_label(r) for r in record.results)
     outcomes = outcome.counts(record.results)
     base_env = baseline.environment if baseline is not None else baseline_environment
     env_rows = _flat_environment(record.environment, base_env)
