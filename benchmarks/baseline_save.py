@@ -24,12 +24,14 @@ entries = {
         "metric": "m", "unit": "GB/s", "higher_is_better": True,
         "runs": [{"run_id": f"r{k}", "created": "2026-11-23T00:00:00+00:00",
                   "samples": [1.0 + i, 1.01 + i, 0.99 + i, 1.0 + i, 1.0 + i],
-                  "policy": {"mode": "full", "samples": 5}} for k in range(5)],
+                  "policy": {"samples": 5, "sample_seconds": 0.1, "timer": "perf_counter", "source": "clock"}} for k in range(5)],
     }
     for i in range(n)
 }
-data = {"schema_version": 2, "hardware_profile": "cpu", "window": 5,
-        "environments": {}, "entries": entries}
+data = {"schema_version": 2, "hardware_profile": "cpu", "window": 5, "environments": {},
+        "run_policies": {f"r{k}": {"mode": "full", "warmup": 2, "repetitions": 10}
+                         for k in range(5)},
+        "entries": entries}
 import pathlib
 p = pathlib.Path(sys.argv[1]) / "cpu" / "baseline.json"
 p.parent.mkdir(parents=True, exist_ok=True)

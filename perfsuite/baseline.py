@@ -132,8 +132,10 @@ class Baseline:
         return stats.fit_prior(variances, dfs)
 
 
-def _entry(path: Path, node_id: str, raw: Any) -> BaselineEntry:
-    """Validate one stored entry (schema 1 or 2)."""
+def _entry(
+    path: Path, node_id: str, raw: Any, run_policies: Mapping[str, Any] | None = None
+) -> BaselineEntry:
+    """Validate one stored entry (schema 1 or 2); run-level policies are merged in."""
 
     def bad(why: str) -> StorageError:
         return StorageError(f"{path}: entry {node_id!r}: {why} (file left untouched)")
@@ -159,12 +161,17 @@ def _entry(path: Path, node_id: str, raw: Any) -> BaselineEntry:
             if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < float("inf")):
                 raise bad(f"run {i} has a sample that is not a finite positive number: {v!r}")
         policy = run.get("policy", {})
+        run_id = str(run.get("run_id", ""))
+        shared = (run_policies or {}).get(run_id, {})
         runs.append(
             BaselineRun(
-                str(run.get("run_id", "")),
+                run_id,
                 str(run.get("created", "")),
                 tuple(float(v) for v in values),
-                dict(policy) if isinstance(policy, dict) else {},
+                {
+                    **(shared if isinstance(shared, dict) else {}),
+                    **(policy if isinstance(policy, dict) else {}),
+                },
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
@@ -213,7 +220,13 @@ class BaselineStore:
         raw_entries = data.get("entries")
         if not isinstance(raw_entries, dict):
             raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
-        entries = {node_id: _entry(path, node_id, raw) for node_id, raw in raw_entries.items()}
+        run_policies = data.get("run_policies", {})
+        if not isinstance(run_policies, dict):
+            raise StorageError(f"{path}: corrupt baseline: 'run_policies' is not an object")
+        entries = {
+            node_id: _entry(path, node_id, raw, run_policies)
+            for node_id, raw in raw_entries.items()
+        }
         environments = data.get("environments", {})
         return Baseline(
             profile,
@@ -286,41 +299,97 @@ class BaselineStore:
             for directory in (self.root / profile, self.history_dir(profile)):
                 # Every writer holds this lock, so any temporary file here is a dead one.
                 clean_stale_temporaries(directory, older_than_s=0.0)
-            current = self.load(profile)
+            path = self.path(profile)
+            data = self._read_raw(profile)
             created = datetime.now(UTC).isoformat(timespec="seconds")
-            entries = dict(current.entries)
+            entries: dict[str, Any] = data["entries"]
+            run_policies: dict[str, Any] = data["run_policies"]
             for result in chosen:
-                old = entries.get(result.id)
-                keep: tuple[BaselineRun, ...] = ()
+                raw = entries.get(result.id)
+                old = _entry(path, result.id, raw, run_policies) if raw is not None else None
+                keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:
-                    keep = tuple(r for r in old.runs if r.run_id != run_id)
-                run_policy = {**(policy or {}), **_result_policy(result)}
-                run = BaselineRun(run_id, created, tuple(result.samples), run_policy)
-                entries[result.id] = BaselineEntry(
-                    result.metric,
-                    result.unit,
-                    result.higher_is_better,
-                    (*keep, run)[-self.window :],
-                )
-            used = {run.run_id for entry in entries.values() for run in entry.runs}
-            environments = {k: v for k, v in current.environments.items() if k in used}
+                    keep = [
+                        {
+                            **r.to_dict(),
+                            # Runs whose policy is stored once keep only their own facts.
+                            "policy": (
+                                _own_policy(r.policy) if r.run_id in run_policies else r.policy
+                            ),
+                        }
+                        for r in old.runs
+                        if r.run_id != run_id
+                    ]
+                run = BaselineRun(run_id, created, tuple(result.samples), _result_policy(result))
+                entries[result.id] = {
+                    "metric": result.metric,
+                    "unit": result.unit,
+                    "higher_is_better": result.higher_is_better,
+                    "runs": [*keep, run.to_dict()][-self.window :],
+                }
+            used = {
+                r.get("run_id")
+                for e in entries.values()
+                if isinstance(e, dict)
+                for r in e.get("runs", ())
+                if isinstance(r, dict)
+            }
+            environments = {k: v for k, v in data["environments"].items() if k in used}
             if environment is not None:
                 environments[run_id] = dict(environment)
-            data: dict[str, Any] = {
+            run_policies = {k: v for k, v in run_policies.items() if k in used}
+            run_policies[run_id] = dict(policy or {})
+            out: dict[str, Any] = {
                 "schema_version": SCHEMA_VERSION,
                 "hardware_profile": profile,
                 "updated": created,
                 "window": self.window,
                 "environments": environments,
-                "entries": {node_id: entry.to_dict() for node_id, entry in sorted(entries.items())},
+                "run_policies": run_policies,
+                "entries": dict(sorted(entries.items())),
             }
-            path = self.path(profile)
             if path.exists():
                 self._archive(profile)
             try:
-                return write_json_atomic(path, data), len(chosen)
+                return write_json_atomic(path, out, compact=len(entries) > 1000), len(chosen)
             except StorageError as exc:
                 raise StorageError(f"saving baseline failed: {exc}") from None
+
+    def _read_raw(self, profile: str) -> dict[str, Any]:
+        """The stored file as data, entries untouched (schema-1 entries converted)."""
+        path = self.path(profile)
+        empty: dict[str, Any] = {"entries": {}, "environments": {}, "run_policies": {}}
+        if not path.exists():
+            return empty
+        data = read_json(path, "baseline", READABLE_VERSIONS)
+        if data.get("hardware_profile") != profile:
+            raise BaselineMismatchError(
+                f"{path}: baseline was recorded on profile {data.get('hardware_profile')!r}, "
+                f"not {profile!r}; refusing to compare results across hardware profiles"
+            )
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
+        if data.get("schema_version") == 1:  # one run per check: becomes a one-run window
+            entries = {k: _entry(path, k, v).to_dict() for k, v in entries.items()}
+        for node_id, raw in entries.items():
+            if not isinstance(raw, dict) or not isinstance(raw.get("runs"), list):
+                raise StorageError(f"{path}: entry {node_id!r}: no accepted runs (file untouched)")
+        environments = data.get("environments", {})
+        run_policies = data.get("run_policies", {})
+        return {
+            "entries": entries,
+            "environments": environments if isinstance(environments, dict) else {},
+            "run_policies": run_policies if isinstance(run_policies, dict) else {},
+        }
+
+
+# Facts that belong to one check's samples (the rest of a run's policy is stored once).
+_OWN_POLICY = ("samples", "sample_seconds", "timer", "source")
+
+
+def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: policy[k] for k in _OWN_POLICY if k in policy}
 
 
 def _result_policy(result: Result) -> dict[str, Any]:

@@ -232,7 +232,8 @@ def test_baseline_round_trip(project: pytest.Pytester) -> None:
     entry = saved["entries"]["test_toy.py::test_toy"]
     (stored,) = entry["runs"]
     assert stored["run_id"] == run["run_id"] and stored["samples"] == run["results"][0]["samples"]
-    assert stored["policy"]["mode"] == "quick" and stored["policy"]["forced"] is True
+    shared = saved["run_policies"][run["run_id"]]  # the run's policy, stored once
+    assert shared["mode"] == "quick" and shared["forced"] is True
     assert stored["policy"]["samples"] == 5 and stored["policy"]["source"] == "clock"
     result = project.runpytest("--hw=slowgpu", "--perf-tolerance=0.9999")
     result.assert_outcomes(passed=1)

@@ -131,3 +131,18 @@ def test_reference_run_record_matches_the_public_contract() -> None:
         assert set(entry["summary"]) >= {"median", "min", "max", "n", "cv"}
     record = RunRecord.from_dict(data)
     assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+
+
+def test_a_save_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save("slowgpu", [result("a", (1.0,))], "run-1")
+    dead = tmp_path / "slowgpu" / ".baseline.json.x1y2z3.tmp"
+    dead.write_text('{"half": ')
+    dead_history = tmp_path / "slowgpu" / "history" / ".baseline-x.json.tmp"
+    dead_history.parent.mkdir(exist_ok=True)
+    dead_history.write_text("")
+    store.save("slowgpu", [result("b", (2.0,))], "run-2")
+    assert not dead.exists() and not dead_history.exists()
+    data = json.loads((tmp_path / "slowgpu" / "baseline.json").read_text())
+    assert set(data["entries"]) == {"a", "b"}
+    assert set(data["run_policies"]) == {"run-1", "run-2"}
