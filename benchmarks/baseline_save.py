@@ -24,7 +24,8 @@ entries = {
         "metric": "m", "unit": "GB/s", "higher_is_better": True,
         "runs": [{"run_id": f"r{k}", "created": "2026-11-23T00:00:00+00:00",
                   "samples": [1.0 + i, 1.01 + i, 0.99 + i, 1.0 + i, 1.0 + i],
-                  "policy": {"samples": 5, "sample_seconds": 0.1, "timer": "perf_counter", "source": "clock"}} for k in range(5)],
+                  "policy": {"samples": 5, "sample_seconds": 0.1, "timer": "perf_counter",
+                             "source": "clock"}} for k in range(5)],
     }
     for i in range(n)
 }
