@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,6 +31,8 @@ from perfsuite.model import Result
 from perfsuite.storage import (
     check_writable,
     clean_stale_temporaries,
+    is_plain_name,
+    not_finite_positive,
     read_json,
     write_json_atomic,
     write_text_atomic,
@@ -105,8 +106,6 @@ class Baseline:
     entries: Mapping[str, BaselineEntry]
     path: Path
     environments: Mapping[str, Any] = field(default_factory=dict)  # run id -> fingerprint
-    window: int = DEFAULT_WINDOW
-    schema_version: int = SCHEMA_VERSION
 
     def environment(self) -> Mapping[str, Any] | None:
         """The fingerprint of the run most entries were last accepted from, if stored."""
@@ -157,9 +156,9 @@ def _entry(
         values = run.get("samples")
         if not isinstance(values, list) or not values:
             raise bad(f"run {i} has no samples")
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < float("inf")):
-                raise bad(f"run {i} has a sample that is not a finite positive number: {v!r}")
+        wrong = not_finite_positive(values)
+        if wrong:
+            raise bad(f"run {i} has a sample that is not a finite positive number: {wrong[0]!r}")
         policy = run.get("policy", {})
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
@@ -209,7 +208,23 @@ class BaselineStore:
         """
         path = self.path(profile)
         if not path.exists():
-            return Baseline(profile, {}, path, window=self.window)
+            return Baseline(profile, {}, path)
+        data = self._read_checked(profile)
+        run_policies = data.get("run_policies", {})
+        if not isinstance(run_policies, dict):
+            raise StorageError(f"{path}: corrupt baseline: 'run_policies' is not an object")
+        entries = {
+            node_id: _entry(path, node_id, raw, run_policies)
+            for node_id, raw in data["entries"].items()
+        }
+        environments = data.get("environments", {})
+        return Baseline(
+            profile, entries, path, environments if isinstance(environments, dict) else {}
+        )
+
+    def _read_checked(self, profile: str) -> dict[str, Any]:
+        """The stored file, checked: readable version, this profile's, entries an object."""
+        path = self.path(profile)
         data = read_json(path, "baseline", READABLE_VERSIONS)
         recorded = data.get("hardware_profile")
         if recorded != profile:
@@ -217,25 +232,9 @@ class BaselineStore:
                 f"{path}: baseline was recorded on profile {recorded!r}, not {profile!r}; "
                 "refusing to compare results across hardware profiles"
             )
-        raw_entries = data.get("entries")
-        if not isinstance(raw_entries, dict):
+        if not isinstance(data.get("entries"), dict):
             raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
-        run_policies = data.get("run_policies", {})
-        if not isinstance(run_policies, dict):
-            raise StorageError(f"{path}: corrupt baseline: 'run_policies' is not an object")
-        entries = {
-            node_id: _entry(path, node_id, raw, run_policies)
-            for node_id, raw in raw_entries.items()
-        }
-        environments = data.get("environments", {})
-        return Baseline(
-            profile,
-            entries,
-            path,
-            environments if isinstance(environments, dict) else {},
-            window=self.window,
-            schema_version=int(data["schema_version"]),
-        )
+        return data
 
     def check_writable(self, profile: str) -> None:
         """Fail early if the profile's baseline directory cannot be written."""
@@ -361,15 +360,8 @@ class BaselineStore:
         empty: dict[str, Any] = {"entries": {}, "environments": {}, "run_policies": {}}
         if not path.exists():
             return empty
-        data = read_json(path, "baseline", READABLE_VERSIONS)
-        if data.get("hardware_profile") != profile:
-            raise BaselineMismatchError(
-                f"{path}: baseline was recorded on profile {data.get('hardware_profile')!r}, "
-                f"not {profile!r}; refusing to compare results across hardware profiles"
-            )
-        entries = data.get("entries")
-        if not isinstance(entries, dict):
-            raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
+        data = self._read_checked(profile)
+        entries = data["entries"]
         if data.get("schema_version") == 1:  # one run per check: becomes a one-run window
             entries = {k: _entry(path, k, v).to_dict() for k, v in entries.items()}
         for node_id, raw in entries.items():
@@ -405,6 +397,6 @@ def _result_policy(result: Result) -> dict[str, Any]:
 
 def safe_profile_name(name: str) -> str:
     """A profile name that is one plain path component, or StorageError."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name) or name in (".", ".."):
+    if not is_plain_name(name):
         raise StorageError(f"profile name {name!r} is not a plain name (letters, digits, . _ -)")
     return name

@@ -22,6 +22,7 @@ from perfsuite.compare import compare_runs, compared_record, environment_diff
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
+from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, short_id
 from perfsuite.storage import write_text_atomic
 
@@ -119,6 +120,15 @@ def _compare(args: argparse.Namespace) -> int:
     return code
 
 
+def _readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
+    """A profile's run records; each unreadable one is named on stderr and skipped."""
+    problems: list[str] = []
+    runs = records.history(report_dir, profile, skip_unreadable=True, problems=problems)
+    for problem in problems:
+        print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
+    return runs
+
+
 def _report(args: argparse.Namespace) -> int:
     from perfsuite.report.html import render
 
@@ -127,12 +137,7 @@ def _report(args: argparse.Namespace) -> int:
     history = []
     profile = str(record.hardware_profile.get("name"))
     if args.report_dir and (Path(args.report_dir) / profile).is_dir():
-        problems: list[str] = []
-        history = records.history(
-            Path(args.report_dir), profile, skip_unreadable=True, problems=problems
-        )
-        for problem in problems:
-            print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
+        history = _readable_history(Path(args.report_dir), profile)
     out = Path(args.output or Path(args.run).with_suffix(".html"))
     write_text_atomic(out, render(record, baseline=baseline, history=history))
     print(f"HTML report: {out}")
@@ -149,10 +154,7 @@ def _history(args: argparse.Namespace) -> int:
                 f"{', '.join(known) or 'none'})"
             )
         args.profile = known[0]
-    skipped: list[str] = []
-    runs = records.history(report_dir, args.profile, skip_unreadable=True, problems=skipped)
-    for problem in skipped:
-        print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
+    runs = _readable_history(report_dir, args.profile)
     if not runs:
         raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
     print(f"profile {args.profile}: {len(runs)} runs, {runs[0].created} .. {runs[-1].created}")
@@ -320,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except PerfsuiteError as exc:
         print(f"perfsuite: error: {exc}", file=sys.stderr)
-        return 2
+        return outcome.EXIT_USAGE
 
 
 if __name__ == "__main__":

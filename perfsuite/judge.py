@@ -53,13 +53,11 @@ class Judge:
         self.waivers = waiver_list
         self.today = today
         self.family = stats.SequentialHolm(1, settings.alpha)
-        self.collected = 0
 
     # -- the family -----------------------------------------------------------------------
 
     def set_family(self, node_ids: list[str]) -> int:
         """Size the Holm family: the selected checks that have a baseline to compare with."""
-        self.collected = len(node_ids)
         m = sum(1 for node_id in node_ids if self.baseline.get(node_id) is not None)
         self.family = stats.SequentialHolm(m, self.settings.alpha)
         return m
@@ -88,13 +86,10 @@ class Judge:
         lv = stats.levels(
             entry.run_samples, higher_is_better=entry.higher_is_better, prior=self.baseline.prior
         )
-        now = stats.detectable(lv, planned, self.threshold)
-        if now <= tol:
-            return Plan(planned, planned, now, planned, tol, tol_from)
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
         rounds = planned
-        if self.settings.adaptive and needed is not None:
+        if needed is not None and needed > planned:
             cap = limit
             seconds = [r.policy.get("sample_seconds") for r in entry.runs]
             known = [s for s in seconds if isinstance(s, int | float) and s > 0]
@@ -169,20 +164,6 @@ class Judge:
         entry = self._entry(node_id, workload.unit)
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
-        detectable = None
-        if entry is not None:
-            lv = stats.levels(
-                entry.run_samples,
-                higher_is_better=entry.higher_is_better,
-                prior=self.baseline.prior,
-            )
-            detectable = stats.detectable(
-                lv,
-                len(values),
-                self.threshold,
-                current=values,
-                higher_is_better=entry.higher_is_better,
-            )
         baseline = stats.baseline_verdict(
             values,
             entry.run_samples if entry else None,
@@ -193,7 +174,6 @@ class Judge:
             alpha=self.settings.alpha,
             guards=noise.get("flags", ()),
             prior=self.baseline.prior,
-            detectability=detectable,
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))

@@ -134,9 +134,8 @@ class Workload:
     work: Work  # the work of one call of ``run``
     run: Callable[[], object]
     sync: Callable[[], None] = _nothing
-    scale: float = (
-        1.0  # rate = work / seconds / scale (1e9: GB/s); latency = seconds / work / scale
-    )
+    # rate = work / seconds / scale (1e9: GB/s); latency = seconds / work / scale
+    scale: float = 1.0
     higher_is_better: bool = True
     reference: Reference | None = None
     context: Mapping[str, Any] = field(default_factory=dict)

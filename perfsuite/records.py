@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 
 from perfsuite.errors import StorageError
 from perfsuite.model import SCHEMA_VERSION, RunRecord
-from perfsuite.storage import read_json
-
-PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+from perfsuite.storage import is_plain_name, not_finite_positive, read_json
 
 
 def load_record(path: Path) -> RunRecord:
@@ -21,12 +17,12 @@ def load_record(path: Path) -> RunRecord:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StorageError(f"{path}: corrupt run record: bad or missing field ({exc})") from None
     name = record.hardware_profile.get("name")
-    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+    if not is_plain_name(name):
         raise StorageError(
             f"{path}: run record names hardware profile {name!r}, which is not a plain name"
         )
     for result in record.results:
-        bad = [v for v in result.samples if not (math.isfinite(v) and v > 0)]
+        bad = not_finite_positive(result.samples)
         if not result.samples or bad:
             raise StorageError(
                 f"{path}: result {result.id!r}: samples must be finite positive numbers, got "

@@ -27,7 +27,6 @@ class Settings:
     baseline_runs: int = DEFAULT_WINDOW
     quick: bool = False
     samples: int | None = None  # repetitions per check, overriding the mode's
-    adaptive: bool = True  # take more samples where the baseline says they are needed
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = stats.ALPHA
     fail_on: frozenset[str] = outcome.DEFAULT_FAIL_ON

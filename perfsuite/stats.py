@@ -184,6 +184,7 @@ class Levels:
     spread: float | None  # largest |run median - centre|; None with one run
     mean_inv_n: float  # mean over baseline runs of 1/n_i
     between_source: str  # "runs", "runs+prior", "prior" or "unknown"
+    centre: float = 0.0  # mean of the run medians (oriented log scale)
 
     def variance(
         self, n_current: int, current_var: float | None = None, current_df: int = 0
@@ -221,6 +222,7 @@ def levels(
     logs = [_oriented_logs(r, higher_is_better) for r in runs]
     within_var, within_df = _pooled(logs)
     medians = np.array([np.median(x) for x in logs])
+    centre = float(medians.mean())
     k = len(logs)
     mean_inv_n = float(np.mean([1 / x.size for x in logs]))
     within_part = MEDIAN_FACTOR * within_var * mean_inv_n
@@ -231,13 +233,13 @@ def levels(
             run_df, source = prior.df + run_df, "runs+prior"
         else:
             source = "runs"
-        spread: float | None = float(np.max(np.abs(medians - medians.mean())))
+        spread: float | None = float(np.max(np.abs(medians - centre)))
     elif prior.df > 0:
         run_var, run_df, source, spread = prior.var, prior.df, "prior", None
     else:
-        return Levels(1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown")
+        return Levels(1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown", centre)
     between = max(0.0, run_var - within_part)
-    return Levels(k, within_var, within_df, between, run_df, spread, mean_inv_n, source)
+    return Levels(k, within_var, within_df, between, run_df, spread, mean_inv_n, source, centre)
 
 
 def _pooled(logs: Sequence[np.ndarray]) -> tuple[float, int]:
@@ -284,13 +286,17 @@ def compare(
     higher_is_better: bool,
     prior: Prior = Prior(),
     confidence: float = CONFIDENCE,
+    lv: Levels | None = None,
 ) -> Comparison:
-    """Ratio of levels, its confidence interval and the two-level t-test's p-value."""
+    """Ratio of levels, its confidence interval and the two-level t-test's p-value.
+
+    ``lv``: the baseline's :func:`levels`, when the caller has them already.
+    """
     cur = _oriented_logs(current, higher_is_better)
-    lv = levels(baseline_runs, higher_is_better=higher_is_better, prior=prior)
+    if lv is None:
+        lv = levels(baseline_runs, higher_is_better=higher_is_better, prior=prior)
     cur_var, cur_df = _pooled([cur])
-    centre = float(np.mean([np.median(_oriented_logs(r, higher_is_better)) for r in baseline_runs]))
-    diff = float(np.median(cur)) - centre
+    diff = float(np.median(cur)) - lv.centre
     var, df = lv.variance(cur.size, cur_var if cur_df else None, cur_df)
     se = math.sqrt(var)
     if se > 0:
@@ -455,13 +461,21 @@ def baseline_verdict(
     alpha: float = ALPHA,
     guards: Sequence[str] = (),
     prior: Prior = Prior(),
-    detectability: float | None = None,
 ) -> BaselineVerdict:
-    """Compare samples with the baseline's runs; no baseline runs means *new*."""
+    """Compare samples with the baseline's runs; no baseline runs means *new*.
+
+    The verdict also says the smallest slowdown the comparison could detect at the family's
+    first threshold (``detectable``).
+    """
     if not baseline_runs or not any(len(r) for r in baseline_runs):
         return BaselineVerdict("new", tolerance=tolerance, reason="no baseline for this check")
     runs = [r for r in baseline_runs if len(r)]
-    c = compare(current, runs, higher_is_better=higher_is_better, prior=prior)
+    lv = levels(runs, higher_is_better=higher_is_better, prior=prior)
+    c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
+    threshold = holm_family.first_threshold if holm_family else alpha
+    detect = detectable(
+        lv, len(current), threshold, current=current, higher_is_better=higher_is_better
+    )
     significant = holm_family.add(c.p_value) if holm_family else c.p_value <= alpha
     verdict, reason = decide(c, tolerance=tolerance, significant=significant, guards=guards)
     medians = [float(np.median(r)) for r in runs]
@@ -484,7 +498,7 @@ def baseline_verdict(
         within_run_sd=c.within_sd,
         run_spread=None if c.spread is None else math.exp(c.spread) - 1,
         between_source=c.between_source,
-        detectable=detectability,
+        detectable=detect,
         family_size=holm_family.m if holm_family else 1,
-        threshold=holm_family.first_threshold if holm_family else alpha,
+        threshold=threshold,
     )

@@ -8,7 +8,6 @@ or override profiles from its own directories (a file with the same name wins).
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import ProfileError
+from perfsuite.storage import is_plain_name
 
 SCHEMA_VERSION = 1
 BUILTIN_DIR = Path(__file__).parent / "profiles"
@@ -208,7 +208,7 @@ def parse_profile(path: Path, data: Mapping[str, Any]) -> HardwareProfile:
             f"{path}: field 'schema_version' is {top['schema_version']}, "
             f"this perfsuite reads version {SCHEMA_VERSION}"
         )
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", str(top["name"])):
+    if not is_plain_name(top["name"]):
         raise ProfileError(
             f"{path}: field 'name' is {top['name']!r}: a profile name is one plain word "
             "(letters, digits, '.', '_', '-'); it names folders under baselines/ and reports/"
