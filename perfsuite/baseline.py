@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
+import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -34,7 +37,7 @@ from perfsuite.storage import (
     is_plain_name,
     not_finite_positive,
     read_json,
-    write_json_atomic,
+    write_chunks_atomic,
     write_text_atomic,
 )
 
@@ -226,6 +229,17 @@ class BaselineStore:
         """The stored file, checked: readable version, this profile's, entries an object."""
         path = self.path(profile)
         data = read_json(path, "baseline", READABLE_VERSIONS)
+        self._check_header(path, data, profile)
+        return data
+
+    @staticmethod
+    def _check_header(path: Path, data: Mapping[str, Any], profile: str) -> None:
+        """The file's version is readable, it was recorded on ``profile``, entries an object."""
+        if data.get("schema_version") not in READABLE_VERSIONS:
+            raise StorageError(
+                f"{path}: baseline has schema_version {data.get('schema_version')!r}; this "
+                f"perfsuite reads {', '.join(map(str, READABLE_VERSIONS))}"
+            )
         recorded = data.get("hardware_profile")
         if recorded != profile:
             raise BaselineMismatchError(
@@ -234,7 +248,6 @@ class BaselineStore:
             )
         if not isinstance(data.get("entries"), dict):
             raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
-        return data
 
     def check_writable(self, profile: str) -> None:
         """Fail early if the profile's baseline directory cannot be written."""
@@ -305,6 +318,8 @@ class BaselineStore:
             run_policies: dict[str, Any] = data["run_policies"]
             for result in chosen:
                 raw = entries.get(result.id)
+                if isinstance(raw, memoryview):
+                    raw = json.loads(bytes(raw))
                 old = _entry(path, result.id, raw, run_policies) if raw is not None else None
                 keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:
@@ -326,47 +341,50 @@ class BaselineStore:
                     "higher_is_better": result.higher_is_better,
                     "runs": [*keep, run.to_dict()][-self.window :],
                 }
-            used = {
-                r.get("run_id")
-                for e in entries.values()
-                if isinstance(e, dict)
-                for r in e.get("runs", ())
-                if isinstance(r, dict)
-            }
+            used = _run_ids(entries.values())
             environments = {k: v for k, v in data["environments"].items() if k in used}
             if environment is not None:
                 environments[run_id] = dict(environment)
             run_policies = {k: v for k, v in run_policies.items() if k in used}
             run_policies[run_id] = dict(policy or {})
-            out: dict[str, Any] = {
+            header: dict[str, Any] = {
                 "schema_version": SCHEMA_VERSION,
                 "hardware_profile": profile,
                 "updated": created,
                 "window": self.window,
                 "environments": environments,
                 "run_policies": run_policies,
-                "entries": dict(sorted(entries.items())),
             }
             if path.exists():
                 self._archive(profile)
             try:
-                return write_json_atomic(path, out, compact=len(entries) > 1000), len(chosen)
-            except StorageError as exc:
-                raise StorageError(f"saving baseline failed: {exc}") from None
+                return write_chunks_atomic(path, _layout(header, entries)), len(chosen)
+            except (StorageError, ValueError) as exc:
+                raise StorageError(f"{path}: saving baseline failed: {exc}") from None
 
     def _read_raw(self, profile: str) -> dict[str, Any]:
-        """The stored file as data, entries untouched (schema-1 entries converted)."""
+        """The stored file for a save: entries untouched where possible.
+
+        A file in perfsuite's own layout whose checksum holds is not parsed: each entry
+        stays the bytes of its line (a ``memoryview``) and is written back as it is.  Any
+        other file (hand-edited, older layout, schema 1) is read and checked in full.
+        """
         path = self.path(profile)
         empty: dict[str, Any] = {"entries": {}, "environments": {}, "run_policies": {}}
         if not path.exists():
             return empty
-        data = self._read_checked(profile)
-        entries = data["entries"]
-        if data.get("schema_version") == 1:  # one run per check: becomes a one-run window
-            entries = {k: _entry(path, k, v).to_dict() for k, v in entries.items()}
-        for node_id, raw in entries.items():
-            if not isinstance(raw, dict) or not isinstance(raw.get("runs"), list):
-                raise StorageError(f"{path}: entry {node_id!r}: no accepted runs (file untouched)")
+        data = _read_layout(path)
+        if data is not None:
+            self._check_header(path, data, profile)
+            entries = data["entries"]
+        else:
+            data = self._read_checked(profile)
+            entries = data["entries"]
+            if data.get("schema_version") == 1:  # one run per check: becomes a one-run window
+                entries = {k: _entry(path, k, v).to_dict() for k, v in entries.items()}
+            for node_id, raw in entries.items():
+                # Every entry is checked here, so a poisoned one is named, never written back.
+                _entry(path, node_id, raw, data.get("run_policies"))
         environments = data.get("environments", {})
         run_policies = data.get("run_policies", {})
         return {
@@ -374,6 +392,82 @@ class BaselineStore:
             "environments": environments if isinstance(environments, dict) else {},
             "run_policies": run_policies if isinstance(run_policies, dict) else {},
         }
+
+
+# The layout a baseline is written in: still one JSON document, but each check's entry on a
+# line of its own, and a checksum of those lines at the end.  A save into a large baseline
+# then rewrites the lines it changes and copies the rest, unparsed; a line that is edited by
+# hand (or merged by git) breaks the checksum, and the file is then read and checked in full.
+_OPEN = b',"entries":{'
+_CLOSE = re.compile(rb'\},"entries_sha256":"([0-9a-f]{64})"\}\n?\Z')
+_KEY = re.compile(rb'("(?:[^"\\]|\\.)*"):')
+_RUN_ID = re.compile(rb'"run_id":"((?:[^"\\]|\\.)*)"')
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def _layout(header: Mapping[str, Any], entries: Mapping[str, Any]) -> Iterator[bytes | memoryview]:
+    """The file's bytes, in order: header, one line per entry (sorted), checksum."""
+    yield _compact(header)[:-1] + _OPEN + b"\n"
+    digest = hashlib.sha256()
+    keys = sorted(entries)
+    for i, key in enumerate(keys):
+        value = entries[key]
+        body = value if isinstance(value, memoryview) else _compact(value)
+        for chunk in (_compact(key), b":", body, b",\n" if i < len(keys) - 1 else b"\n"):
+            digest.update(chunk)
+            yield chunk
+    yield b'},"entries_sha256":"' + digest.hexdigest().encode("ascii") + b'"}\n'
+
+
+def _read_layout(path: Path) -> dict[str, Any] | None:
+    """The header and entry lines of a file in the layout above, or None if it is not one."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    first = data.find(b"\n")
+    if first < 0 or not data[:first].endswith(_OPEN):
+        return None
+    last = data.rfind(b"\n", 0, len(data) - 1) + 1
+    close = _CLOSE.match(data, last)
+    if close is None or last <= first:
+        return None
+    view = memoryview(data)
+    if hashlib.sha256(view[first + 1 : last]).hexdigest().encode("ascii") != close.group(1):
+        return None
+    try:
+        header = json.loads(data[: first - len(_OPEN)] + b"}")
+    except ValueError:
+        return None
+    if not isinstance(header, dict):
+        return None
+    entries: dict[str, memoryview] = {}
+    start = first + 1
+    while start < last:
+        end = data.index(b"\n", start)
+        stop = end - 1 if data[end - 1 : end] == b"," else end
+        key = _KEY.match(data, start, stop)
+        if key is None:
+            return None
+        entries[json.loads(key.group(1))] = view[key.end() : stop]
+        start = end + 1
+    header["entries"] = entries
+    return header
+
+
+def _run_ids(entries: Iterable[Any]) -> set[str]:
+    """The run ids that entries (parsed, or unparsed lines) refer to."""
+    used: set[str] = set()
+    quoted: set[bytes] = set()
+    for entry in entries:
+        if isinstance(entry, memoryview):
+            quoted.update(_RUN_ID.findall(entry))
+        elif isinstance(entry, dict):
+            used.update(str(r.get("run_id")) for r in entry.get("runs", ()) if isinstance(r, dict))
+    return used | {json.loads(b'"' + q + b'"') for q in quoted}
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).

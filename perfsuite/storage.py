@@ -46,6 +46,15 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
     A reader sees either the old file or the complete new one, never a partial write.
     """
+    return write_chunks_atomic(path, [text.encode("utf-8")])
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Path:
+    """Write ``chunks`` in order, atomically, as :func:`write_text_atomic` writes text.
+
+    The chunks are consumed while the file is written, so a large file is never built in
+    memory; an exception raised by the iterable leaves the old file in place.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -54,8 +63,9 @@ def write_text_atomic(path: Path, text: str) -> Path:
     try:
         # mkstemp creates 0600; records and reports are meant to be shared like any file.
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
