@@ -23,7 +23,7 @@ from typing import Any
 
 from perfsuite import outcome, sections, waivers
 from perfsuite.baseline import Baseline, BaselineStore
-from perfsuite.errors import ProfileError
+from perfsuite.errors import ProfileError, StorageError
 from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge
@@ -123,9 +123,23 @@ class PerfSession:
                 "pass. Use --perf-allow-missing-device to judge this machine against it anyway."
             )
 
+    def check_baseline_dir(self) -> None:
+        """Comparing needs the baselines directory to exist; only saving creates it."""
+        directory = self.settings.baseline_dir
+        if self.settings.save_baseline or directory.is_dir():
+            return
+        if directory.exists():
+            raise StorageError(f"--perf-baseline-dir {directory}: not a directory")
+        raise StorageError(
+            f"--perf-baseline-dir {directory}: no such directory, so nothing could be compared "
+            "(a typo, or a CI cache that was not restored?). Run once with --perf-save-baseline "
+            "to create it, or point --perf-baseline-dir at the baselines."
+        )
+
     def prepare(self) -> None:
         """Resolve the profile, load its baseline and check writability; raise on bad input."""
         self.check_device()
+        self.check_baseline_dir()
         self.judge  # noqa: B018 - loads and validates the baseline, tolerances and waivers now
         check_writable(self.settings.report_dir / self.profile.name)
         if self.settings.save_baseline:

@@ -1,0 +1,374 @@
+"""Bad input, table-driven: input, exit status, message, and no stored file changed.
+
+Two tables: the ``perfsuite`` command (run in-process) and the pytest plugin (run through
+pytester, in a project with one real check and a stored baseline).  Before each row every
+file in the project is hashed; afterwards each must be byte-for-byte the same, and a row that
+is refused must not have created anything under ``baselines/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfsuite import cli
+from perfsuite.baseline import BaselineStore
+from perfsuite.records import load_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RECORD = FIXTURES / "report-run.json"
+PROFILE = "slowgpu"
+NODE = "test_toy.py::test_toy"
+
+USAGE = 2  # the perfsuite command's usage-error status
+PYTEST_USAGE = pytest.ExitCode.USAGE_ERROR  # 4
+
+Setup = Callable[[Path], None]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bad input: what is run, in what project, and what must come out."""
+
+    id: str
+    args: tuple[str, ...]
+    exit: int
+    fragment: str
+    setup: tuple[Setup, ...] = field(default=())
+
+    def __str__(self) -> str:
+        return self.id
+
+
+# ----------------------------------------------------------------------------- project files
+
+
+def _record() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(RECORD.read_text())
+    return data
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def record_with(name: str, mutate: Callable[[dict[str, Any]], None]) -> Setup:
+    """A run record ``name`` made from the fixture record by ``mutate``."""
+
+    def setup(root: Path) -> None:
+        data = _record()
+        mutate(data)
+        _write_json(root / name, data)
+
+    return setup
+
+
+def good_record(root: Path) -> None:
+    """The fixture run record, as ``good.json``."""
+    shutil.copy(RECORD, root / "good.json")
+
+
+def text_file(name: str, text: str) -> Setup:
+    """A file with exactly this text."""
+
+    def setup(root: Path) -> None:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+    return setup
+
+
+def _first_result(data: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = data["results"][0]
+    return result
+
+
+def _set_samples(values: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        _first_result(data)["samples"] = values
+
+    return mutate
+
+
+def _set_profile_name(value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        if value is None:
+            del data["hardware_profile"]["name"]
+        else:
+            data["hardware_profile"]["name"] = value
+
+    return mutate
+
+
+def stored_baseline(root: Path) -> None:
+    """A valid baseline of the toy check under baselines/slowgpu, saved through the store."""
+    record = load_record(RECORD)
+    result = copy.deepcopy(record.results[0])
+    object.__setattr__(result, "id", NODE)
+    BaselineStore(root / "baselines").save(PROFILE, [result], "run-good", {})
+
+
+def poisoned_baseline(mutate: Callable[[dict[str, Any]], None]) -> Setup:
+    """The stored baseline with its entry changed by ``mutate`` (written as raw JSON)."""
+
+    def setup(root: Path) -> None:
+        stored_baseline(root)
+        path = root / "baselines" / PROFILE / "baseline.json"
+        data = json.loads(path.read_text())
+        mutate(data["entries"][NODE])
+        path.write_text(json.dumps(data))  # json.dumps writes NaN and Infinity as bare words
+
+    return setup
+
+
+def _run_samples(values: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(entry: dict[str, Any]) -> None:
+        entry["runs"][0]["samples"] = values
+
+    return mutate
+
+
+# ----------------------------------------------------------------------------- the CLI table
+
+CLI_ROWS = [
+    Row("compare-alpha-5", ("compare", "good.json", "good.json", "--alpha", "5"), USAGE,
+        "expected a fraction between 0 and 1", (good_record,)),
+    Row("compare-negative-tolerance", ("compare", "good.json", "good.json", "--tolerance", "-3"),
+        USAGE, "expected a fraction between 0 and 1", (good_record,)),
+    Row("compare-one-run", ("compare", "good.json"), USAGE, "at least one run before", (good_record,)),
+    Row("compare-missing-file", ("compare", "good.json", "nope.json"), USAGE, "nope.json",
+        (good_record,)),
+    Row("compare-bad-fail-on", ("compare", "good.json", "good.json", "--fail-on", "bogus"),
+        USAGE, "bogus", (good_record,)),
+    Row("history-negative-tolerance", ("history", "--tolerance", "-1"), USAGE,
+        "expected a fraction between 0 and 1"),
+    Row("history-no-reports", ("history", "--report-dir", "missing"), USAGE, "missing"),
+    Row("report-truncated", ("report", "cut.json"), USAGE, "cut.json",
+        (text_file("cut.json", RECORD.read_text()[:500]),)),
+    Row("report-not-json", ("report", "junk.json"), USAGE, "junk.json",
+        (text_file("junk.json", "<html>not json</html>"),)),
+    Row("report-future-schema", ("report", "future.json"), USAGE, "schema",
+        (record_with("future.json", lambda d: d.update(schema_version=99)),)),
+    Row("accept-path-traversal", ("baseline", "accept", "evil.json"), USAGE, "not a plain name",
+        (record_with("evil.json", _set_profile_name("../../outside")),)),
+    Row("accept-no-profile-name", ("baseline", "accept", "anon.json"), USAGE, "hardware profile",
+        (record_with("anon.json", _set_profile_name(None)),)),
+    Row("accept-profile-name-not-text", ("baseline", "accept", "num.json"), USAGE,
+        "not a plain name", (record_with("num.json", _set_profile_name(42)),)),
+    Row("accept-empty-samples", ("baseline", "accept", "empty.json"), USAGE,
+        "finite positive", (record_with("empty.json", _set_samples([])),)),
+    Row("accept-nan-sample", ("baseline", "accept", "nan.json"), USAGE, "finite positive",
+        (record_with("nan.json", _set_samples([1.0, float("nan")])),)),
+    Row("accept-infinite-sample", ("baseline", "accept", "inf.json"), USAGE, "finite positive",
+        (record_with("inf.json", _set_samples([float("inf")])),)),
+    Row("accept-negative-sample", ("baseline", "accept", "neg.json"), USAGE, "finite positive",
+        (record_with("neg.json", _set_samples([-1.0, 2.0])),)),
+    Row("accept-zero-sample", ("baseline", "accept", "zero.json"), USAGE, "finite positive",
+        (record_with("zero.json", _set_samples([0.0])),)),
+    Row("accept-string-samples", ("baseline", "accept", "str.json"), USAGE, "str.json",
+        (record_with("str.json", _set_samples(["fast", "slow"])),)),
+    Row("accept-samples-not-a-list", ("baseline", "accept", "obj.json"), USAGE, "obj.json",
+        (record_with("obj.json", _set_samples({"a": 1})),)),
+    Row("accept-no-match", ("baseline", "accept", "good.json", "-k", "nothing-like-this"), USAGE,
+        "no result matches", (good_record,)),
+    Row("accept-zero-runs", ("baseline", "accept", "good.json", "--runs", "0"), USAGE,
+        "expected a whole number >= 1", (good_record,)),
+    Row("accept-into-poisoned-baseline", ("baseline", "accept", "good.json"), USAGE,
+        "finite positive",
+        (good_record, text_file("baselines/devcpu/baseline.json", json.dumps({
+            "schema_version": 2, "hardware_profile": "devcpu", "updated": "", "run_policies": {},
+            "entries": {"x": {"metric": "m", "unit": "u", "higher_is_better": True,
+                              "runs": [{"run_id": "r", "samples": [float("nan")]}]}}}))),),
+    Row("profiles-show-unknown", ("profiles", "show", "no-such-gpu"), USAGE, "no-such-gpu"),
+    Row("profiles-show-traversal", ("profiles", "show", "../../etc/passwd"), USAGE,
+        "../../etc/passwd"),
+    Row("unknown-command", ("frobnicate",), USAGE, "invalid choice"),
+]  # fmt: skip
+
+
+def _hashes(root: Path) -> dict[Path, str]:
+    return {
+        p.relative_to(root): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts
+    }
+
+
+def _assert_nothing_stored_changed(root: Path, before: dict[Path, str]) -> None:
+    after = _hashes(root)
+    changed = [p for p, digest in before.items() if after.get(p) != digest]
+    assert not changed, f"stored files changed or vanished: {changed}"
+    created = [
+        p for p in set(after) - set(before) if p.parts[0] == "baselines" and p.suffix != ".lock"
+    ]
+    assert not created, f"a refused input created files under baselines/: {created}"
+
+
+@pytest.mark.parametrize("row", CLI_ROWS, ids=str)
+def test_cli_refuses_bad_input(
+    row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for setup in row.setup:
+        setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = _hashes(tmp_path)
+    try:
+        status = cli.main(list(row.args))
+    except SystemExit as exc:  # argparse's own refusals
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert status == row.exit, out + err
+    assert row.fragment in err, err
+    assert "Traceback" not in out + err
+    _assert_nothing_stored_changed(tmp_path, before)
+
+
+def test_history_skips_one_corrupt_record_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One corrupt record in a folder is reported and skipped; it does not stop ``history``."""
+    reports = tmp_path / "reports" / "devcpu"
+    reports.mkdir(parents=True)
+    shutil.copy(RECORD, reports / "20261122T145127750Z-vm-f2a9.json")
+    (reports / "20261123T000000000Z-vm-0000.json").write_text("{ truncated")
+    monkeypatch.chdir(tmp_path)
+    before = _hashes(tmp_path)
+    status = cli.main(["history"])
+    out, err = capsys.readouterr()
+    assert status in (0, 1)
+    assert "skipped a run record" in err and "20261123T000000000Z-vm-0000.json" in err
+    assert "profile devcpu: 1 runs" in out
+    _assert_nothing_stored_changed(tmp_path, before)
+
+
+# ----------------------------------------------------------------------------- the plugin table
+
+TOY = """
+import numpy as np
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_toy(perf):
+    a = np.random.default_rng(0).random(1 << 12)
+    b = np.empty_like(a)
+    perf.measure(Workload(
+        check="toy", params={}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B"), run=lambda: np.copyto(b, a), scale=1e9,
+    ))
+"""
+
+SKIPPING = """
+import pytest
+
+def test_gpu_only(perf):
+    pytest.skip("no GPU here")
+"""
+
+INI = "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\n"
+ON_SLOWGPU = ("--hw", PROFILE, "--perf-allow-missing-device")
+
+
+def bad_profile(text: str) -> Setup:
+    """An extra profile file ``profiles/bad.toml``."""
+    return text_file("profiles/bad.toml", text)
+
+
+PLUGIN_ROWS = [
+    Row("hw-empty", ("--hw=",), PYTEST_USAGE, "empty profile name"),
+    Row("hw-unknown", ("--hw", "no-such-gpu"), PYTEST_USAGE, "no-such-gpu"),
+    Row("hw-gpu-profile-without-gpu", ("--hw", PROFILE), PYTEST_USAGE,
+        "--perf-allow-missing-device"),
+    Row("baseline-dir-missing", (*ON_SLOWGPU, "--perf-baseline-dir", "no-such-dir"),
+        PYTEST_USAGE, "no-such-dir: no such directory"),
+    Row("baseline-dir-is-a-file", (*ON_SLOWGPU, "--perf-baseline-dir", "afile"), PYTEST_USAGE,
+        "not a directory", (text_file("afile", "x"),)),
+    Row("baseline-nan", ON_SLOWGPU, PYTEST_USAGE, "finite positive",
+        (poisoned_baseline(_run_samples([1.0, float("nan")])),)),
+    Row("baseline-infinity", ON_SLOWGPU, PYTEST_USAGE, "finite positive",
+        (poisoned_baseline(_run_samples([float("inf")])),)),
+    Row("baseline-negative", ON_SLOWGPU, PYTEST_USAGE, "finite positive",
+        (poisoned_baseline(_run_samples([-3.0, 1.0])),)),
+    Row("baseline-zero", ON_SLOWGPU, PYTEST_USAGE, "finite positive",
+        (poisoned_baseline(_run_samples([0.0])),)),
+    Row("baseline-strings", ON_SLOWGPU, PYTEST_USAGE, "finite positive",
+        (poisoned_baseline(_run_samples(["1.0"])),)),
+    Row("baseline-empty-samples", ON_SLOWGPU, PYTEST_USAGE, "has no samples",
+        (poisoned_baseline(_run_samples([])),)),
+    Row("baseline-no-runs", ON_SLOWGPU, PYTEST_USAGE, "no accepted runs",
+        (poisoned_baseline(lambda e: e.update(runs=[])),)),
+    Row("baseline-wrong-direction-type", ON_SLOWGPU, PYTEST_USAGE, "higher_is_better",
+        (poisoned_baseline(lambda e: e.update(higher_is_better="yes")),)),
+    Row("baseline-truncated", ON_SLOWGPU, PYTEST_USAGE, "baseline.json",
+        (text_file(f"baselines/{PROFILE}/baseline.json", '{"schema_version": 2, "entr'),)),
+    Row("baseline-future-schema", ON_SLOWGPU, PYTEST_USAGE, "schema",
+        (text_file(f"baselines/{PROFILE}/baseline.json",
+                   json.dumps({"schema_version": 99, "entries": {}})),)),
+    Row("baseline-of-another-profile", ON_SLOWGPU, PYTEST_USAGE, "a100",
+        (text_file(f"baselines/{PROFILE}/baseline.json",
+                   (FIXTURES / "baselines" / "recorded-on-a100.json").read_text()),)),
+    Row("profile-name-traversal", ("--hw", "auto"), PYTEST_USAGE, "bad.toml",
+        (bad_profile('schema_version = 1\nname = "../../escape"\nkind = "cpu"\n'),)),
+    Row("profile-negative-peak", ("--hw", "bad"), PYTEST_USAGE, "bad.toml",
+        (bad_profile('schema_version = 1\nname = "bad"\nkind = "cpu"\n'
+                     '[memory]\nbandwidth_gbs = -5\n'),)),
+    Row("profile-not-toml", ("--hw", "bad"), PYTEST_USAGE, "bad.toml",
+        (bad_profile("name = [[["),)),
+    Row("profile-not-toml-auto", ("--hw", "auto"), PYTEST_USAGE, "bad.toml",
+        (bad_profile("name = [[["),)),
+    Row("tolerance-out-of-range-in-file", ON_SLOWGPU, PYTEST_USAGE, "tolerances.toml",
+        (text_file(f"baselines/{PROFILE}/tolerances.toml", "default = 7\n"),)),
+    Row("waiver-without-reason", ON_SLOWGPU, PYTEST_USAGE, "waivers.toml",
+        (text_file(f"baselines/{PROFILE}/waivers.toml",
+                   f'[[waiver]]\ncheck = "{NODE}"\nexpires = "2099-01-01"\n'),)),
+    Row("waiver-bad-date", ON_SLOWGPU, PYTEST_USAGE, "waivers.toml",
+        (text_file(f"baselines/{PROFILE}/waivers.toml",
+                   f'[[waiver]]\ncheck = "{NODE}"\nreason = "r"\nexpires = "soon"\n'),)),
+    Row("tolerance-option-2", (*ON_SLOWGPU, "--perf-tolerance", "2"), PYTEST_USAGE,
+        "--perf-tolerance"),
+    Row("alpha-option-0", (*ON_SLOWGPU, "--perf-alpha", "0"), PYTEST_USAGE, "--perf-alpha"),
+    Row("samples-option-1", (*ON_SLOWGPU, "--perf-samples", "1"), PYTEST_USAGE,
+        "--perf-samples"),
+    Row("samples-option-text", (*ON_SLOWGPU, "--perf-samples", "many"), PYTEST_USAGE,
+        "--perf-samples"),
+    Row("fail-on-unknown", (*ON_SLOWGPU, "--perf-fail-on", "everything"), PYTEST_USAGE,
+        "--perf-fail-on"),
+    Row("baseline-runs-0", (*ON_SLOWGPU, "--perf-baseline-runs", "0"), PYTEST_USAGE,
+        "--perf-baseline-runs"),
+    Row("html-maybe", (*ON_SLOWGPU, "--perf-html", "maybe"), PYTEST_USAGE, "--perf-html"),
+    Row("report-dir-is-a-file", (*ON_SLOWGPU, "--perf-report-dir", "afile"), PYTEST_USAGE,
+        "afile", (text_file("afile", "x"),)),
+    Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,
+        "none measured anything"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", PLUGIN_ROWS, ids=str)
+def test_plugin_refuses_bad_input(row: Row, pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_toy=TOY, test_skipping=SKIPPING)
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    for setup in row.setup:
+        setup(pytester.path)
+    before = _hashes(pytester.path)
+    result = pytester.runpytest(*row.args)
+    output = "\n".join(result.outlines + result.errlines)
+    assert result.ret == row.exit, output
+    assert row.fragment in output, output
+    assert "Traceback" not in output
+    _assert_nothing_stored_changed(pytester.path, before)
+
+
+def test_the_tables_are_what_the_readme_counts() -> None:
+    """The README states the size of this suite; keep the two in step."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = len(CLI_ROWS) + len(PLUGIN_ROWS) + 1  # + the corrupt-history case
+    assert f"{rows} bad inputs" in readme
