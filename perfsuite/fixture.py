@@ -14,10 +14,12 @@ from typing import NoReturn
 import pytest
 
 from perfsuite import noise, stats
+from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import BenchmarkClock, Workload, measure
+from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import Result
 from perfsuite.session import PerfSession
+from perfsuite.settings import Settings
 from perfsuite.workloads.backend import Target, skip_reason
 
 RESULT_KEY = pytest.StashKey[Result]()
@@ -38,6 +40,11 @@ class Perf:
     def profile(self) -> HardwareProfile:
         """The hardware profile of this run."""
         return self._session.profile
+
+    @property
+    def settings(self) -> Settings:
+        """The session's settings (launcher, rank counts, mode, ...)."""
+        return self._session.settings
 
     @property
     def quick(self) -> bool:
@@ -61,6 +68,8 @@ class Perf:
             raise RuntimeError("perf.measure() can be called once per test")
         try:
             return self._measure(workload() if callable(workload) else workload)
+        except PerfsuiteError as exc:
+            message = str(exc)  # a launcher, a child or a setting the user can fix
         except Exception as exc:
             if not (isinstance(exc, MemoryError) or type(exc).__name__ in OOM_ERRORS):
                 raise
@@ -80,7 +89,7 @@ class Perf:
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
         before = noise.snapshot()
         measurement = measure(workload, self._session.settings.policy, clock, plan.rounds)
-        guards = noise.assess(before, noise.snapshot())
+        guards = noise.assess(before, noise.snapshot(), _outside_tree_cpu(workload, measurement))
         result = judge.judge(
             self._item.nodeid,
             workload,
@@ -118,6 +127,14 @@ class Perf:
         if result.outcome == "waived":
             pytest.xfail(result.message)
         return result
+
+
+def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:
+    """CPU seconds the check's ranks reported, when a scheduler started them outside the tree."""
+    if not workload.context.get("ranks_outside_tree"):
+        return 0.0
+    facts = measurement.source.get("facts") or []
+    return float(sum(f.get("rank_cpu_seconds", 0.0) for f in facts if isinstance(f, dict)))
 
 
 def _fail(message: str) -> NoReturn:

@@ -115,6 +115,14 @@ class Judge:
                 f"{ref.figure} for a {ref.device_kind} measurement"
             )
             return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+        if ref.measured is not None:
+            return stats.floor_verdict(
+                value,
+                ref.measured,
+                fraction,
+                higher_is_better=workload.higher_is_better,
+                figure=ref.figure,
+            )
         values = [profile.figure(key) for key in ref.inputs]
         missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
         if missing:

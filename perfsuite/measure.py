@@ -100,6 +100,8 @@ class Reference:
     bandwidth is no reference for a measurement on the host CPU.  A reference built from
     several figures (a roofline bound: compute peak and bandwidth) names them all in
     ``figures`` and combines their values with ``combine``; the name shown is ``figure``.
+    A reference this session measured (the host's shared-memory copy rate, say) gives its
+    value in ``measured`` and is used whatever the profile says.
     """
 
     figure: str
@@ -107,6 +109,7 @@ class Reference:
     device_kind: str
     figures: tuple[str, ...] = ()
     combine: Callable[..., float] | None = None
+    measured: float | None = None  # a figure measured in this session, not the profile's
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -110,10 +110,15 @@ def _reasons(mask: Any, table: dict[int, str]) -> list[str]:
     return [name for bit, name in table.items() if isinstance(mask, int) and mask & bit]
 
 
-def assess(before: Snapshot, after: Snapshot) -> dict[str, Any]:
-    """Compare two snapshots: the noise facts of the interval, with ``flags`` when suspect."""
+def assess(before: Snapshot, after: Snapshot, accounted_s: float = 0.0) -> dict[str, Any]:
+    """Compare two snapshots: the noise facts of the interval, with ``flags`` when suspect.
+
+    ``accounted_s`` is CPU time the check's own processes spent outside the session's tree
+    (ranks a scheduler started), which is not foreign load either.
+    """
     wall = max(after.wall - before.wall, 1e-9)
-    foreign_s = max(0.0, (after.busy - before.busy) - (after.own - before.own))
+    own_s = after.own - before.own + accounted_s
+    foreign_s = max(0.0, (after.busy - before.busy) - own_s)
     steal_s = max(0.0, after.steal - before.steal)
     foreign_cores = (foreign_s + steal_s) / wall
     flags = []

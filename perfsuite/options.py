@@ -153,6 +153,41 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         False,
     ),
     (
+        "--perf-launcher",
+        "perf_launcher",
+        {
+            "metavar": "COMMAND",
+            "help": "how collective checks start ranks; {ranks} is the rank count "
+            "(default: 'mpiexec -n {ranks}'; e.g. 'srun -n {ranks} --mpi=pmi2')",
+        },
+        "string",
+        "mpiexec -n {ranks}",
+    ),
+    (
+        "--perf-ranks",
+        "perf_ranks",
+        {"metavar": "N[,N...]", "help": "rank counts for collective checks (default: 2)"},
+        "string",
+        "2",
+    ),
+    (
+        "--perf-oversubscribe",
+        "perf_oversubscribe",
+        _flag("allow more local ranks than CPUs (latencies then include scheduling)"),
+        "bool",
+        False,
+    ),
+    (
+        "--perf-launch-timeout",
+        "perf_launch_timeout",
+        {
+            "metavar": "SECONDS",
+            "help": "kill a launch (all its ranks) after this long (default: 300)",
+        },
+        "string",
+        "300",
+    ),
+    (
         "--perf-profile-dir",
         "perf_profile_dir",
         {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
@@ -194,10 +229,42 @@ def _count(minimum: int) -> Callable[[str], int]:
     return convert
 
 
+def _counts(text: str) -> tuple[int, ...]:
+    values = tuple(int(part) for part in text.split(",") if part.strip())
+    if not values or min(values) < 2:
+        raise ValueError(text)
+    return values
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1e6:
+        raise ValueError(text)
+    return value
+
+
+def _launcher(text: str) -> str:
+    from perfsuite.collectives.launch import Launcher, LauncherError
+
+    try:
+        return Launcher.parse(text).template
+    except LauncherError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _yes_no(text: str) -> bool:
     if text.lower() not in ("yes", "no"):
         raise ValueError(text)
     return text.lower() == "yes"
+
+
+def rank_counts(config: pytest.Config) -> tuple[int, ...]:
+    """The ``--perf-ranks`` counts, for parametrizing at collection (a bad value: 2)."""
+    raw = config.getoption("perf_ranks")
+    try:
+        return _counts(str(config.getini("perf_ranks") if raw is None else raw))
+    except ValueError:
+        return (2,)  # the session's own check of the option reports it as a usage error
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -262,4 +329,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         markdown=Path(markdown) if markdown else None,
         allow_missing_device=bool(option("perf_allow_missing_device")),
         allow_empty=bool(option("perf_allow_empty")),
+        launcher=_launcher(str(option("perf_launcher"))),
+        ranks=_parse(
+            "--perf-ranks", option("perf_ranks"), _counts, "rank counts >= 2, e.g. 2 or 2,4"
+        ),
+        oversubscribe=bool(option("perf_oversubscribe")),
+        launch_timeout=_parse(
+            "--perf-launch-timeout", option("perf_launch_timeout"), _seconds, "seconds > 0"
+        ),
     )

@@ -34,6 +34,10 @@ class Settings:
     markdown: Path | None = None
     allow_missing_device: bool = False  # judge against a GPU profile with no GPU visible
     allow_empty: bool = False  # a session that selected checks but measured none may pass
+    launcher: str = "mpiexec -n {ranks}"  # how collective checks start their ranks
+    ranks: tuple[int, ...] = (2,)  # rank counts the collective checks are parametrized over
+    oversubscribe: bool = False  # allow more local ranks than CPUs
+    launch_timeout: float = 300.0  # seconds before a launch's process group is killed
 
     def __post_init__(self) -> None:
         """Reject settings that cannot be right."""
@@ -64,6 +68,7 @@ class Settings:
             profile_dirs=[str(p) for p in self.profile_dirs],
             markdown=str(self.markdown) if self.markdown else None,
             fail_on=sorted(self.fail_on),
+            ranks=list(self.ranks),
             warmup=self.policy.warmup,
             repetitions=self.policy.repetitions,
             policy=self.policy.to_dict(),

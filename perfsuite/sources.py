@@ -122,10 +122,12 @@ class ChildSource:
     """A child command (or a set of ranks) that prints its samples as JSON lines.
 
     Each line that is a JSON object with a ``"seconds"`` key is one sample (a duration);
-    ``"rank"`` says which rank measured it (every rank's samples are kept).  Other keys are
-    kept as facts (``"layout"``, for instance); other lines are ignored.  The command runs
-    in its own process group with a timeout; on timeout or failure the whole group is
-    killed and the error carries the tail of its stderr.
+    ``"rank"`` says which rank measured it (every rank's samples are kept), and its other
+    numeric keys are kept per sample (``"max_seconds"``, for instance).  Lines without
+    ``"seconds"`` are kept as facts (``"layout"``, for instance); other lines are ignored.
+    With ``rounds_flag`` the planned sample count is passed to the command as that option.
+    The command runs in its own process group with a timeout; on timeout or failure the
+    whole group is killed and the error carries the tail of its stderr.
     """
 
     command: Sequence[str]
@@ -133,14 +135,18 @@ class ChildSource:
     env: Mapping[str, str] | None = None
     cwd: str | None = None
     kind: str = "child-jsonl"
+    rounds_flag: str = ""
     facts: list[dict[str, Any]] = field(default_factory=list)
+    per_sample: dict[str, list[float]] = field(default_factory=dict)
     ranks: int = 0
 
     def durations(
         self, step: Callable[[], None], presync: Callable[[], None], warmup: int, rounds: int
     ) -> list[float]:
         """Run the command once; the child does its own warm-up and repetitions."""
-        lines, _ = run_child(self.command, self.timeout_s, self.env, self.cwd)
+        command = [*self.command, *([self.rounds_flag, str(rounds)] if self.rounds_flag else [])]
+        self.command = command
+        lines, _ = run_child(command, self.timeout_s, self.env, self.cwd)
         samples: list[float] = []
         ranks: set[Any] = set()
         for obj in lines:
@@ -150,6 +156,9 @@ class ChildSource:
                     raise SourceError(f"child sample is not a positive duration: {obj!r}")
                 samples.append(float(value))
                 ranks.add(obj.get("rank"))
+                for key, extra in obj.items():
+                    if key not in ("seconds", "rank") and isinstance(extra, int | float):
+                        self.per_sample.setdefault(key, []).append(float(extra))
             else:
                 self.facts.append(obj)
         if not samples:
@@ -164,6 +173,7 @@ class ChildSource:
             "command": list(self.command),
             "ranks": self.ranks,
             "facts": self.facts[:20],
+            "per_sample": self.per_sample,
         }
 
 

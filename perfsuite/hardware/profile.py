@@ -50,6 +50,8 @@ _SPEC: dict[str, dict[str, str]] = {
         "bandwidth_gbs": "number",
         "pcie_generation": "number",
         "pcie_gbs_per_direction": "number",
+        # The small-message allreduce latency this system should reach (site-specific).
+        "allreduce_latency_us": "number",
     },
     # Facts about the host a CPU profile was built from (model, cores, SIMD width).
     "host": {

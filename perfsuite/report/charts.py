@@ -228,3 +228,60 @@ def sparkline(values: Sequence[float], width: int = 90, height: int = 18) -> str
         f'role="img"><polyline fill="none" stroke="#4a78b5" stroke-width="1.5" '
         f'points="{pts}"/></svg>'
     )
+
+
+@chart(
+    "allreduce",
+    "Allreduce",
+    "How do allreduce latency and bus bandwidth scale with message size, against the baseline?",
+)
+def allreduce(ctx: ChartContext) -> str | None:
+    """Latency and busbw against size, log-log, per backend and rank count; baseline dashed."""
+    curves = (ctx.record.derived.get("allreduce") or {}).get("curves") or []
+    curves = [c for c in curves if c.get("points")]
+    if not curves:
+        return None
+    fig = _figure(11.0, 4.2)
+    lat_ax, bw_ax = fig.subplots(1, 2)
+    for curve in curves:
+        label = f"{curve['backend']} {curve['device']} x{curve['ranks']}"
+        points = curve["points"]
+        sizes = [p["size"] for p in points]
+        (line,) = lat_ax.plot(sizes, [p["latency_us"] for p in points], "o-", label=label)
+        ghost = [(p["size"], p["baseline_latency_us"]) for p in points if p["baseline_latency_us"]]
+        if ghost:
+            gs, gl = zip(*ghost, strict=True)
+            lat_ax.plot(gs, gl, "--", color=line.get_color(), alpha=0.6, label=f"{label} baseline")
+            factor = 2 * (curve["ranks"] - 1) / curve["ranks"]
+            bw_ax.plot(
+                gs, [s / (t * 1e-6) / 1e9 * factor for s, t in ghost], "--",
+                color=line.get_color(), alpha=0.6,
+            )  # fmt: skip
+        bw_ax.plot(sizes, [p["busbw_gbs"] for p in points], "o-", color=line.get_color())
+        if curve.get("alpha_us") is not None and curve.get("beta_ns_per_byte") is not None:
+            n = curve["ranks"]
+            model = [
+                (2 * (n - 1) * curve["alpha_us"] + 2 * (n - 1) / n * s * curve["beta_ns_per_byte"]
+                 * 1e-3)
+                for s in sizes
+            ]  # fmt: skip
+            lat_ax.plot(sizes, model, ":", color=line.get_color(), alpha=0.8)
+        fusion = curve.get("fusion")
+        if fusion:
+            lat_ax.annotate(
+                f"{label}: fusing {fusion['tensors']} tensors into one buffer: "
+                f"{fusion['speedup']:.1f}x faster",
+                xy=(0.02, 0.95 - 0.07 * curves.index(curve)), xycoords="axes fraction",
+                fontsize=10, va="top",
+            )  # fmt: skip
+    for ax, ylabel in ((lat_ax, "latency (µs, mean across ranks)"), (bw_ax, "busbw (GB/s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)", fontsize=11)
+        ax.set_ylabel(ylabel, fontsize=11)
+        ax.tick_params(labelsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    lat_ax.legend(fontsize=9, loc="lower right")
+    lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline)", fontsize=11)
+    bw_ax.set_title("bus bandwidth = S/t x 2(n-1)/n", fontsize=11)
+    return _svg(fig)

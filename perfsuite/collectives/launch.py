@@ -1,0 +1,122 @@
+"""How ranks are started: a launcher template, its checks, and the worker's command line.
+
+The template is a command with ``{ranks}`` where the rank count goes: ``mpiexec -n {ranks}``
+(the default), ``srun -n {ranks} --mpi=pmi2``, ``mpiexec -f hosts -n {ranks}``.  A template
+without ``{ranks}`` (``srun -N 2 --ntasks-per-node 4``) decides the count itself; the worker
+reports how many ranks it found.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+
+from perfsuite.errors import PerfsuiteError
+
+DEFAULT_TEMPLATE = "mpiexec -n {ranks}"
+WORKER = "perfsuite.collectives.worker"
+INSTALL_HINT = "pip install 'perfsuite[mpi]' (mpi4py with the MPICH wheel, which brings mpiexec)"
+HOSTFILE_FLAGS = ("-f", "-hostfile", "--hostfile", "-machinefile", "-hosts", "--host", "-H")
+
+
+class LauncherError(PerfsuiteError):
+    """A launcher template that cannot be used (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A parsed launcher template."""
+
+    template: str
+    argv: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, template: str) -> Launcher:
+        """Split the template as a shell would; refuse what cannot be a command."""
+        text = template.strip()
+        if not text:
+            raise LauncherError("--perf-launcher is empty; the default is " + DEFAULT_TEMPLATE)
+        try:
+            argv = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise LauncherError(f"--perf-launcher {template!r} does not parse: {exc}") from None
+        bad = [a for a in argv if set("{}") & set(a.replace("{ranks}", ""))]
+        if bad:
+            raise LauncherError(
+                f"--perf-launcher {template!r}: unknown placeholder in {bad[0]!r}; only {{ranks}}"
+            )
+        return cls(text, argv)
+
+    @property
+    def program(self) -> str:
+        """The launcher's executable."""
+        return self.argv[0]
+
+    @property
+    def sets_ranks(self) -> bool:
+        """Whether the template takes the rank count from perfsuite."""
+        return any("{ranks}" in a for a in self.argv)
+
+    @property
+    def is_local_mpiexec(self) -> bool:
+        """An mpiexec/mpirun on this host only (no hostfile): slots are this host's CPUs."""
+        name = os.path.basename(self.program)
+        return name in ("mpiexec", "mpirun") and not any(
+            a.split("=")[0] in HOSTFILE_FLAGS for a in self.argv[1:]
+        )
+
+    def unavailable_reason(self) -> str | None:
+        """A reason to skip: the default kind of launcher (mpiexec) is not installed."""
+        missing = shutil.which(self.program) is None and not os.access(self.program, os.X_OK)
+        if missing and os.path.basename(self.program) in ("mpiexec", "mpirun"):
+            return f"{self.program} not found; {INSTALL_HINT}"
+        return None  # any other launcher that cannot start fails the check, naming it
+
+    def check_slots(self, ranks: int, oversubscribe: bool) -> None:
+        """Refuse more local ranks than CPUs, unless oversubscription was asked for."""
+        if not self.is_local_mpiexec or oversubscribe:
+            return
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if cpus and ranks > cpus:
+            raise LauncherError(
+                f"{ranks} ranks but only {cpus} CPUs here: ranks would share cores and the "
+                "latencies would measure the scheduler. Use fewer ranks (--perf-ranks), a "
+                "hostfile or srun in --perf-launcher, or --perf-oversubscribe to run anyway"
+            )
+
+    def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
+        """The full command line: launcher, then this Python running the worker."""
+        argv = [a.replace("{ranks}", str(ranks)) for a in self.argv]
+        if oversubscribe and self.is_local_mpiexec and mpi_flavour(self.program) == "openmpi":
+            argv.insert(1, "--oversubscribe")
+        return [*argv, sys.executable, "-m", WORKER, "--launcher", self.template, *worker_args]
+
+
+@cache
+def mpi_flavour(program: str) -> str:
+    """``mpich``, ``openmpi`` or ``unknown``, from the launcher's ``--version``."""
+    try:
+        out = subprocess.run(
+            [program, "--version"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if "HYDRA" in out or "MPICH" in out.upper():
+        return "mpich"
+    if "Open MPI" in out or "OpenRTE" in out:
+        return "openmpi"
+    return "unknown"
+
+
+def free_loopback_port() -> int:
+    """A TCP port that is free on 127.0.0.1 now (for torch's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

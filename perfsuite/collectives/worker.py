@@ -1,0 +1,359 @@
+"""One rank of an allreduce sweep; run by a launcher, never imported by the plugin's process.
+
+    mpiexec -n 2 python -m perfsuite.collectives.worker --backend mpi --sizes 8,65536
+
+The OSU micro-benchmarks' method, per message size:
+
+* every rank fills its buffer with integers in [0, 8) (the same random pattern on every
+  rank, plus the rank number), so every element of the float32 sum is exact and checked;
+* a barrier; warm-up iterations; then, per sample, a barrier and ``iterations`` timed
+  allreduces back to back (more iterations for small messages: rank 0 sizes them from the
+  warm-up so each sample lasts about ``--sample-seconds``, and broadcasts the count);
+* each rank's time per allreduce is gathered on rank 0, which prints one JSON line per sample
+  with the mean across ranks (``seconds``, the sample) and the maximum (``max_seconds``);
+* the result of the last allreduce is verified on every rank; a wrong element ends the
+  worker with a non-zero status and the element on stderr.
+
+Then the fusion experiment: K small allreduces against one of the same total size.
+
+Backends: ``mpi`` (mpi4py) and ``torch`` (torch.distributed: gloo on the CPU, NCCL on GPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+SEED = 20261123
+PATTERN_MAX = 8  # buffer values are integers below this, plus the rank
+
+
+class VerificationError(RuntimeError):
+    """An allreduce returned a wrong element."""
+
+
+def pattern(elements: int) -> np.ndarray:
+    """The random integer pattern every rank starts from (float32, exact)."""
+    rng = np.random.default_rng(SEED)
+    return rng.integers(0, PATTERN_MAX, elements).astype(np.float32)
+
+
+def expected_sum(base: np.ndarray, ranks: int) -> np.ndarray:
+    """The exact sum over ranks of ``base + rank``."""
+    return base * ranks + np.float32(ranks * (ranks - 1) / 2)
+
+
+def verify(result: np.ndarray, base: np.ndarray, ranks: int, size: int) -> None:
+    """Every element must equal the exact sum; raise with the first wrong one otherwise."""
+    expected = expected_sum(base, ranks)
+    wrong = np.flatnonzero(result != expected)
+    if wrong.size:
+        i = int(wrong[0])
+        raise VerificationError(
+            f"allreduce of {size} B over {ranks} ranks is wrong at element {i}: got "
+            f"{float(result[i])!r}, expected {float(expected[i])!r} ({wrong.size} wrong)"
+        )
+
+
+class MpiComm:
+    """mpi4py's COMM_WORLD, float32 sum."""
+
+    name = "mpi"
+
+    def __init__(self, device: str) -> None:
+        from mpi4py import MPI
+
+        self.mpi = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.device = "cpu"
+
+    def buffer(self, values: np.ndarray) -> Any:
+        return values.copy()
+
+    def empty(self, elements: int) -> Any:
+        return np.empty(elements, dtype=np.float32)
+
+    def allreduce(self, send: Any, recv: Any) -> None:
+        self.comm.Allreduce(send, recv, op=self.mpi.SUM)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def sync(self) -> None:
+        """MPI calls are blocking."""
+
+    def host(self, buf: Any) -> np.ndarray:
+        return np.asarray(buf)
+
+    def gather(self, value: Any) -> list[Any] | None:
+        return self.comm.gather(value, root=0)
+
+    def bcast(self, value: Any) -> Any:
+        return self.comm.bcast(value, root=0)
+
+    def describe(self) -> dict[str, Any]:
+        library = self.mpi.Get_library_version().strip().splitlines()[0]
+        return {"library": library, "mpi4py": __import__("mpi4py").__version__}
+
+    def close(self) -> None:
+        """MPI finalizes at exit."""
+
+
+def _env_int(*names: str) -> int | None:
+    for name in names:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+class TorchComm:
+    """torch.distributed: gloo on the CPU, NCCL on a GPU; rank and size from the launcher."""
+
+    name = "torch"
+
+    def __init__(self, device: str) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        rank = _env_int("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+        size = _env_int("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+        if rank is None or size is None:
+            raise SystemExit("torch worker: no rank or size in the environment; use a launcher")
+        local = _env_int(
+            "LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"
+        )
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            raise SystemExit("torch worker: MASTER_PORT is not set")
+        if device == "gpu":
+            torch.cuda.set_device((local or 0) % torch.cuda.device_count())
+            self.device = f"cuda:{torch.cuda.current_device()}"
+            backend = "nccl"
+        else:
+            self.device = "cpu"
+            backend = "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=size, init_method="env://")
+        self.backend = backend
+        self.rank, self.size = rank, size
+
+    def buffer(self, values: np.ndarray) -> Any:
+        return self.torch.from_numpy(values.copy()).to(self.device)
+
+    def empty(self, elements: int) -> Any:
+        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
+
+    def allreduce(self, send: Any, recv: Any) -> None:
+        # torch reduces in place: the send buffer is copied into recv first (counted in the
+        # time, as a device-to-device copy of S bytes, small against the reduction).
+        recv.copy_(send)
+        self.dist.all_reduce(recv, op=self.dist.ReduceOp.SUM)
+
+    def barrier(self) -> None:
+        self.sync()
+        self.dist.barrier()
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def host(self, buf: Any) -> np.ndarray:
+        self.sync()
+        return np.asarray(buf.cpu().numpy())
+
+    def gather(self, value: Any) -> list[Any] | None:
+        out: list[Any] = [None] * self.size
+        self.dist.all_gather_object(out, value)
+        return out if self.rank == 0 else None
+
+    def bcast(self, value: Any) -> Any:
+        box = [value]
+        self.dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def describe(self) -> dict[str, Any]:
+        facts = {"library": f"torch.distributed {self.backend}", "torch": self.torch.__version__}
+        if self.backend == "nccl":
+            nccl: Any = self.torch.cuda.nccl
+            facts["nccl"] = ".".join(map(str, nccl.version()))
+        return facts
+
+    def close(self) -> None:
+        self.dist.destroy_process_group()
+
+
+COMMS: dict[str, Any] = {"mpi": MpiComm, "torch": TorchComm}
+
+
+def _timed(comm: Any, send: Any, recv: Any, iterations: int) -> float:
+    """Seconds per allreduce over ``iterations`` back-to-back calls, after a barrier."""
+    comm.barrier()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        comm.allreduce(send, recv)
+    comm.sync()
+    return (time.perf_counter() - start) / iterations
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def sweep_size(comm: Any, size: int, samples: int, sample_seconds: float, warmup: int) -> None:
+    """Warm up, time ``samples`` samples of one message size, verify, report on rank 0."""
+    elements = max(1, size // 4)
+    base = pattern(elements)
+    send = comm.buffer(base + np.float32(comm.rank))
+    recv = comm.empty(elements)
+    comm.barrier()
+    start = time.perf_counter()
+    for _ in range(warmup):
+        comm.allreduce(send, recv)
+    comm.sync()
+    per_call = (time.perf_counter() - start) / max(1, warmup)
+    iterations = comm.bcast(max(1, min(100_000, round(sample_seconds / max(per_call, 1e-9)))))
+    for sample in range(samples):
+        seconds = _timed(comm, send, recv, iterations)
+        gathered = comm.gather(seconds)
+        if comm.rank == 0 and gathered is not None:
+            _emit(
+                {
+                    "size": size,
+                    "sample": sample,
+                    "seconds": float(np.mean(gathered)),
+                    "max_seconds": float(np.max(gathered)),
+                    "min_seconds": float(np.min(gathered)),
+                    "iterations": iterations,
+                }
+            )
+    verify(comm.host(recv), base, comm.size, size)
+    comm.barrier()
+
+
+def fusion(comm: Any, tensors: int, total: int, samples: int, sample_seconds: float) -> None:
+    """K allreduces of total/K bytes against one of ``total`` bytes (Horovod's tensor fusion).
+
+    Each sample times both, interleaved; rank 0 prints the K separate allreduces' time as
+    the sample (``seconds``, mean across ranks) and the fused one's as ``fused_seconds``.
+    """
+    piece = max(1, total // tensors // 4)
+    base = pattern(piece)
+    small = [(comm.buffer(base + np.float32(comm.rank)), comm.empty(piece)) for _ in range(tensors)]
+    fused_base = np.tile(base, tensors)
+    fused_send = comm.buffer(fused_base + np.float32(comm.rank))
+    fused_recv = comm.empty(piece * tensors)
+
+    def separate() -> None:
+        for send, recv in small:
+            comm.allreduce(send, recv)
+
+    def fused() -> None:
+        comm.allreduce(fused_send, fused_recv)
+
+    iterations = {}
+    for name, fn in (("separate", separate), ("fused", fused)):
+        for _ in range(3):
+            fn()  # warm-up
+        comm.sync()
+        iterations[name] = comm.bcast(max(1, round(sample_seconds / 2 / max(_one(comm, fn), 1e-9))))
+    for sample in range(samples):
+        per = {}
+        for name, fn in (("separate", separate), ("fused", fused)):
+            comm.barrier()
+            start = time.perf_counter()
+            for _ in range(iterations[name]):
+                fn()
+            comm.sync()
+            per[name] = comm.gather((time.perf_counter() - start) / iterations[name])
+        if comm.rank == 0:
+            _emit(
+                {
+                    "sample": sample,
+                    "seconds": float(np.mean(per["separate"])),
+                    "fused_seconds": float(np.mean(per["fused"])),
+                    "tensors": tensors,
+                    "tensor_bytes": piece * 4,
+                    "total_bytes": piece * 4 * tensors,
+                }
+            )
+    verify(comm.host(small[-1][1]), base, comm.size, piece * 4)
+    verify(comm.host(fused_recv), fused_base, comm.size, piece * 4 * tensors)
+    comm.barrier()
+
+
+def _one(comm: Any, fn: Any) -> float:
+    comm.barrier()
+    start = time.perf_counter()
+    fn()
+    comm.sync()
+    return time.perf_counter() - start
+
+
+def layout(comm: Any, launcher: str) -> dict[str, Any] | None:
+    """Hosts and ranks per host (gathered on rank 0), with the launcher and library."""
+    hosts = comm.gather(socket.gethostname())
+    if comm.rank != 0 or hosts is None:
+        return None
+    return {
+        "ranks": comm.size,
+        "hosts": dict(Counter(hosts)),
+        "ranks_per_host": max(Counter(hosts).values()),
+        "launcher": launcher,
+        "backend": comm.name,
+        "device": comm.device,
+        **comm.describe(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep on this rank."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=sorted(COMMS), default="mpi")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--sizes", default="", help="comma-separated message sizes in bytes")
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--sample-seconds", type=float, default=0.05)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--fusion-tensors", type=int, default=0, help="0: no fusion run")
+    parser.add_argument("--fusion-bytes", type=int, default=1 << 20)
+    parser.add_argument("--launcher", default="")
+    args = parser.parse_args(argv)
+    comm = COMMS[args.backend](args.device)
+    try:
+        facts = layout(comm, args.launcher)
+        if facts is not None:
+            _emit({"layout": facts})
+        for size in (int(s) for s in args.sizes.split(",") if s):
+            # More warm-up for small messages, as the OSU benchmarks do.
+            warmup = args.warmup * 10 if size <= 8192 else args.warmup
+            sweep_size(comm, size, args.samples, args.sample_seconds, warmup)
+        if args.fusion_tensors > 1:
+            fusion(comm, args.fusion_tensors, args.fusion_bytes, args.samples, args.sample_seconds)
+        # The ranks' own CPU time: ranks that a scheduler starts (srun) are not in the
+        # session's process tree, and the noise guard must not count them as foreign load.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = comm.gather(usage.ru_utime + usage.ru_stime)
+        if comm.rank == 0 and cpu is not None:
+            _emit({"rank_cpu_seconds": float(sum(cpu))})
+    except VerificationError as exc:
+        print(f"rank {comm.rank}: {exc}", file=sys.stderr, flush=True)
+        return 3
+    finally:
+        comm.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Allreduce latency and bus bandwidth across real ranks (OSU and nccl-tests conventions).
+
+One check per message size.  Sizes double from 4 B to 64 MiB (quick mode: 8 B, 1 KiB,
+64 KiB, 1 MiB, 16 MiB).  Each size is one launch of :mod:`perfsuite.collectives.worker`
+through the launcher (``mpiexec -n N`` by default); the pytest process is never a rank.
+
+* Below 1 MiB the metric is latency: microseconds per allreduce, the mean across ranks
+  (lower is better).  A small-message latency reference exists only where the profile gives
+  one (``interconnect.allreduce_latency_us``); otherwise the check is no-reference.
+* From 1 MiB the metric is busbw = algbw * 2(n-1)/n, with algbw = S/t (nccl-tests), in GB/s.
+  Its floor is the interconnect of this launch: the profile's ``interconnect.bandwidth_gbs``
+  for GPUs, and for ranks on the host CPU this machine's shared-memory copy bandwidth,
+  measured in this session (one thread, ``numpy.copyto``, read plus write).  torch's gloo
+  on the CPU goes over TCP sockets by design, so no figure applies and it is no-reference.
+
+The run record's ``allreduce`` section holds the whole curve per backend and rank count:
+latency (mean and max across ranks), algbw and busbw per size, the fitted alpha-beta model
+t = 2(n-1) alpha + 2(n-1)/n S beta, and the tensor-fusion speedup.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from perfsuite import sections
+from perfsuite.collectives.launch import Launcher, free_loopback_port
+from perfsuite.hardware.detect import host_facts
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.measure import Reference, Workload
+from perfsuite.model import Result, Work
+from perfsuite.settings import Settings
+from perfsuite.sources import ChildSource
+
+FULL_SIZES = tuple(4 << i for i in range(25))  # 4 B .. 64 MiB
+QUICK_SIZES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
+BUSBW_FROM = 1 << 20  # sizes from here are judged as bus bandwidth
+FUSION_TENSORS = 64
+FUSION_BYTES = 1 << 20
+# nccl-tests busbw on 8xA100 NVSwitch reaches ~230 GB/s against NVLink3's 600 GB/s
+# (bidirectional) figure: 0.38; DCGM-style floors sit at 0.75x of good hardware -> 0.3.
+GPU_BUSBW_FRACTION = 0.3
+# Two MPICH ranks on one host move each byte of the buffer through shared memory about
+# four times (copy in, reduce, copy out): busbw well below a single-thread copy's rate.
+# The floor catches a transport that fell back to sockets, not a slightly slow one.
+SHM_BUSBW_FRACTION = 0.05
+BACKENDS = {
+    "mpi": ("mpi4py", "pip install 'perfsuite[mpi]'"),
+    "torch": ("torch", "pip install 'perfsuite[torch]'"),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One backend, device kind, rank count and message size."""
+
+    backend: str
+    device: str
+    ranks: int
+    size: int  # bytes; 0 for the fusion check
+    full_only: bool = False
+
+    @property
+    def id(self) -> str:
+        """The pytest id, e.g. ``mpi-cpu-2ranks-64KiB``."""
+        what = human_bytes(self.size) if self.size else f"fusion{FUSION_TENSORS}"
+        return f"{self.backend}-{self.device}-{self.ranks}ranks-{what}"
+
+    @property
+    def metric(self) -> str:
+        """``latency`` for small messages, ``busbw`` from 1 MiB, ``latency`` for fusion."""
+        return "busbw" if self.size >= BUSBW_FROM else "latency"
+
+
+def human_bytes(size: int) -> str:
+    """4B, 64KiB, 16MiB."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
+
+
+def cases(ranks: Sequence[int]) -> list[Case]:
+    """Every (backend, device, ranks, size), with the fusion check per group."""
+    out = []
+    for backend in BACKENDS:
+        # MPI reduces host buffers here; GPU allreduce is torch's (NCCL).
+        for device in ("cpu", "gpu") if backend == "torch" else ("cpu",):
+            for n in ranks:
+                for size in FULL_SIZES:
+                    out.append(Case(backend, device, n, size, size not in QUICK_SIZES))
+                out.append(Case(backend, device, n, 0))
+    return out
+
+
+def busbw_factor(ranks: int) -> float:
+    """2(n-1)/n: the share of the buffer a ring allreduce moves through each link."""
+    return 2 * (ranks - 1) / ranks
+
+
+def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
+    """Why this case cannot run here, with an install hint; or None."""
+    module, hint = BACKENDS[case.backend]
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed; {hint}"
+    if case.device == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "no CUDA device visible to torch"
+        if torch.cuda.device_count() < case.ranks and launcher.is_local_mpiexec:
+            return f"{case.ranks} ranks need {case.ranks} GPUs; {torch.cuda.device_count()} visible"
+    return launcher.unavailable_reason()
+
+
+@functools.cache
+def shm_copy_gbs() -> float:
+    """The host's single-thread copy bandwidth (read + write), GB/s, best of 10."""
+    cache = host_facts().last_level_cache_bytes or (32 << 20)
+    elements = max(1 << 20, 4 * cache // 8)
+    src = np.random.default_rng(0).random(elements)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # first touch, not timed
+    best = float("inf")
+    for _ in range(10):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.nbytes / best / 1e9
+
+
+def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Workload:
+    """One launch of the worker for this case; its ranks print the samples."""
+    launcher = Launcher.parse(settings.launcher)
+    launcher.check_slots(case.ranks, settings.oversubscribe)
+    policy = settings.policy
+    args = ["--backend", case.backend, "--device", case.device]
+    args += ["--sample-seconds", str(policy.sample_seconds)]
+    if case.size:
+        args += ["--sizes", str(case.size)]
+    else:
+        args += ["--fusion-tensors", str(FUSION_TENSORS), "--fusion-bytes", str(FUSION_BYTES)]
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_loopback_port())}
+    if case.backend == "torch" and case.device == "cpu":
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+    source = ChildSource(
+        launcher.command(case.ranks, args, settings.oversubscribe),
+        timeout_s=settings.launch_timeout,
+        env=env,
+        kind="ranks",
+        rounds_flag="--samples",
+    )
+    params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
+    context: dict[str, Any] = {
+        "launcher": launcher.template,
+        "ranks": case.ranks,
+        # mpiexec's ranks are this session's descendants; a scheduler's (srun) are not.
+        "ranks_outside_tree": not launcher.is_local_mpiexec,
+    }
+    if not case.size:
+        return Workload(
+            check="allreduce_fusion",
+            params={**params, "tensors": FUSION_TENSORS, "total_bytes": FUSION_BYTES},
+            metric="latency",
+            unit="µs",
+            work=Work(
+                1, "op", f"{FUSION_TENSORS} allreduces of {FUSION_BYTES // FUSION_TENSORS} B each"
+            ),
+            run=_never,
+            scale=1e-6,
+            higher_is_better=False,
+            context=context,
+            source=source,
+        )
+    params["size"] = case.size
+    context["size_bytes"] = case.size
+    if case.metric == "latency":
+        return Workload(
+            check="allreduce",
+            params=params,
+            metric="latency",
+            unit="µs",
+            work=Work(1, "op", "one allreduce, float32 sum, mean latency across ranks (OSU)"),
+            run=_never,
+            scale=1e-6,
+            higher_is_better=False,
+            reference=Reference("interconnect.allreduce_latency_us", 1.0, profile.kind),
+            context=context,
+            source=source,
+        )
+    factor = busbw_factor(case.ranks)
+    reference: Reference | None
+    if case.backend == "torch" and case.device == "cpu":
+        reference = None  # gloo on the CPU moves data over TCP sockets: no figure applies
+    elif case.device == "cpu":
+        reference = Reference(
+            "host.shm_copy_gbs (measured)",
+            SHM_BUSBW_FRACTION,
+            "cpu",
+            measured=shm_copy_gbs(),
+        )
+    else:
+        reference = Reference("interconnect.bandwidth_gbs", GPU_BUSBW_FRACTION, "gpu")
+    return Workload(
+        check="allreduce",
+        params=params,
+        metric="busbw",
+        unit="GB/s",
+        work=Work(
+            case.size * factor,
+            "B",
+            f"nccl-tests busbw: S x 2(n-1)/n = {case.size} x {factor:g} B per allreduce",
+        ),
+        run=_never,
+        scale=1e9,
+        reference=reference,
+        context=context,
+        source=source,
+    )
+
+
+def _never() -> None:
+    raise RuntimeError("an allreduce check is measured by its ranks, not in this process")
+
+
+def fit_alpha_beta(
+    sizes: Sequence[float], seconds: Sequence[float], ranks: int
+) -> tuple[float, float] | None:
+    """Fit t = 2(n-1) alpha + 2(n-1)/n S beta (least squares on relative error).
+
+    Returns (alpha in seconds, beta in seconds per byte), both >= 0, or None with fewer than
+    two sizes.  Relative error weighs a 4 B and a 64 MiB point alike.
+    """
+    if len(sizes) < 2:
+        return None
+    from scipy.optimize import nnls
+
+    t = np.asarray(seconds, dtype=float)
+    design = np.column_stack(
+        [np.full(len(t), 2.0 * (ranks - 1)), busbw_factor(ranks) * np.asarray(sizes, float)]
+    )
+    coef, _ = nnls(design / t[:, None], np.ones(len(t)))
+    return float(coef[0]), float(coef[1])
+
+
+def _median(values: Iterable[float]) -> float:
+    return float(np.median(list(values)))
+
+
+def _seconds_per_op(r: Result) -> list[float]:
+    return [float(s) for s in r.seconds]
+
+
+def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, Any]:
+    """The allreduce curves: per (backend, device, ranks), every size, the fit, the fusion."""
+    groups: dict[tuple[str, str, int], dict[str, Any]] = defaultdict(
+        lambda: {"points": [], "fusion": None}
+    )
+    for r in results:
+        if r.check not in ("allreduce", "allreduce_fusion"):
+            continue
+        key = (str(r.params["backend"]), str(r.params["device"]), int(r.params["ranks"]))
+        group = groups[key]
+        per_sample = dict(r.source).get("per_sample", {}) or {}
+        facts = dict(r.source).get("facts") or []
+        layout = next((f["layout"] for f in facts if "layout" in f), None)
+        if layout:
+            group["layout"] = layout
+        seconds = _median(_seconds_per_op(r))
+        if r.check == "allreduce_fusion":
+            fused = per_sample.get("fused_seconds") or []
+            if fused:
+                group["fusion"] = {
+                    "tensors": int(r.params["tensors"]),
+                    "total_bytes": int(r.params["total_bytes"]),
+                    "separate_us": seconds * 1e6,
+                    "fused_us": _median(fused) * 1e6,
+                    "speedup": seconds / _median(fused),
+                }
+            continue
+        size = int(r.params["size"])
+        n = int(layout["ranks"]) if layout else int(r.params["ranks"])
+        maxima = per_sample.get("max_seconds") or []
+        group["points"].append(
+            {
+                "id": r.id,
+                "size": size,
+                "latency_us": seconds * 1e6,
+                "max_latency_us": _median(maxima) * 1e6 if maxima else None,
+                "algbw_gbs": size / seconds / 1e9,
+                "busbw_gbs": size / seconds / 1e9 * busbw_factor(n),
+                "baseline_latency_us": _baseline_latency_us(r, size, n),
+            }
+        )
+    curves = []
+    for (backend, device, ranks), group in sorted(groups.items()):
+        points = sorted(group["points"], key=lambda p: p["size"])
+        n = int(group.get("layout", {}).get("ranks", ranks))
+        fit = fit_alpha_beta(
+            [p["size"] for p in points], [p["latency_us"] * 1e-6 for p in points], n
+        )
+        curves.append(
+            {
+                "backend": backend,
+                "device": device,
+                "ranks": n,
+                "layout": group.get("layout"),
+                "points": points,
+                "alpha_us": fit[0] * 1e6 if fit else None,
+                "beta_ns_per_byte": fit[1] * 1e9 if fit else None,
+                "fit_bandwidth_gbs": 1 / fit[1] / 1e9 if fit and fit[1] > 0 else None,
+                "fusion": group["fusion"],
+            }
+        )
+    return {"curves": curves} if curves else {}
+
+
+def _baseline_latency_us(r: Result, size: int, ranks: int) -> float | None:
+    """The baseline's median latency for this size (from its latency or busbw median)."""
+    median = r.baseline.baseline_median
+    if median is None:
+        return None
+    if r.metric == "latency":
+        return float(median)
+    return size * busbw_factor(ranks) / (median * 1e9) * 1e6
+
+
+sections.register("allreduce", section)

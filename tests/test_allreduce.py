@@ -1,0 +1,202 @@
+"""Allreduce: the model's arithmetic, the launcher's checks, and real ranks under mpiexec.
+
+The process tests start real MPI ranks (mpi4py with the MPICH wheel, via ``mpiexec``); a
+wrapper kills or stops one rank in the middle of a run to show that pytest ends with a
+clear failure within the launch timeout and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfsuite.collectives import worker
+from perfsuite.collectives.launch import Launcher, LauncherError
+from perfsuite.workloads import allreduce
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_mpi = pytest.mark.skipif(
+    shutil.which("mpiexec") is None or not __import__("importlib").util.find_spec("mpi4py"),
+    reason="mpiexec/mpi4py not installed; pip install 'perfsuite[mpi]'",
+)
+
+
+def test_alpha_beta_fit_recovers_the_model() -> None:
+    alpha, beta, n = 3e-6, 1 / 5e9, 4
+    sizes = [4 << i for i in range(25)]
+    t = [2 * (n - 1) * alpha + 2 * (n - 1) / n * s * beta for s in sizes]
+    fit = allreduce.fit_alpha_beta(sizes, t, n)
+    assert fit is not None
+    assert fit[0] == pytest.approx(alpha, rel=1e-6)
+    assert fit[1] == pytest.approx(beta, rel=1e-6)
+    assert allreduce.fit_alpha_beta([8], [1e-6], 2) is None
+
+
+def test_busbw_is_algbw_times_two_n_minus_one_over_n() -> None:
+    assert allreduce.busbw_factor(2) == 1.0
+    assert allreduce.busbw_factor(8) == pytest.approx(1.75)
+
+
+def test_sizes_double_from_4_bytes_to_64_mib_and_quick_uses_fewer() -> None:
+    assert allreduce.FULL_SIZES[0] == 4 and allreduce.FULL_SIZES[-1] == 64 << 20
+    assert all(b == 2 * a for a, b in itertools.pairwise(allreduce.FULL_SIZES))
+    assert set(allreduce.QUICK_SIZES) < set(allreduce.FULL_SIZES)
+    ids = [c.id for c in allreduce.cases((2,)) if not c.full_only]
+    assert "mpi-cpu-2ranks-8B" in ids and "mpi-cpu-2ranks-16MiB" in ids
+    assert "mpi-cpu-2ranks-fusion64" in ids
+
+
+def test_a_wrong_element_fails_verification() -> None:
+    base = worker.pattern(1000)
+    good = worker.expected_sum(base, 3)
+    worker.verify(good, base, 3, 4000)
+    bad = good.copy()
+    bad[417] += np.float32(1)
+    with pytest.raises(worker.VerificationError, match="element 417"):
+        worker.verify(bad, base, 3, 4000)
+
+
+@pytest.mark.parametrize(
+    ("template", "fragment"),
+    [
+        ("", "empty"),
+        ("mpiexec -n '{ranks}", "does not parse"),
+        ("mpiexec -n {nodes}", "unknown placeholder"),
+    ],
+)
+def test_a_launcher_that_cannot_be_a_command_is_refused(template: str, fragment: str) -> None:
+    with pytest.raises(LauncherError, match=fragment):
+        Launcher.parse(template)
+
+
+def test_more_local_ranks_than_cpus_is_refused_unless_oversubscribed() -> None:
+    launcher = Launcher.parse("mpiexec -n {ranks}")
+    cpus = len(os.sched_getaffinity(0))
+    with pytest.raises(LauncherError, match="--perf-oversubscribe"):
+        launcher.check_slots(cpus + 1, oversubscribe=False)
+    launcher.check_slots(cpus + 1, oversubscribe=True)
+    Launcher.parse("mpiexec -f hosts -n {ranks}").check_slots(cpus + 1, oversubscribe=False)
+    Launcher.parse("srun -n {ranks}").check_slots(cpus + 1, oversubscribe=False)
+
+
+def test_a_missing_mpiexec_is_a_skip_with_an_install_hint() -> None:
+    reason = Launcher.parse("/nonexistent/mpiexec -n {ranks}").unavailable_reason()
+    assert reason is not None and "pip install 'perfsuite[mpi]'" in reason
+    # Another launcher that cannot start is not skipped: the check fails, naming it.
+    assert Launcher.parse("no-such-srun -n {ranks}").unavailable_reason() is None
+
+
+def test_the_command_puts_this_python_and_the_worker_after_the_launcher() -> None:
+    cmd = Launcher.parse("srun -n {ranks} --mpi=pmi2").command(4, ["--sizes", "8"])
+    assert cmd[:4] == ["srun", "-n", "4", "--mpi=pmi2"]
+    assert cmd[4:7] == [sys.executable, "-m", "perfsuite.collectives.worker"]
+
+
+# ----------------------------------------------------------------------------- real ranks
+
+INI = "[pytest]\nperf_quick = true\nperf_launch_timeout = 20\n"
+
+# Runs the worker as a child; on rank 1 it kills (or stops) that child after a delay.
+WRAPPER = """
+import os, signal, subprocess, sys, time
+rank = int(os.environ.get("PMI_RANK", "0"))
+child = subprocess.Popen(sys.argv[2:], close_fds=False)  # keeps the PMI descriptor
+if rank == 1:
+    time.sleep(1.0)
+    os.kill(child.pid, getattr(signal, sys.argv[1]))
+    if sys.argv[1] == "SIGKILL":
+        sys.exit(137)
+sys.exit(child.wait())
+"""
+
+
+def _project(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    shutil.copy(ROOT / "suites" / "test_allreduce.py", pytester.path / "test_suite_allreduce.py")
+    pytester.makepyfile(wrapper=WRAPPER)
+
+
+def _workers_left() -> list[str]:
+    out = subprocess.run(
+        ["pgrep", "-af", "perfsuite.collectives.worker"], capture_output=True, text=True
+    ).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+@needs_mpi
+def test_two_mpi_ranks_measure_latency_busbw_and_fusion(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest("-k", "mpi and (8B or 1MiB or fusion)", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    (path,) = (pytester.path / "reports").rglob("*.json")
+    record = json.loads(path.read_text())
+    by_id = {r["id"].split("[")[1].rstrip("]"): r for r in record["results"]}
+    small = by_id["mpi-cpu-2ranks-8B"]
+    assert small["metric"] == "latency" and small["higher_is_better"] is False
+    assert small["source"]["kind"] == "ranks"
+    assert by_id["mpi-cpu-2ranks-1MiB"]["metric"] == "busbw"
+    assert by_id["mpi-cpu-2ranks-1MiB"]["floor"]["figure"] == "host.shm_copy_gbs (measured)"
+    (curve,) = record["derived"]["allreduce"]["curves"]
+    assert curve["layout"]["ranks"] == 2 and curve["layout"]["launcher"] == "mpiexec -n {ranks}"
+    assert sum(curve["layout"]["hosts"].values()) == 2
+    assert [p["size"] for p in curve["points"]] == [8, 1 << 20]
+    assert curve["alpha_us"] is not None and curve["beta_ns_per_byte"] is not None
+    assert curve["fusion"]["tensors"] == allreduce.FUSION_TENSORS
+    assert curve["fusion"]["speedup"] > 0
+    html = path.with_suffix(".html").read_text()
+    assert 'id="chart-allreduce"' in html or "Allreduce" in html
+
+
+@needs_mpi
+@pytest.mark.parametrize(
+    ("signal_name", "fragment"),
+    [("SIGKILL", "exited with status"), ("SIGSTOP", "no result within 20 s")],
+    ids=["rank-killed", "rank-hung"],
+)
+def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
+    pytester: pytest.Pytester, signal_name: str, fragment: str
+) -> None:
+    _project(pytester)
+    launcher = f"mpiexec -n {{ranks}} {sys.executable} {pytester.path / 'wrapper.py'} {signal_name}"
+    start = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "-k", "mpi-cpu-2ranks-16MiB", "--perf-samples", "200", "--perf-launcher", launcher,
+        "--perf-allow-empty", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    elapsed = time.monotonic() - start
+    result.assert_outcomes(failed=1)
+    assert fragment in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+    assert elapsed < 20 + 30, f"took {elapsed:.0f} s"
+    time.sleep(0.5)
+    assert not _workers_left(), _workers_left()
+
+
+@needs_mpi
+def test_more_ranks_than_cpus_fails_with_the_option_to_allow_it(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester)
+    too_many = str(len(os.sched_getaffinity(0)) + 1)
+    result = pytester.runpytest("-k", "mpi and 8B", "--perf-ranks", too_many)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*CPUs here*--perf-oversubscribe*"])
+
+
+def test_bad_rank_counts_and_launchers_are_usage_errors(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest("--perf-ranks", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--perf-ranks" in "\n".join(result.errlines)
+    result = pytester.runpytest("--perf-launcher", "mpiexec -n '{ranks}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "does not parse" in "\n".join(result.errlines)
