@@ -88,6 +88,21 @@ def test_more_local_ranks_than_cpus_is_refused_unless_oversubscribed() -> None:
     Launcher.parse("srun -n {ranks}").check_slots(cpus + 1, oversubscribe=False)
 
 
+def test_under_xdist_each_worker_counts_only_its_share_of_the_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(cpus))
+    with pytest.raises(LauncherError, match=f"shared by {cpus} xdist workers"):
+        Launcher.parse("mpiexec -n {ranks}").check_slots(2, oversubscribe=False)
+
+
+@pytest.fixture(autouse=True)
+def _not_under_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process pytester runs are one session of their own, whatever runs this file."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+
+
 def test_a_missing_mpiexec_is_a_skip_with_an_install_hint() -> None:
     reason = Launcher.parse("/nonexistent/mpiexec -n {ranks}").unavailable_reason()
     assert reason is not None and "pip install 'perfsuite[mpi]'" in reason

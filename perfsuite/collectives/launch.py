@@ -83,11 +83,16 @@ class Launcher:
         if not self.is_local_mpiexec or oversubscribe:
             return
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        if cpus and ranks > cpus:
+        # Under pytest-xdist every worker may launch ranks at once: each gets its share.
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+        slots = (cpus or 1) // max(1, workers)
+        if ranks > slots:
+            shared = f" shared by {workers} xdist workers" if workers > 1 else ""
             raise LauncherError(
-                f"{ranks} ranks but only {cpus} CPUs here: ranks would share cores and the "
-                "latencies would measure the scheduler. Use fewer ranks (--perf-ranks), a "
-                "hostfile or srun in --perf-launcher, or --perf-oversubscribe to run anyway"
+                f"{ranks} ranks but only {cpus} CPUs here{shared}: ranks would share cores and "
+                "the latencies would measure the scheduler. Use fewer ranks (--perf-ranks), "
+                "run collective checks without -n, use a hostfile or srun in --perf-launcher, "
+                "or --perf-oversubscribe to run anyway"
             )
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
