@@ -172,6 +172,22 @@ def test_two_mpi_ranks_measure_latency_busbw_and_fusion(pytester: pytest.Pyteste
 
 
 @needs_mpi
+@pytest.mark.parametrize("backend", ["torch", "tensorflow"])
+def test_framework_collectives_run_across_processes(
+    pytester: pytest.Pytester, backend: str
+) -> None:
+    """torch.distributed (gloo) and TF's MultiWorkerMirroredStrategy, on loopback ports."""
+    pytest.importorskip(backend)
+    _project(pytester)
+    result = pytester.runpytest("-k", f"{backend}-cpu-2ranks-8B", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "reports").rglob("*.json")
+    (curve,) = json.loads(path.read_text())["derived"]["allreduce"]["curves"]
+    assert curve["backend"] == backend and curve["layout"]["ranks"] == 2
+    assert curve["points"][0]["latency_us"] > 0
+
+
+@needs_mpi
 @pytest.mark.parametrize(
     ("signal_name", "fragment"),
     [("SIGKILL", "exited with status"), ("SIGSTOP", "no result within 20 s")],

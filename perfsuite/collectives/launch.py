@@ -119,9 +119,15 @@ def mpi_flavour(program: str) -> str:
     return "unknown"
 
 
-def free_loopback_port() -> int:
-    """A TCP port that is free on 127.0.0.1 now (for torch's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def free_loopback_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports that are free on 127.0.0.1 now (rendezvous, TF workers)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

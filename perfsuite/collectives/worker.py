@@ -16,7 +16,8 @@ The OSU micro-benchmarks' method, per message size:
 
 Then the fusion experiment: K small allreduces against one of the same total size.
 
-Backends: ``mpi`` (mpi4py) and ``torch`` (torch.distributed: gloo on the CPU, NCCL on GPUs).
+Backends: ``mpi`` (mpi4py), ``torch`` (torch.distributed: gloo on the CPU, NCCL on GPUs),
+``tensorflow`` (MultiWorkerMirroredStrategy, RING) and ``horovod`` (``horovod.torch``).
 """
 
 from __future__ import annotations
@@ -193,7 +194,167 @@ class TorchComm:
         self.dist.destroy_process_group()
 
 
-COMMS: dict[str, Any] = {"mpi": MpiComm, "torch": TorchComm}
+class TensorFlowComm:
+    """TensorFlow's own collectives: MultiWorkerMirroredStrategy, RING, one replica per rank.
+
+    The cluster is ``TF_CONFIG`` when the environment has one; otherwise it is built from
+    the launcher's rank and size and ``PERFSUITE_COLLECTIVE_PORTS`` (one free loopback port
+    per rank, picked by the plugin), so every worker listens on 127.0.0.1 only.
+    """
+
+    name = "tensorflow"
+    BLOB = 256  # bytes per rank for gathering small objects through a sum
+
+    def __init__(self, device: str) -> None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        rank = _env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK")
+        size = _env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
+        if "TF_CONFIG" not in os.environ:
+            ports = os.environ.get("PERFSUITE_COLLECTIVE_PORTS", "").split(",")
+            if rank is None or size is None or len(ports) < size:
+                raise SystemExit(
+                    "tensorflow worker: needs TF_CONFIG, or a launcher's rank and size with "
+                    "PERFSUITE_COLLECTIVE_PORTS"
+                )
+            os.environ["TF_CONFIG"] = json.dumps(
+                {
+                    "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports[:size]]},
+                    "task": {"type": "worker", "index": rank},
+                }
+            )
+        if device == "cpu":
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        import tensorflow as tf
+
+        self.tf = tf
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+        )
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        resolver = self.strategy.cluster_resolver
+        self.rank = int(resolver.task_id)
+        self.size = int(self.strategy.num_replicas_in_sync)
+        self.device = device
+
+        here = self.strategy.extended.worker_devices[0]
+        extended = self.strategy.extended
+
+        # A cross-replica reduce_to inside a tf.function: the graph path training uses.
+        # (A replica-context all_reduce inside tf.function fails in TF 2.21 on the CPU with
+        # "destinations can not be empty"; eager strategy.run works but is not the fast path.)
+        def step(t: Any) -> Any:
+            value = self.strategy.run(tf.identity, args=(t,))
+            return extended.reduce_to(tf.distribute.ReduceOp.SUM, value, destinations=here)
+
+        self._step = tf.function(step)
+
+    def buffer(self, values: np.ndarray) -> Any:
+        return self.tf.constant(values)
+
+    def empty(self, elements: int) -> Any:
+        return [None]  # TensorFlow tensors are immutable: the result replaces the holder
+
+    def allreduce(self, send: Any, recv: Any) -> None:
+        recv[0] = self._step(send)
+
+    def barrier(self) -> None:
+        self._step(self.tf.zeros([1], self.tf.float32)).numpy()
+
+    def sync(self) -> None:
+        """Results are read back with ``numpy()``; a barrier waits for the ring."""
+        self.barrier()
+
+    def host(self, buf: Any) -> np.ndarray:
+        return np.asarray(buf[0].numpy())
+
+    def _sum(self, matrix: np.ndarray) -> np.ndarray:
+        return np.asarray(self._step(self.tf.constant(matrix)).numpy())
+
+    def gather(self, value: Any) -> list[Any] | None:
+        blob = json.dumps(value).encode()[: self.BLOB]
+        rows = np.zeros((self.size, self.BLOB), dtype=np.float32)
+        rows[self.rank, : len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        summed = self._sum(rows).astype(np.uint8)
+        out = [json.loads(bytes(row).rstrip(b"\0")) for row in summed]
+        return out if self.rank == 0 else None
+
+    def bcast(self, value: Any) -> Any:
+        rows = np.zeros((self.size, self.BLOB), dtype=np.float32)
+        if self.rank == 0:
+            blob = json.dumps(value).encode()[: self.BLOB]
+            rows[0, : len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        summed = self._sum(rows).astype(np.uint8)
+        return json.loads(bytes(summed[0]).rstrip(b"\0"))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "library": "tf.distribute MultiWorkerMirroredStrategy RING",
+            "tensorflow": self.tf.__version__,
+        }
+
+    def close(self) -> None:
+        """TensorFlow's collective executors end with the process."""
+
+
+class HorovodComm:
+    """Horovod's allreduce on torch tensors (its own controller picks MPI or Gloo, NCCL on GPUs)."""
+
+    name = "horovod"
+
+    def __init__(self, device: str) -> None:
+        import horovod.torch as hvd
+        import torch
+
+        hvd.init()
+        self.hvd, self.torch = hvd, torch
+        self.rank, self.size = int(hvd.rank()), int(hvd.size())
+        if device == "gpu":
+            torch.cuda.set_device(int(hvd.local_rank()) % torch.cuda.device_count())
+            self.device = f"cuda:{torch.cuda.current_device()}"
+        else:
+            self.device = "cpu"
+
+    def buffer(self, values: np.ndarray) -> Any:
+        return self.torch.from_numpy(values.copy()).to(self.device)
+
+    def empty(self, elements: int) -> Any:
+        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
+
+    def allreduce(self, send: Any, recv: Any) -> None:
+        recv.copy_(self.hvd.allreduce(send, op=self.hvd.Sum))
+
+    def barrier(self) -> None:
+        self.sync()
+        self.hvd.allreduce(self.torch.zeros(1), op=self.hvd.Sum)
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def host(self, buf: Any) -> np.ndarray:
+        self.sync()
+        return np.asarray(buf.cpu().numpy())
+
+    def gather(self, value: Any) -> list[Any] | None:
+        out = list(self.hvd.allgather_object(value))
+        return out if self.rank == 0 else None
+
+    def bcast(self, value: Any) -> Any:
+        return self.hvd.broadcast_object(value, root_rank=0)
+
+    def describe(self) -> dict[str, Any]:
+        return {"library": "horovod.torch", "horovod": __import__("horovod").__version__}
+
+    def close(self) -> None:
+        self.hvd.shutdown()
+
+
+COMMS: dict[str, Any] = {
+    "mpi": MpiComm,
+    "torch": TorchComm,
+    "tensorflow": TensorFlowComm,
+    "horovod": HorovodComm,
+}
 
 
 def _timed(comm: Any, send: Any, recv: Any, iterations: int) -> float:

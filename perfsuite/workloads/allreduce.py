@@ -11,7 +11,8 @@ through the launcher (``mpiexec -n N`` by default); the pytest process is never 
   Its floor is the interconnect of this launch: the profile's ``interconnect.bandwidth_gbs``
   for GPUs, and for ranks on the host CPU this machine's shared-memory copy bandwidth,
   measured in this session (one thread, ``numpy.copyto``, read plus write).  torch's gloo
-  on the CPU goes over TCP sockets by design, so no figure applies and it is no-reference.
+  and TensorFlow's ring on the CPU go over TCP sockets by design, so no figure applies and
+  they are no-reference.
 
 The run record's ``allreduce`` section holds the whole curve per backend and rank count:
 latency (mean and max across ranks), algbw and busbw per size, the fitted alpha-beta model
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite import sections
-from perfsuite.collectives.launch import Launcher, free_loopback_port
+from perfsuite.collectives.launch import Launcher, free_loopback_ports
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
@@ -54,7 +55,11 @@ SHM_BUSBW_FRACTION = 0.05
 BACKENDS = {
     "mpi": ("mpi4py", "pip install 'perfsuite[mpi]'"),
     "torch": ("torch", "pip install 'perfsuite[torch]'"),
+    "tensorflow": ("tensorflow", "pip install 'perfsuite[tensorflow]'"),
+    "horovod": ("horovod", "pip install horovod (built against your torch; see its docs)"),
 }
+# Backends whose CPU collectives go over TCP sockets by design (gloo; TF's gRPC ring).
+SOCKET_BACKENDS = frozenset({"torch", "tensorflow"})
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,8 @@ def cases(ranks: Sequence[int]) -> list[Case]:
     """Every (backend, device, ranks, size), with the fusion check per group."""
     out = []
     for backend in BACKENDS:
-        # MPI reduces host buffers here; GPU allreduce is torch's (NCCL).
-        for device in ("cpu", "gpu") if backend == "torch" else ("cpu",):
+        # MPI and TF's ring reduce host buffers here; GPU allreduce is torch's and Horovod's.
+        for device in ("cpu", "gpu") if backend in ("torch", "horovod") else ("cpu",):
             for n in ranks:
                 for size in FULL_SIZES:
                     out.append(Case(backend, device, n, size, size not in QUICK_SIZES))
@@ -110,6 +115,8 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     module, hint = BACKENDS[case.backend]
     if importlib.util.find_spec(module) is None:
         return f"{module} is not installed; {hint}"
+    if case.backend == "horovod" and importlib.util.find_spec("torch") is None:
+        return "horovod's allreduce is measured through horovod.torch; torch is not installed"
     if case.device == "gpu":
         import torch
 
@@ -147,7 +154,12 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         args += ["--sizes", str(case.size)]
     else:
         args += ["--fusion-tensors", str(FUSION_TENSORS), "--fusion-bytes", str(FUSION_BYTES)]
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_loopback_port())}
+    master, *workers = free_loopback_ports(1 + case.ranks)
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master),
+        "PERFSUITE_COLLECTIVE_PORTS": ",".join(map(str, workers)),
+    }
     if case.backend == "torch" and case.device == "cpu":
         env["GLOO_SOCKET_IFNAME"] = "lo"
     source = ChildSource(
@@ -197,8 +209,8 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         )
     factor = busbw_factor(case.ranks)
     reference: Reference | None
-    if case.backend == "torch" and case.device == "cpu":
-        reference = None  # gloo on the CPU moves data over TCP sockets: no figure applies
+    if case.backend in SOCKET_BACKENDS and case.device == "cpu":
+        reference = None  # gloo and TF's ring move data over TCP sockets: no figure applies
     elif case.device == "cpu":
         reference = Reference(
             "host.shm_copy_gbs (measured)",
