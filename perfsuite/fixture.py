@@ -9,6 +9,7 @@ expected failure.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -45,6 +46,16 @@ class Perf:
     def settings(self) -> Settings:
         """The session's settings (launcher, rank counts, mode, ...)."""
         return self._session.settings
+
+    def artifact(self, name: str) -> Path:
+        """A path for a file that belongs with this run's record (a trace, say).
+
+        Such files live in ``artifacts/`` beside the records, so that nothing but run
+        records sits in the profile's folder.
+        """
+        session = self._session
+        folder = session.settings.report_dir / session.profile.name / "artifacts"
+        return folder / f"{session.run_id}-{name}"
 
     @property
     def quick(self) -> bool:

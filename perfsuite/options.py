@@ -188,6 +188,27 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "300",
     ),
     (
+        "--perf-model-flops",
+        "perf_model_flops",
+        {
+            "metavar": "FLOP",
+            "help": "training FLOPs per sample of your model, for the input-pipeline compute "
+            "limit (default: ResNet-50 at 224x224, 2.46e10)",
+        },
+        "string",
+        "",
+    ),
+    (
+        "--perf-data-dir",
+        "perf_data_dir",
+        {
+            "metavar": "DIR",
+            "help": "cache of the input-pipeline dataset (default: ~/.cache/perfsuite/datasets)",
+        },
+        "string",
+        "",
+    ),
+    (
         "--perf-profile-dir",
         "perf_profile_dir",
         {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
@@ -236,6 +257,13 @@ def _counts(text: str) -> tuple[int, ...]:
     return values
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise ValueError(text)
+    return value
+
+
 def _seconds(text: str) -> float:
     value = float(text)
     if not 0 < value < 1e6:
@@ -279,6 +307,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
         return p if p.is_absolute() else config.rootpath / p
 
     samples_raw = str(option("perf_samples")).strip()
+    model_flops = option("perf_model_flops")
+    data_dir = option("perf_data_dir")
     markdown = option("perf_markdown")
     profile_dir = option("perf_profile_dir")
     hw = str(option("perf_hw")).strip()
@@ -329,6 +359,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         markdown=Path(markdown) if markdown else None,
         allow_missing_device=bool(option("perf_allow_missing_device")),
         allow_empty=bool(option("perf_allow_empty")),
+        model_flops=(
+            _parse("--perf-model-flops", model_flops, _positive_float, "FLOPs per sample > 0")
+            if str(model_flops).strip()
+            else None
+        ),
+        data_dir=Path(str(data_dir)).expanduser() if str(data_dir).strip() else None,
         launcher=_launcher(str(option("perf_launcher"))),
         ranks=_parse(
             "--perf-ranks", option("perf_ranks"), _counts, "rank counts >= 2, e.g. 2 or 2,4"

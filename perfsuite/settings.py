@@ -34,6 +34,8 @@ class Settings:
     markdown: Path | None = None
     allow_missing_device: bool = False  # judge against a GPU profile with no GPU visible
     allow_empty: bool = False  # a session that selected checks but measured none may pass
+    model_flops: float | None = None  # training FLOPs per sample for the input compute limit
+    data_dir: Path | None = None  # where the input-pipeline dataset is cached
     launcher: str = "mpiexec -n {ranks}"  # how collective checks start their ranks
     ranks: tuple[int, ...] = (2,)  # rank counts the collective checks are parametrized over
     oversubscribe: bool = False  # allow more local ranks than CPUs
@@ -67,6 +69,7 @@ class Settings:
             report_dir=str(self.report_dir),
             profile_dirs=[str(p) for p in self.profile_dirs],
             markdown=str(self.markdown) if self.markdown else None,
+            data_dir=str(self.data_dir) if self.data_dir else None,
             fail_on=sorted(self.fail_on),
             ranks=list(self.ranks),
             warmup=self.policy.warmup,

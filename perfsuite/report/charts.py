@@ -285,3 +285,39 @@ def allreduce(ctx: ChartContext) -> str | None:
     lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline)", fontsize=11)
     bw_ax.set_title("bus bandwidth = S/t x 2(n-1)/n", fontsize=11)
     return _svg(fig)
+
+
+@chart(
+    "input_pipeline",
+    "Input pipeline",
+    "Can this node's tf.data pipeline feed the device at its compute limit, and which practice "
+    "closes the gap?",
+)
+def input_pipeline(ctx: ChartContext) -> str | None:
+    """Samples/s per configuration (log scale) against the compute limit; input-bound steps."""
+    section = ctx.record.derived.get("input_pipeline") or {}
+    configs = section.get("configs") or []
+    if not configs:
+        return None
+    configs = sorted(configs, key=lambda c: c["samples_s"])
+    fig = _figure(11.0, max(3.0, 0.42 * len(configs) + 1.4))
+    ax = fig.add_subplot()
+    labels = [c["config"] for c in configs]
+    values = [c["samples_s"] for c in configs]
+    limit = configs[0].get("compute_limit_samples_s")
+    colors = ["#2e8b57" if limit and v >= limit else "#c0392b" for v in values]
+    ax.barh(range(len(labels)), values, color=colors if limit else "#4a78b5")
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:,.0f}", va="center", fontsize=10)
+    if limit:
+        ax.axvline(limit, color="0.2", ls="--", lw=1.5)
+        ax.annotate(
+            f"compute limit {limit:,.0f} samples/s",
+            xy=(limit, len(labels) - 0.5), fontsize=10, ha="right", va="bottom",
+        )  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(labels)), labels, fontsize=11)
+    ax.set_xlabel("samples/s after the first batch (log scale)", fontsize=11)
+    ax.tick_params(axis="x", labelsize=10)
+    ax.margins(x=0.15)
+    return _svg(fig)

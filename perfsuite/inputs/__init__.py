@@ -1,0 +1,1 @@
+"""Input data for the input-pipeline checks: a synthetic JPEG dataset on disk, cached."""
