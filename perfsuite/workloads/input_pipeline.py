@@ -14,9 +14,10 @@ not, by how much does it fall short; which pipeline practice closes the gap.
   the precision, the fp32 GEMM rate measured in this session stands in, and the reference
   says so.  The tuned configuration must reach the limit x ``HEADROOM``; every
   configuration records its fraction of the limit and the cores it would need.
-* **Input-bound steps** (``input_bound``): a small Keras CNN trained from the pipeline,
-  with and without prefetch; the fraction of step time spent waiting for input, classed
-  with the TF profiler's thresholds, and the overlap against max(load, compute).
+* **Input-bound steps** (``input_bound``): a small Keras CNN trained from the serial
+  (naive) pipeline, with and without a prefetch; the fraction of step time spent waiting
+  for input, classed with the TF profiler's thresholds, and the overlap against
+  max(load, compute).
 * **Storage** (``storage_read``): sequential reads of the TFRecord shards against the
   many-small-files layout, MB/s and files/s, with the page cache dropped per file where the
   platform allows it (``posix_fadvise(DONTNEED)``).
@@ -89,7 +90,10 @@ def _preprocess(tf: Any, jpeg: Any) -> Any:
 
 
 def pipeline(config: str, dataset: Dataset, batch: int = BATCH, prefetch: bool = True) -> Any:
-    """The tf.data pipeline of one configuration, repeating forever."""
+    """The tf.data pipeline of one configuration, repeating forever.
+
+    ``prefetch=False`` drops the final prefetch of the configurations that have one.
+    """
     tf = _tf()
     autotune = tf.data.AUTOTUNE
     feature_spec = {
@@ -116,9 +120,11 @@ def pipeline(config: str, dataset: Dataset, batch: int = BATCH, prefetch: bool =
             return ds.batch(batch).prefetch(autotune)
         ds = ds.repeat()
         if config == "naive":
-            return ds.map(parse).batch(batch)
+            return _without_injected_prefetch(tf, ds.map(parse).batch(batch), serial=True)
         ds = ds.map(parse, num_parallel_calls=autotune).batch(batch)
-        return ds.prefetch(autotune) if config == "prefetch" else ds
+        if config == "prefetch":
+            return ds.prefetch(autotune)
+        return _without_injected_prefetch(tf, ds)
     # interleave and its variants: parallel reads over shards, parallel map, prefetch
     files = tf.data.Dataset.from_tensor_slices(shards)
     if config == "shard_1_of_2":
@@ -133,7 +139,23 @@ def pipeline(config: str, dataset: Dataset, batch: int = BATCH, prefetch: bool =
         ds = ds.shuffle(SHUFFLE_BUFFER)
     size = {"batch_32": 32, "batch_128": 128}.get(config, batch)
     ds = ds.map(parse, num_parallel_calls=autotune).batch(size)
-    return ds.prefetch(autotune) if prefetch else ds
+    return ds.prefetch(autotune) if prefetch else _without_injected_prefetch(tf, ds)
+
+
+def _without_injected_prefetch(tf: Any, ds: Any, serial: bool = False) -> Any:
+    """Keep tf.data from adding what the configuration leaves out.
+
+    tf.data's default optimizations add a prefetch (``inject_prefetch``), make a serial map
+    parallel (``map_parallelization``) and fuse map and batch into an asynchronous op
+    (``map_and_batch_fusion``); a no-prefetch or serial configuration must not get them
+    behind its back.
+    """
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    if serial:
+        options.experimental_optimization.map_parallelization = False
+        options.experimental_optimization.map_and_batch_fusion = False
+    return ds.with_options(options)
 
 
 def batch_size(config: str) -> int:
@@ -332,7 +354,11 @@ def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Wor
 
     train = tf.function(step)
 
-    ds = pipeline("interleave", dataset, TRAIN_BATCH, prefetch=variant == "prefetch")
+    # The seeds' comparison: the same serial pipeline, with and without a prefetch that lets
+    # loading the next batch overlap this step's compute.
+    ds = pipeline("naive", dataset, TRAIN_BATCH)
+    if variant == "prefetch":
+        ds = ds.prefetch(tf.data.AUTOTUNE)
     iterator = iter(ds)
     x0, y0 = next(iterator)
     for _ in range(3):
