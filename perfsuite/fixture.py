@@ -8,7 +8,8 @@ expected failure.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -46,6 +47,16 @@ class Perf:
     def settings(self) -> Settings:
         """The session's settings (launcher, rank counts, mode, ...)."""
         return self._session.settings
+
+    @contextlib.contextmanager
+    def uncaptured(self) -> Iterator[None]:
+        """Let a progress bar reach the terminal: pytest's output capture is off inside."""
+        capman = self._request.config.pluginmanager.getplugin("capturemanager")
+        if capman is None:
+            yield
+            return
+        with capman.global_and_fixture_disabled():
+            yield
 
     def artifact(self, name: str) -> Path:
         """A path for a file that belongs with this run's record (a trace, say).

@@ -199,6 +199,17 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "",
     ),
     (
+        "--perf-model",
+        "perf_model",
+        {
+            "metavar": "FILE.keras",
+            "help": "a saved Keras model whose training FLOPs (3 x forward, counted) set the "
+            "input-pipeline compute limit",
+        },
+        "string",
+        "",
+    ),
+    (
         "--perf-data-dir",
         "perf_data_dir",
         {
@@ -309,6 +320,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
     samples_raw = str(option("perf_samples")).strip()
     model_flops = option("perf_model_flops")
     data_dir = option("perf_data_dir")
+    model = option("perf_model")
     markdown = option("perf_markdown")
     profile_dir = option("perf_profile_dir")
     hw = str(option("perf_hw")).strip()
@@ -365,6 +377,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             else None
         ),
         data_dir=Path(str(data_dir)).expanduser() if str(data_dir).strip() else None,
+        model_path=Path(str(model)).expanduser() if str(model).strip() else None,
         launcher=_launcher(str(option("perf_launcher"))),
         ranks=_parse(
             "--perf-ranks", option("perf_ranks"), _counts, "rank counts >= 2, e.g. 2 or 2,4"

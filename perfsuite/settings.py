@@ -36,6 +36,7 @@ class Settings:
     allow_empty: bool = False  # a session that selected checks but measured none may pass
     model_flops: float | None = None  # training FLOPs per sample for the input compute limit
     data_dir: Path | None = None  # where the input-pipeline dataset is cached
+    model_path: Path | None = None  # a saved Keras model whose FLOPs set the compute limit
     launcher: str = "mpiexec -n {ranks}"  # how collective checks start their ranks
     ranks: tuple[int, ...] = (2,)  # rank counts the collective checks are parametrized over
     oversubscribe: bool = False  # allow more local ranks than CPUs
@@ -70,6 +71,7 @@ class Settings:
             profile_dirs=[str(p) for p in self.profile_dirs],
             markdown=str(self.markdown) if self.markdown else None,
             data_dir=str(self.data_dir) if self.data_dir else None,
+            model_path=str(self.model_path) if self.model_path else None,
             fail_on=sorted(self.fail_on),
             ranks=list(self.ranks),
             warmup=self.policy.warmup,

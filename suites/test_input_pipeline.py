@@ -21,12 +21,13 @@ def _dataset(perf):
     )
     spec = ip.QUICK if perf.quick else ip.FULL
     if spec not in _BUILT:
-        _BUILT[spec] = datasets.build(spec, perf.settings.data_dir, progress=not perf.quick)
+        with perf.uncaptured():  # the progress bar of a full-size build reaches the terminal
+            _BUILT[spec] = datasets.build(spec, perf.settings.data_dir, progress=not perf.quick)
     return _BUILT[spec]
 
 
 def _flops(perf):
-    return perf.settings.model_flops or ip.RESNET50_FLOPS
+    return ip.model_flops(perf.settings.model_flops, perf.settings.model_path)[0]
 
 
 @pytest.mark.perf

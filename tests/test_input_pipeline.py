@@ -58,6 +58,22 @@ def test_without_a_peak_the_gemm_rate_measured_in_this_run_stands_in() -> None:
     assert "measured in this run" in ref.figure
 
 
+def test_a_keras_models_training_flops_are_counted(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    model = tf.keras.Sequential([tf.keras.layers.Input((64,)), tf.keras.layers.Dense(10)])
+    path = tmp_path / "tiny.keras"
+    model.save(path)
+    flops, what = ip.model_flops(None, path)
+    # MatMul 2 x 64 x 10 and a bias add of 10, forward; training is 3x forward.
+    assert flops == pytest.approx(3 * (2 * 64 * 10 + 10), rel=0.05)
+    assert "tiny.keras" in what
+    assert ip.model_flops(4.1e9, None) == (4.1e9, "--perf-model-flops")
+    with pytest.raises(Exception, match="not both"):
+        ip.model_flops(4.1e9, path)
+    with pytest.raises(Exception, match="cannot load"):
+        ip.model_flops(None, tmp_path / "missing.keras")
+
+
 def test_the_dataset_is_built_once_reused_and_rebuilt_when_a_shard_is_corrupt(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -87,6 +87,25 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: inline SVG
 
 
+def _plain_log(ax: Any, axis: str = "both") -> None:
+    """Log-axis tick labels as plain numbers (the default ones are math text, off here)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:,.6g}")
+    for which in ("x", "y") if axis == "both" else (axis,):
+        target = ax.xaxis if which == "x" else ax.yaxis
+        if target.get_scale() == "log":
+            target.set_major_formatter(fmt)
+            target.set_minor_formatter(NullFormatter())
+
+
+def _bytes_label(size: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
+
+
 def _best(r: Result) -> float:
     return stats.best(r.samples, r.higher_is_better)
 
@@ -241,17 +260,20 @@ def allreduce(ctx: ChartContext) -> str | None:
     curves = [c for c in curves if c.get("points")]
     if not curves:
         return None
-    fig = _figure(11.0, 4.2)
+    fig = _figure(11.0, 4.8)
     lat_ax, bw_ax = fig.subplots(1, 2)
     for curve in curves:
         label = f"{curve['backend']} {curve['device']} x{curve['ranks']}"
+        fusion = curve.get("fusion")
+        if fusion:
+            label += f" (fusing {fusion['tensors']}: {fusion['speedup']:.1f}x)"
         points = curve["points"]
         sizes = [p["size"] for p in points]
         (line,) = lat_ax.plot(sizes, [p["latency_us"] for p in points], "o-", label=label)
         ghost = [(p["size"], p["baseline_latency_us"]) for p in points if p["baseline_latency_us"]]
         if ghost:
             gs, gl = zip(*ghost, strict=True)
-            lat_ax.plot(gs, gl, "--", color=line.get_color(), alpha=0.6, label=f"{label} baseline")
+            lat_ax.plot(gs, gl, "--", color=line.get_color(), alpha=0.6)
             factor = 2 * (curve["ranks"] - 1) / curve["ranks"]
             bw_ax.plot(
                 gs, [s / (t * 1e-6) / 1e9 * factor for s, t in ghost], "--",
@@ -266,14 +288,8 @@ def allreduce(ctx: ChartContext) -> str | None:
                 for s in sizes
             ]  # fmt: skip
             lat_ax.plot(sizes, model, ":", color=line.get_color(), alpha=0.8)
-        fusion = curve.get("fusion")
-        if fusion:
-            lat_ax.annotate(
-                f"{label}: fusing {fusion['tensors']} tensors into one buffer: "
-                f"{fusion['speedup']:.1f}x faster",
-                xy=(0.02, 0.95 - 0.07 * curves.index(curve)), xycoords="axes fraction",
-                fontsize=10, va="top",
-            )  # fmt: skip
+    all_sizes = sorted({p["size"] for c in curves for p in c["points"]})
+    ticks = [s for s in all_sizes if (s.bit_length() - 1) % 4 == 2] or all_sizes
     for ax, ylabel in ((lat_ax, "latency (µs, mean across ranks)"), (bw_ax, "busbw (GB/s)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -281,7 +297,9 @@ def allreduce(ctx: ChartContext) -> str | None:
         ax.set_ylabel(ylabel, fontsize=11)
         ax.tick_params(labelsize=10)
         ax.grid(True, which="major", alpha=0.3)
-    lat_ax.legend(fontsize=9, loc="lower right")
+        _plain_log(ax)
+        ax.set_xticks(ticks, [_bytes_label(s) for s in ticks])
+    fig.legend(fontsize=10, loc="outside lower center", ncols=min(3, len(curves)))
     lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline)", fontsize=11)
     bw_ax.set_title("bus bandwidth = S/t x 2(n-1)/n", fontsize=11)
     return _svg(fig)
@@ -311,11 +329,13 @@ def input_pipeline(ctx: ChartContext) -> str | None:
         ax.text(v, i, f" {v:,.0f}", va="center", fontsize=10)
     if limit:
         ax.axvline(limit, color="0.2", ls="--", lw=1.5)
-        ax.annotate(
-            f"compute limit {limit:,.0f} samples/s",
-            xy=(limit, len(labels) - 0.5), fontsize=10, ha="right", va="bottom",
+        ax.set_title(
+            f"dashed: compute limit {limit:,.0f} samples/s "
+            f"({configs[0].get('compute_limit_source') or 'profile peak / model FLOPs'})",
+            fontsize=10, loc="left",
         )  # fmt: skip
     ax.set_xscale("log")
+    _plain_log(ax, "x")
     ax.set_yticks(range(len(labels)), labels, fontsize=11)
     ax.set_xlabel("samples/s after the first batch (log scale)", fontsize=11)
     ax.tick_params(axis="x", labelsize=10)

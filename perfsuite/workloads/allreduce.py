@@ -33,7 +33,7 @@ import numpy as np
 
 from perfsuite import sections
 from perfsuite.collectives.launch import Launcher, free_loopback_ports
-from perfsuite.hardware.detect import host_facts
+from perfsuite.hardware.detect import gpu_facts, host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Result, Work
@@ -118,12 +118,13 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     if case.backend == "horovod" and importlib.util.find_spec("torch") is None:
         return "horovod's allreduce is measured through horovod.torch; torch is not installed"
     if case.device == "gpu":
-        import torch
-
-        if not torch.cuda.is_available():
-            return "no CUDA device visible to torch"
-        if torch.cuda.device_count() < case.ranks and launcher.is_local_mpiexec:
-            return f"{case.ranks} ranks need {case.ranks} GPUs; {torch.cuda.device_count()} visible"
+        # NVML, not torch: the pytest process never loads a framework for ranks it launches
+        # (and torch beside an already loaded TensorFlow can abort the process).
+        gpus = gpu_facts()
+        if not gpus.names:
+            return f"no GPU visible ({gpus.reason})"
+        if len(gpus.names) < case.ranks and launcher.is_local_mpiexec:
+            return f"{case.ranks} ranks need {case.ranks} GPUs; {len(gpus.names)} visible"
     return launcher.unavailable_reason()
 
 

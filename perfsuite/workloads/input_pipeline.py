@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite import sections
+from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.inputs.dataset import Dataset, DatasetSpec
 from perfsuite.measure import Reference, Workload
@@ -220,6 +221,42 @@ def compute_limit(profile: HardwareProfile, model_flops: float) -> tuple[float, 
         return ref.measured, ref.figure
     assert ref.combine is not None
     return ref.combine(profile.figure(ref.figures[0])), ref.figure
+
+
+TRAINING_FACTOR = 3  # training ~ forward + backward (2x forward) = 3x forward
+
+
+@functools.cache
+def keras_model_flops(path: str) -> float:
+    """Training FLOPs per sample of a saved Keras model: 3 x its forward pass at batch 1.
+
+    The forward pass is counted by TensorFlow's profiler on the model's own input shapes.
+    """
+    from perfsuite.workloads.flops import profiler_count
+
+    tf = _tf()
+    try:
+        model = tf.keras.models.load_model(path, compile=False)
+    except (OSError, ValueError) as exc:
+        raise PerfsuiteError(f"--perf-model {path}: cannot load a Keras model: {exc}") from None
+    specs = [tf.TensorSpec([1, *t.shape[1:]], t.dtype) for t in model.inputs]
+    if any(d is None for s in specs for d in s.shape):
+        raise PerfsuiteError(f"--perf-model {path}: its input shape is not fully known")
+    forward = profiler_count(lambda *x: model(list(x) if len(x) > 1 else x[0]), *specs)
+    if forward <= 0:
+        raise PerfsuiteError(f"--perf-model {path}: TensorFlow's profiler counted no FLOPs")
+    return float(TRAINING_FACTOR * forward)
+
+
+def model_flops(settings_flops: float | None, model_path: Path | None) -> tuple[float, str]:
+    """FLOPs per training sample and what they are: an explicit figure, a model, or ResNet-50."""
+    if settings_flops is not None and model_path is not None:
+        raise PerfsuiteError("give --perf-model-flops or --perf-model, not both")
+    if settings_flops is not None:
+        return settings_flops, "--perf-model-flops"
+    if model_path is not None:
+        return keras_model_flops(str(model_path)), f"3 x forward FLOPs of {model_path.name}"
+    return RESNET50_FLOPS, "ResNet-50 224x224: 3 x 8.2 GFLOP forward"
 
 
 def usable_cpus() -> int:
