@@ -49,6 +49,9 @@ def _profiles(args: argparse.Namespace) -> int:
     print(f"{'name':<12} {'kind':<4} {'bandwidth':>11} {'fp32':>15}  description")
     for profile in registry.load_all():
         print(_row(profile))
+    here = resolve("auto", registry)
+    estimated = " (compute peaks estimated)" if here.estimated else ""
+    print(f"{'auto':<12} {'':<4} {'':>11} {'':>15}  this machine: {here.name}{estimated}")
     return 0
 
 
@@ -148,12 +151,16 @@ def _history(args: argparse.Namespace) -> int:
     report_dir = Path(args.report_dir)
     known = records.profiles(report_dir)
     if args.profile is None:
-        if len(known) != 1:
-            raise PerfsuiteError(
-                f"{report_dir}: name a profile with --profile (run records exist for: "
-                f"{', '.join(known) or 'none'})"
-            )
-        args.profile = known[0]
+        if len(known) == 1:
+            args.profile = known[0]
+        else:
+            here = resolve("auto", ProfileRegistry()).name
+            if here not in known:
+                raise PerfsuiteError(
+                    f"{report_dir}: no run records of this machine's profile ({here}); name "
+                    f"one with --profile (run records exist for: {', '.join(known) or 'none'})"
+                )
+            args.profile = here
     runs = _readable_history(report_dir, args.profile)
     if not runs:
         raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
@@ -234,9 +241,28 @@ def _fail_on(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+EXAMPLES = """\
+examples:
+  perfsuite profiles                      list hardware profiles, and what auto means here
+  perfsuite profiles show h100-sxm        print one profile's figures
+  perfsuite compare old.json new.json     pre-upgrade A/B: exit 1 on a regression
+  perfsuite compare a1.json a2.json b.json --html ab.html
+  perfsuite report reports/a100/RUN.json  render a run record as HTML
+  perfsuite history -k gemm               trends and change points of this machine's runs
+  perfsuite baseline accept reports/a100/RUN.json -k tensorflow
+
+exit status: 0 ok, 1 regression (compare, history), 2 usage error, 3 inconclusive (compare)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``perfsuite`` command."""
-    parser = argparse.ArgumentParser(prog="perfsuite", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="perfsuite",
+        description="Inspect, compare and accept perfsuite runs (the checks run under pytest).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     profiles = sub.add_parser("profiles", help="list hardware profiles, or show one")
     profiles.add_argument("action", nargs="?", choices=["list", "show"], default="list")

@@ -220,6 +220,13 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "",
     ),
     (
+        "--perf-benchmark-table",
+        "perf_benchmark_table",
+        _flag("also print pytest-benchmark's own timing table (hidden by default)"),
+        "bool",
+        False,
+    ),
+    (
         "--perf-profile-dir",
         "perf_profile_dir",
         {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
@@ -306,8 +313,43 @@ def rank_counts(config: pytest.Config) -> tuple[int, ...]:
         return (2,)  # the session's own check of the option reports it as a usage error
 
 
+def check_benchmark_options(config: pytest.Config) -> None:
+    """pytest-benchmark's own habits: refuse what would bypass perfsuite's verdict, with why.
+
+    ``--benchmark-compare-fail`` gates on pytest-benchmark's own comparison (a fixed
+    threshold on one statistic, no test) and ends the session with a traceback before
+    perfsuite's summary; perfsuite's gate is its verdict.  ``--benchmark-histogram`` needs
+    pygal, which the ``histogram`` extra installs.
+    """
+    if _getoption(config, "benchmark_compare_fail"):
+        raise pytest.UsageError(
+            "--benchmark-compare-fail is pytest-benchmark's fixed-threshold gate and would "
+            "bypass perfsuite's verdict; perfsuite fails a session on statistically "
+            "significant regressions against its stored baseline: use --perf-tolerance 0.05 "
+            "and --perf-fail-on regressed (the default), or `perfsuite compare A.json B.json` "
+            "to compare two runs"
+        )
+    if _getoption(config, "benchmark_histogram"):
+        try:
+            import pygal  # noqa: F401
+            import pygaljs  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError(
+                "--benchmark-histogram draws with pygal, which is not installed: "
+                "pip install 'perfsuite[histogram]'"
+            ) from None
+
+
+def _getoption(config: pytest.Config, name: str) -> Any:
+    try:
+        return config.getoption(name)
+    except ValueError:  # pytest-benchmark is not loaded
+        return None
+
+
 def settings_from_config(config: pytest.Config) -> Settings:
     """Translate options and ini keys into :class:`Settings`; bad values are usage errors."""
+    check_benchmark_options(config)
 
     def option(ini: str) -> Any:
         value = config.getoption(ini)
@@ -371,6 +413,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         markdown=Path(markdown) if markdown else None,
         allow_missing_device=bool(option("perf_allow_missing_device")),
         allow_empty=bool(option("perf_allow_empty")),
+        benchmark_table=bool(option("perf_benchmark_table")),
         model_flops=(
             _parse("--perf-model-flops", model_flops, _positive_float, "FLOPs per sample > 0")
             if str(model_flops).strip()

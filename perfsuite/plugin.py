@@ -62,6 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(XdistHooks(config), "perfsuite-xdist")
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Hide pytest-benchmark's own table unless asked (every plugin is configured by now)."""
+    config = session.config
+    if not config.stash[SESSION_KEY].settings.benchmark_table:
+        benchmark_session = getattr(config, "_benchmarksession", None)
+        if benchmark_session is not None:
+            benchmark_session.quiet = True
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 

@@ -72,7 +72,7 @@ class PerfSession:
     def __post_init__(self) -> None:
         """Index profiles and check a named ``--hw`` right away (cheap, no detection)."""
         self.registry = ProfileRegistry(self.settings.profile_dirs)
-        if self.settings.hw != "auto":
+        if self.settings.hw.lower() != "auto":
             self.registry.path(self.settings.hw)
         self.run_id = self.run_id or _new_run_id(self.created)
 
@@ -111,7 +111,7 @@ class PerfSession:
     def check_device(self) -> None:
         """A named GPU profile needs a visible GPU, unless the user allows its absence."""
         profile = self.profile
-        if self.settings.hw == "auto" or profile.kind != "gpu":
+        if self.settings.hw.lower() == "auto" or profile.kind != "gpu":
             return
         if self.settings.allow_missing_device:
             return

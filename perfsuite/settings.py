@@ -34,6 +34,7 @@ class Settings:
     markdown: Path | None = None
     allow_missing_device: bool = False  # judge against a GPU profile with no GPU visible
     allow_empty: bool = False  # a session that selected checks but measured none may pass
+    benchmark_table: bool = False  # also print pytest-benchmark's own table
     model_flops: float | None = None  # training FLOPs per sample for the input compute limit
     data_dir: Path | None = None  # where the input-pipeline dataset is cached
     model_path: Path | None = None  # a saved Keras model whose FLOPs set the compute limit

@@ -54,3 +54,58 @@ def test_console_script_is_installed() -> None:
     assert exe, "the perfsuite console script is installed beside python"
     out = subprocess.run([exe, "profiles"], capture_output=True, text=True, check=True).stdout
     assert "a100" in out
+
+
+def test_profiles_list_auto_and_what_it_resolves_to(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profiles"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("auto") and "this machine: " in last
+
+
+def test_profile_names_are_case_insensitive_with_did_you_mean(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["profiles", "show", "A100"]) == 0
+    assert 'name = "a100"' in capsys.readouterr().out
+    assert main(["profiles", "show", "H100"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean h100-pcie or h100-sxm" in err
+
+
+def test_estimated_figures_are_rounded_to_meaningful_digits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["profiles", "show", "auto"]) == 0
+    out = capsys.readouterr().out
+    for line in out.splitlines():
+        if line.startswith(("fp32_tflops", "fp64_tflops")):
+            digits = line.split("=")[1].strip().replace(".", "").lstrip("0")
+            assert len(digits) <= 4, line
+
+
+def test_help_is_formatted_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "examples:\n  perfsuite profiles" in out
+    assert "exit status:" in out
+
+
+def test_history_picks_this_machines_profile_when_several_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from perfsuite.hardware.detect import resolve
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    here = resolve("auto", ProfileRegistry()).name
+    record = json.loads((FIXTURES.parent / "report-run.json").read_text())
+    for name in ("devcpu", here):
+        folder = tmp_path / "reports" / name
+        folder.mkdir(parents=True)
+        record["hardware_profile"]["name"] = name
+        (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    monkeypatch.chdir(tmp_path)
+    assert main(["history"]) in (0, 1)
+    assert capsys.readouterr().out.startswith(f"profile {here}: 1 runs")

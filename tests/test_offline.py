@@ -175,6 +175,5 @@ def test_history_needs_a_profile_when_there_are_several(
         shutil.copy(A, tmp_path / name / "r.json")
     assert main(["history", "--report-dir", str(tmp_path)]) == 2
     assert (
-        "name a profile with --profile (run records exist for: a100, h100-sxm)"
-        in capsys.readouterr().err
+        "name one with --profile (run records exist for: a100, h100-sxm)" in capsys.readouterr().err
     )

@@ -75,8 +75,9 @@ def test_unknown_hw_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [
-        "ERROR: unknown hardware profile 'a1000'; known profiles: a100, a100-80gb, "
-        "fastgpu, h100-pcie, h100-sxm, h200, mi250x, nobw, slowgpu, v100"
+        "ERROR: unknown hardware profile 'a1000'; did you mean a100 or a100-80gb or v100? (known: "
+        "a100, a100-80gb, fastgpu, h100-pcie, h100-sxm, h200, mi250x, nobw, slowgpu, v100, "
+        "or auto for this machine)"
     ]
     assert "Traceback" not in result.stdout.str()
 
@@ -292,7 +293,9 @@ def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pyteste
 
 
 def test_benchmark_table_and_json_carry_perfsuite_metrics(project: pytest.Pytester) -> None:
-    result = project.runpytest("--hw=slowgpu", "--benchmark-json=bench.json")
+    result = project.runpytest(
+        "--hw=slowgpu", "--benchmark-json=bench.json", "--perf-benchmark-table"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*benchmark: 1 tests*", "*test_toy*"])
     bench = json.loads((project.path / "bench.json").read_text())["benchmarks"][0]
@@ -324,3 +327,42 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
         "triad",
     ]
     assert record["environment"]["software"]["tensorflow"]["loaded"] is False
+
+
+def test_the_benchmark_table_is_hidden_unless_asked(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=slowgpu", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1)
+    assert "benchmark: 1 tests" not in result.stdout.str()
+    assert (project.path / "bench.json").exists()  # the JSON is still written
+    result.stdout.fnmatch_lines(["perfsuite: PASSED*"])
+
+
+def test_benchmark_compare_fail_is_refused_with_perfsuites_equivalent(
+    project: pytest.Pytester,
+) -> None:
+    result = project.runpytest("--hw=slowgpu", "--benchmark-compare-fail=median:5%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = "\n".join(result.errlines)
+    assert "--perf-fail-on" in errors and "--perf-tolerance" in errors
+    assert "Traceback" not in errors
+
+
+def test_benchmark_histogram_without_pygal_names_the_extra(project: pytest.Pytester) -> None:
+    try:
+        import pygal  # noqa: F401
+
+        pytest.skip("pygal is installed here")
+    except ImportError:
+        pass
+    result = project.runpytest("--hw=slowgpu", "--benchmark-histogram")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "perfsuite[histogram]" in "\n".join(result.errlines)
+
+
+def test_profile_names_are_case_insensitive_with_suggestions(project: pytest.Pytester) -> None:
+    result = project.runpytest("--hw=SLOWGPU")
+    result.assert_outcomes(passed=1)
+    assert list((project.path / "reports" / "slowgpu").glob("*.json"))
+    wrong = project.runpytest("--hw=slowgp")
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    assert "did you mean slowgpu" in "\n".join(wrong.errlines)

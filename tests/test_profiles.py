@@ -110,7 +110,8 @@ def test_user_directory_adds_and_overrides(tmp_path: Path) -> None:
 
 def test_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(
-        ProfileError, match=r"unknown hardware profile 'a1000'; known profiles: a100, a100-80gb"
+        ProfileError,
+        match=r"unknown hardware profile 'a1000'; did you mean .*known: a100, a100-80gb",
     ):
         ProfileRegistry().load("a1000")
 

@@ -174,3 +174,33 @@ def test_bad_html_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--perf-html=maybe")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --perf-html: expected yes or no, got 'maybe'"])
+
+
+def test_what_changed_is_the_first_chart_worst_first() -> None:
+    base, judged = ab_record()
+    html = render(judged, baseline=base)
+    charts = re.findall(r'<figure id="chart-([a-z_]+)"', html)
+    assert charts[0] == "changes"
+    figure = html[
+        html.index('id="chart-changes"') : html.index("</figure>", html.index('id="chart-changes"'))
+    ]
+    compared = sorted(
+        (
+            r
+            for r in judged.results
+            if r.baseline.ratio is not None and r.baseline.ci_low is not None
+        ),
+        key=lambda r: r.baseline.ratio,
+    )
+    worst = compared[0].id.rsplit("::", 1)[-1]
+    best = compared[-1].id.rsplit("::", 1)[-1]
+    assert figure.index(worst) < figure.index(best)  # y axis inverted: worst drawn on top
+    assert "tolerance" in figure
+
+
+def test_reasons_fold_into_a_detail_that_opens_on_click() -> None:
+    base, judged = ab_record()
+    html = render(judged, baseline=base)
+    table = html[html.index('<table id="verdicts">') : html.index("</table>")]
+    assert '<details class="reason"><summary>why</summary>' in table
+    assert '<div class="reason">' not in table

@@ -206,7 +206,7 @@ def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> Hardwar
 
 def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
     """Turn ``--hw`` into a profile: a name from the registry, or ``auto`` detection."""
-    if hw != "auto":
+    if hw.lower() != "auto":
         profile = registry.load(hw)
         if profile.kind == "cpu":
             return cpu_profile(host_facts(), base=profile)

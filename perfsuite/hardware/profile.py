@@ -7,6 +7,7 @@ or override profiles from its own directories (a file with the same name wins).
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -142,8 +143,17 @@ class HardwareProfile:
             }
             if entries:
                 lines += ["", f"[{section}]"]
-                lines += [f"{key} = {_toml_value(value)}" for key, value in entries.items()]
+                for key, value in entries.items():
+                    shown = _meaningful(value, f"{section}.{key}" in self.estimated)
+                    lines.append(f"{key} = {_toml_value(shown)}")
         return "\n".join(lines) + "\n"
+
+
+def _meaningful(value: Any, estimated: bool) -> Any:
+    """An estimate to 4 significant digits (0.33230515200000005 -> 0.3323); others as given."""
+    if estimated and isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
 
 
 def _toml_value(value: Any) -> str:
@@ -270,14 +280,31 @@ class ProfileRegistry:
         """Return every known profile name, sorted."""
         return sorted(self._paths)
 
+    def canonical(self, name: str) -> str:
+        """The profile's own name for ``name``, matched without regard to case.
+
+        An unknown name raises ProfileError with the closest known names ("did you mean").
+        """
+        if name in self._paths:
+            return name
+        folded = {known.lower(): known for known in self._paths}
+        if name.lower() in folded:
+            return folded[name.lower()]
+        prefixed = [k for k in sorted(folded) if k.startswith(name.lower())]
+        close = list(
+            dict.fromkeys(
+                [*prefixed, *difflib.get_close_matches(name.lower(), list(folded), 3, 0.5)]
+            )
+        )[:3]
+        hint = f"; did you mean {' or '.join(folded[c] for c in close)}?" if close else ""
+        raise ProfileError(
+            f"unknown hardware profile {name!r}{hint} (known: {', '.join(self.names())}, or "
+            "auto for this machine)"
+        )
+
     def path(self, name: str) -> Path:
-        """Return the file a profile comes from; unknown names raise ProfileError."""
-        try:
-            return self._paths[name]
-        except KeyError:
-            raise ProfileError(
-                f"unknown hardware profile {name!r}; known profiles: {', '.join(self.names())}"
-            ) from None
+        """Return the file a profile comes from (case-insensitive); unknown: ProfileError."""
+        return self._paths[self.canonical(name)]
 
     def load(self, name: str) -> HardwareProfile:
         """Load one profile by name."""

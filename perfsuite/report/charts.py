@@ -38,14 +38,14 @@ CHARTS: list[Chart] = []
 
 
 def chart(
-    key: str, title: str, answers: str
+    key: str, title: str, answers: str, first: bool = False
 ) -> Callable[[Callable[[ChartContext], str | None]], Callable[[ChartContext], str | None]]:
-    """Register a chart drawing function."""
+    """Register a chart drawing function (``first``: ahead of every other chart)."""
 
     def register(
         draw: Callable[[ChartContext], str | None],
     ) -> Callable[[ChartContext], str | None]:
-        CHARTS.append(Chart(key, title, answers, draw))
+        CHARTS.insert(0 if first else len(CHARTS), Chart(key, title, answers, draw))
         return draw
 
     return register
@@ -57,7 +57,9 @@ def render_all(ctx: ChartContext) -> list[dict[str, str]]:
 
     out = []
     # Labels are plain text: a "$" in a parameter or a check name is not math.
-    with matplotlib.rc_context({"text.parse_math": False}):
+    # Labels are at least 11 px on the page: figures are drawn 11 in wide at 11 pt and
+    # shown at the page's full width.
+    with matplotlib.rc_context({"text.parse_math": False, "font.size": 11}):
         for c in CHARTS:
             svg = c.draw(ctx)
             if svg:
@@ -65,7 +67,7 @@ def render_all(ctx: ChartContext) -> list[dict[str, str]]:
     return out
 
 
-def _figure(width: float = 7.0, height: float = 3.6) -> Any:
+def _figure(width: float = 11.0, height: float = 4.0) -> Any:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), layout="constrained")
@@ -124,7 +126,17 @@ def roofline(ctx: ChartContext) -> str | None:
     ceilings = section.get("ceilings", {})
     compute = ceilings.get("compute_tflops", {})
     bandwidth = ceilings.get("bandwidth_gbs")
-    fig = _figure(7.5, 4.2)
+    slope_note = ""
+    if not bandwidth:  # no datasheet figure (a CPU host): the bandwidth this run measured
+        measured = [
+            _best(r)
+            for r in ctx.record.results
+            if r.check == "memory_bandwidth" and r.params.get("device") == "cpu"
+        ]
+        if measured:
+            bandwidth = max(measured)
+            slope_note = " (measured in this run; the profile has none)"
+    fig = _figure(11.0, 5.0)
     ax = fig.add_subplot()
     ais = [p["ai"] for p in points]
     lo, hi = min(ais) / 4, max(ais) * 4
@@ -136,16 +148,21 @@ def roofline(ctx: ChartContext) -> str | None:
         ax.axhline(peak, ls=":" if est else "-", lw=1, color="0.4")
         ax.annotate(
             f"{precision} {peak:.3g}{' (est.)' if est else ''}",
-            (hi, peak),
+            (hi / 1.15, peak),
             ha="right",
             va="bottom",
-            fontsize=7,
+            fontsize=10,
         )
     if bandwidth:
         top = max(compute.values()) if compute else max(p["achieved_tflops"] for p in points)
         xs = [lo, top * 1000 / bandwidth]
         ax.plot(xs, [x * bandwidth / 1000 for x in xs], color="0.4", lw=1)
-        ax.annotate(f"{bandwidth:g} GB/s", (lo, lo * bandwidth / 1000), fontsize=7, va="bottom")
+        ax.annotate(
+            f"{bandwidth:.4g} GB/s{slope_note}",
+            (lo * 1.15, lo * bandwidth / 1000),
+            fontsize=10,
+            va="bottom",
+        )
     markers = {"gemm": "s", "conv_roofline": "o"}
     if ctx.baseline is not None:
         ghost = (ctx.baseline.derived.get("roofline") or {}).get("points") or []
@@ -170,23 +187,35 @@ def roofline(ctx: ChartContext) -> str | None:
             )
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)", ylabel="TFLOP/s")
     ax.set_xlim(lo, hi)
-    ax.legend(fontsize=7, loc="lower right")
+    _plain_log(ax)
+    ax.legend(fontsize=10, loc="lower right")
     return _svg(fig)
 
 
 def _bars(
-    labels: Sequence[str], values: Sequence[float], peaks: Sequence[float | None], unit: str
+    labels: Sequence[str],
+    values: Sequence[float],
+    peaks: Sequence[float | None],
+    unit: str,
+    baselines: Sequence[float | None] = (),
 ) -> str:
-    fig = _figure(7.5, max(2.2, 0.28 * len(labels) + 1))
+    fig = _figure(11.0, max(2.4, 0.34 * len(labels) + 1.2))
     ax = fig.add_subplot()
     y = range(len(labels))
     ax.barh(list(y), values, color="#4a78b5")
     for i, peak in enumerate(peaks):
         if peak:
             ax.plot([peak, peak], [i - 0.4, i + 0.4], color="#c0392b", lw=2)
-    ax.set_yticks(list(y), labels, fontsize=7)
+    marked = [(i, b) for i, b in enumerate(baselines) if b]
+    if marked:
+        ax.plot(
+            [b for _, b in marked], [i for i, _ in marked], "D", color="0.15", ms=5,
+            label="baseline median",
+        )  # fmt: skip
+        ax.legend(fontsize=10, loc="lower right")
+    ax.set_yticks(list(y), labels, fontsize=10)
     ax.invert_yaxis()
-    ax.set_xlabel(f"{unit} (bar: best; red tick: profile peak)")
+    ax.set_xlabel(f"{unit} (bar: best; red tick: profile peak; diamond: baseline median)")
     return _svg(fig)
 
 
@@ -195,7 +224,13 @@ def _against_peak(ctx: ChartContext, check: str, unit: str) -> str | None:
     rs = [r for r in ctx.record.results if r.check == check]
     if not rs:
         return None
-    return _bars([_short(r) for r in rs], [_best(r) for r in rs], [r.floor.peak for r in rs], unit)
+    return _bars(
+        [_short(r) for r in rs],
+        [_best(r) for r in rs],
+        [r.floor.peak for r in rs],
+        unit,
+        [r.baseline.baseline_median for r in rs],
+    )
 
 
 @chart("memory_bandwidth", "Memory bandwidth", "Does each device reach its datasheet bandwidth?")
@@ -221,11 +256,11 @@ def knobs(ctx: ChartContext) -> str | None:
         for variant, speedup in by_variant.items():
             labels.append(f"{device} {variant}")
             values.append(speedup)
-    fig = _figure(7.5, max(2.0, 0.3 * len(labels) + 1))
+    fig = _figure(11.0, max(2.2, 0.34 * len(labels) + 1.2))
     ax = fig.add_subplot()
     ax.barh(range(len(labels)), values, color=["#2e8b57" if v >= 1 else "#c0392b" for v in values])
     ax.axvline(1.0, color="0.3", lw=1)
-    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=10)
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the plain training step (x)")
     return _svg(fig)
@@ -340,4 +375,54 @@ def input_pipeline(ctx: ChartContext) -> str | None:
     ax.set_xlabel("samples/s after the first batch (log scale)", fontsize=11)
     ax.tick_params(axis="x", labelsize=10)
     ax.margins(x=0.15)
+    return _svg(fig)
+
+
+OUTCOME_COLOURS = {
+    "regressed": "#c0392b",
+    "fail": "#c0392b",
+    "noisy": "#b8860b",
+    "waived": "#7f8c8d",
+}
+
+
+@chart(
+    "changes",
+    "What changed",
+    "Which checks moved since the baseline, by how much, and how sure is each verdict?",
+    first=True,
+)
+def changes(ctx: ChartContext) -> str | None:
+    """A forest plot: each check's change against its baseline with its CI, worst first."""
+    rows = [
+        r
+        for r in ctx.record.results
+        if r.baseline.ratio is not None and r.baseline.ci_low is not None
+    ]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: r.baseline.ratio or 1.0)
+    height = max(2.4, 0.24 * len(rows) + 1.3)
+    fig = _figure(11.0, height)
+    ax = fig.add_subplot()
+    tolerance = max((r.baseline.tolerance or 0.0) for r in rows)
+    if tolerance:
+        ax.axvspan(-100 * tolerance, 100 * tolerance, color="#e9f6ee", zorder=0)
+    ax.axvline(0, color="0.4", lw=1)
+    for i, r in enumerate(rows):
+        b = r.baseline
+        assert b.ratio is not None and b.ci_low is not None and b.ci_high is not None
+        colour = OUTCOME_COLOURS.get(r.outcome, "#1b7f3b" if b.verdict == "improved" else "#4a78b5")
+        low, mid, high = (100 * (v - 1) for v in (b.ci_low, b.ratio, b.ci_high))
+        ax.plot([low, high], [i, i], color=colour, lw=2)
+        ax.plot([mid], [i], "o", color=colour, ms=5)
+    ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        "change against the baseline, % (negative is worse; bar: 95% CI; green band: "
+        f"tolerance ±{100 * tolerance:g}%)",
+        fontsize=11,
+    )
+    ax.tick_params(axis="x", labelsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)

@@ -1,0 +1,93 @@
+"""Screenshots of the HTML report from real runs: passing, regressed, and a pre-upgrade A/B.
+
+Usage: python scripts/screenshots.py [--out docs/screenshots]
+
+It runs the numpy checks of the suite (memory bandwidth and GEMM) in quick mode on this
+machine, into a temporary directory:
+
+1. three baseline runs, saved (quick runs are forced into the baseline);
+2. a run judged against them: the passing report;
+3. a run with a 40% slowdown injected into every timed repetition
+   (``benchmarks/slowdown.py``): the report with regressions;
+4. ``perfsuite compare`` of the passing run against the slowed one, as HTML: the A/B view.
+
+Each page is opened in headless Chromium and saved as PNG (the top of the page, where the
+verdict is, 1400 px wide).  Needs Chromium (``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKS = ["suites/test_memory_bandwidth.py", "suites/test_gemm.py", "-k", "numpy"]
+
+
+def _pytest(workdir: Path, *extra: str, env: dict[str, str] | None = None) -> Path:
+    reports = workdir / "reports"
+    before = set(reports.rglob("*.json")) if reports.exists() else set()
+    subprocess.run(
+        [
+            sys.executable, "-m", "pytest", *CHECKS, "--hw=auto", "--perf-quick", "-q",
+            "-p", "no:cacheprovider", "-p", "benchmarks.slowdown",
+            "--perf-report-dir", str(reports), "--perf-baseline-dir", str(workdir / "baselines"),
+            "--perf-fail-on", "fail", *extra,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    (record,) = set(reports.glob("*/*.json")) - before
+    return record
+
+
+def _shoot(page: Path, png: Path, height: int) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        raise SystemExit("Chromium is not installed (apt-get install chromium)")
+    subprocess.run(
+        [
+            browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--window-size=1400,{height}", f"--screenshot={png}", page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    print(f"{png}: {png.stat().st_size // 1024} KiB")
+
+
+def main() -> None:
+    """Run, render and photograph."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "baselines").mkdir()
+        for _ in range(3):
+            _pytest(work, "--perf-save-baseline", "--perf-force-baseline")
+        passing = _pytest(work)
+        slowed = _pytest(work, env={"PERFSUITE_INJECT_SLOWDOWN": "0.4"})
+        ab = work / "ab.html"
+        subprocess.run(
+            [sys.executable, "-m", "perfsuite", "compare", str(passing), str(slowed),
+             "--html", str(ab)],
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        _shoot(passing.with_suffix(".html"), args.out / "report-passing.png", 1100)
+        _shoot(slowed.with_suffix(".html"), args.out / "report-regressed.png", 1100)
+        _shoot(ab, args.out / "report-ab.png", 1100)
+
+
+if __name__ == "__main__":
+    main()
