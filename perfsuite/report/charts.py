@@ -91,14 +91,28 @@ def _svg(fig: Any) -> str:
 
 def _plain_log(ax: Any, axis: str = "both") -> None:
     """Log-axis tick labels as plain numbers (the default ones are math text, off here)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    import math
 
-    fmt = FuncFormatter(lambda v, _: f"{v:,.6g}")
+    from matplotlib.ticker import FuncFormatter
+
+    def plain(value: float, _: int) -> str:
+        return f"{value:,.6g}"
+
     for which in ("x", "y") if axis == "both" else (axis,):
         target = ax.xaxis if which == "x" else ax.yaxis
-        if target.get_scale() == "log":
-            target.set_major_formatter(fmt)
-            target.set_minor_formatter(NullFormatter())
+        if target.get_scale() != "log":
+            continue
+
+        def minor(value: float, _: int, target: Any = target) -> str:
+            # Where an axis spans under ~1.5 decades, label its 2s and 5s as well.
+            lo, hi = sorted(target.get_view_interval())
+            if lo <= 0 or hi / lo > 30 or value <= 0:
+                return ""
+            mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
+            return plain(value, 0) if mantissa in (2.0, 5.0) else ""
+
+        target.set_major_formatter(FuncFormatter(plain))
+        target.set_minor_formatter(FuncFormatter(minor))
 
 
 def _bytes_label(size: int) -> str:
@@ -324,7 +338,7 @@ def allreduce(ctx: ChartContext) -> str | None:
             ]  # fmt: skip
             lat_ax.plot(sizes, model, ":", color=line.get_color(), alpha=0.8)
     all_sizes = sorted({p["size"] for c in curves for p in c["points"]})
-    ticks = [s for s in all_sizes if (s.bit_length() - 1) % 4 == 2] or all_sizes
+    ticks = all_sizes if len(all_sizes) <= 8 else [s for s in all_sizes if s.bit_length() % 4 == 3]
     for ax, ylabel in ((lat_ax, "latency (µs, mean across ranks)"), (bw_ax, "busbw (GB/s)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
