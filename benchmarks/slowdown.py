@@ -4,6 +4,7 @@ Used by ``benchmarks/verdicts.py`` to measure the verdicts' power: with
 ``PERFSUITE_INJECT_SLOWDOWN=0.2`` each repetition's work is followed by a busy wait that
 stretches it to 1/(1-0.2) = 1.25 times its duration, so the metric falls by 20%.  Load it
 with ``-p benchmarks.slowdown``; without the variable it does nothing.
+``PERFSUITE_INJECT_SLOWDOWN_PARAM=triad`` slows only workloads with that parameter value.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if not 0 < fraction < 1:
         return
     stretch = 1 / (1 - fraction) - 1
+    only = os.environ.get("PERFSUITE_INJECT_SLOWDOWN_PARAM", "")
     original = measure.Workload.step
 
     def slower(self: measure.Workload, calls: int = 1) -> None:
         start = time.perf_counter()
         original(self, calls)
+        if only and only not in {str(v) for v in self.params.values()}:
+            return
         extra = (time.perf_counter() - start) * stretch
         end = time.perf_counter() + extra
         while time.perf_counter() < end:
