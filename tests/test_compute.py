@@ -130,3 +130,37 @@ def test_numpy_matmul_is_fp32_only() -> None:
     mm = np_backend.matmul("cpu", 16, 8, 4, "fp32", seed=2)
     mm.run()
     np.testing.assert_allclose(mm.c, mm.a @ mm.b, rtol=1e-5)
+
+
+def test_the_training_step_keeps_the_frameworks_tf32_setting() -> None:
+    """Forcing TF32 off in the plain step would inflate the AMP and XLA speedups."""
+    tf = pytest.importorskip("tensorflow")
+    from perfsuite.workloads.tensorflow_backend import TensorFlowTrainStep
+
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+        step = TensorFlowTrainStep("cpu", "baseline", 4, 0)
+        assert tf.config.experimental.tensor_float_32_execution_enabled()
+        assert step.describe()["tf32"] is True
+        step.close()
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
+def test_the_numpy_gemm_never_imports_tensorflow() -> None:
+    """FLOP counts are framework-neutral; the numpy backend runs without TensorFlow loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from perfsuite.hardware.profile import ProfileRegistry\n"
+        "from perfsuite.workloads import gemm\n"
+        "case = next(c for c in gemm.cases() if c.target.backend == 'numpy')\n"
+        "w = gemm.workload(case, ProfileRegistry().load('a100'))\n"
+        "assert 'tensorflow' not in sys.modules, 'numpy GEMM imported TensorFlow'\n"
+        "print(w.expectations[0].detail)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "not cross-checked" in out.stdout

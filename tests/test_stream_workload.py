@@ -76,3 +76,38 @@ def test_targets_cover_numpy_cpu_and_a_gpu_slot() -> None:
     ids = [str(t) for t in targets()]
     assert "numpy-cpu" in ids
     assert "tensorflow-cpu" in ids and "tensorflow-gpu:0" in ids
+
+
+def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Check / bare reference is in the record; without a compiler it is no-reference.
+
+    The numpy STREAM checks carry a C reference measured in the same run.
+    """
+    import json
+    import shutil as sh
+    from pathlib import Path as P
+
+    suite = P(__file__).resolve().parents[1] / "suites" / "test_memory_bandwidth.py"
+    sh.copy(suite, pytester.path / "test_suite_stream.py")
+    pytester.makeini("[pytest]\nperf_quick = true\n")
+    result = pytester.runpytest_subprocess(
+        "-k", "numpy and (triad or copy)", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=2)
+    (path,) = (pytester.path / "reports").glob("*/*.json")
+    rows = json.loads(path.read_text())["derived"]["fidelity"]["checks"]
+    assert len(rows) == 2
+    for row in rows:
+        if sh.which("cc") or sh.which("gcc"):
+            assert row["reference"]["value"] > 0 and row["fidelity"] > 0
+            assert row["fidelity"] == pytest.approx(row["value"] / row["reference"]["value"])
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    no_cc = pytester.runpytest_subprocess(
+        "-k", "numpy and triad", "-p", "no:cacheprovider", "--perf-report-dir", "nocc"
+    )
+    no_cc.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "nocc").glob("*/*.json")
+    (row,) = json.loads(path.read_text())["derived"]["fidelity"]["checks"]
+    assert row["fidelity"] is None and "no C compiler" in row["reference"]["unavailable"]

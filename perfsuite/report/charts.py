@@ -440,3 +440,34 @@ def changes(ctx: ChartContext) -> str | None:
     ax.tick_params(axis="x", labelsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)
+
+
+@chart(
+    "fidelity",
+    "Fidelity",
+    "Check over a bare reference in the same run: is each number the machine's or the harness's?",
+)
+def fidelity(ctx: ChartContext) -> str | None:
+    """Each check's best over its bare reference's best; 1.0 means the harness costs nothing."""
+    rows = [
+        c for c in (ctx.record.derived.get("fidelity") or {}).get("checks", []) if c["fidelity"]
+    ]
+    if not rows:
+        return None
+    fig = _figure(11.0, max(2.4, 0.34 * len(rows) + 1.2))
+    ax = fig.add_subplot()
+    values = [c["fidelity"] for c in rows]
+    ax.barh(
+        range(len(rows)),
+        values,
+        color=["#2e8b57" if 0.9 <= v <= 1.1 else "#c0392b" for v in values],
+    )
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:.2f}", va="center", fontsize=10)
+    ax.axvline(1.0, color="0.2", lw=1)
+    ax.axvline(0.9, color="0.5", lw=1, ls="--")
+    ax.set_yticks(range(len(rows)), [c["id"].rsplit("::", 1)[-1] for c in rows], fontsize=10)
+    ax.invert_yaxis()
+    ax.set_xlabel("check ÷ bare reference (green: within 0.9-1.1)", fontsize=11)
+    ax.margins(x=0.12)
+    return _svg(fig)

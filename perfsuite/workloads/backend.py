@@ -12,7 +12,7 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import Any, Protocol
 
 from perfsuite.hardware.detect import gpu_facts
 
@@ -128,6 +128,14 @@ class Backend(ABC):
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
         """Why ``device`` cannot run ``precision`` with this backend, or None."""
         return None if precision == "fp32" else f"{self.name} has no {precision} kernels"
+
+    def stream_reference(self, kernels: StreamKernels, kernel: str) -> dict[str, Any]:
+        """A bare reference for one STREAM kernel: what it is and its GB/s, or why none."""
+        return {"what": "bare reference", "unavailable": f"{self.name} has none"}
+
+    def matmul_reference(self, kernel: Kernel, flops: float) -> dict[str, Any]:
+        """A bare matmul on the kernel's inputs: what it is and its TFLOP/s, or why none."""
+        return {"what": "bare matmul", "unavailable": f"{self.name} has none"}
 
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> Kernel:
         """C[M,N] = A[M,K] x B[K,N] on random data."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from perfsuite.workloads import references
 from perfsuite.workloads.backend import Backend
 
 SCALAR = 3.0
@@ -149,6 +150,18 @@ class NumpyBackend(Backend):
     def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:
         """Allocate the arrays on the host."""
         return NumpyStream(elements, seed)
+
+    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+        """STREAM's kernel in C with OpenMP, on the check's own arrays."""
+        return references.c_stream_gbs(
+            kernel, kernels.a, kernels.b, kernels.c, SCALAR, kernels.threads
+        )
+
+    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+        """``np.matmul(a, b, out=c)`` in a plain loop, on the check's arrays."""
+        a, b, c = kernel.a, kernel.b, kernel.c
+        rate = references.best_rate(lambda: np.matmul(a, b, out=c), flops)
+        return {"what": "np.matmul(a, b, out=c) in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
         """Only fp32: numpy's BLAS has no 16-bit GEMM."""

@@ -97,6 +97,8 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
     size = sizing(target, profile)
     _check_memory(target, size)
     kernels = backend.stream_kernels(target.device, size.elements, SEED)
+    # The same kernel written bare, on the same device, right before the check (fidelity).
+    bare = backend.stream_reference(kernels, kernel)
     return Workload(
         check="memory_bandwidth",
         params={"kernel": kernel, "backend": target.backend, "device": target.device},
@@ -117,6 +119,7 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
             "cache_bytes": size.cache_bytes,
             "cache_source": size.cache_source,
             "backend_version": backend.version(),
+            "bare_reference": bare,
             **kernels.describe(),
         },
         close=getattr(kernels, "close", None),

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from perfsuite.hardware.detect import host_facts
+from perfsuite.workloads import references
 from perfsuite.workloads.backend import Backend, ConvSpec, gpu_slots
 from perfsuite.workloads.numpy_backend import SCALAR
 
@@ -104,14 +105,16 @@ BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 class _TensorFlowKernel:
     """Shared plumbing: the device scope, sync, and the TF32 switch (a global setting)."""
 
-    def __init__(self, device: str, precision: str) -> None:
+    def __init__(self, device: str, precision: str, set_tf32: bool = True) -> None:
         tf = self._tf = _tf()
         self.device = _tf_device(device)
         self.precision = precision
         self.dtype = getattr(tf, DTYPES[precision])
         self._tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
-        # fp32 is measured with TF32 off and tf32 with it on, explicitly, whatever the default.
-        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        # fp32 is measured with TF32 off and tf32 with it on, explicitly, whatever the default;
+        # a training step keeps the framework's own setting (users train with it).
+        if set_tf32:
+            tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
         self._out: Any = None
         self._sync_devices = getattr(tf.test.experimental, "sync_devices", None)
 
@@ -211,7 +214,9 @@ class TensorFlowTrainStep(_TensorFlowKernel):
 
     def __init__(self, device: str, variant: str, batch: int, seed: int) -> None:
         """Build the model for the variant and random inputs and labels."""
-        super().__init__(device, "fp32")
+        # TF32 left as the framework has it: forcing it off would slow the plain step on
+        # Ampere and later and inflate the AMP and XLA speedups.
+        super().__init__(device, "fp32", set_tf32=False)
         tf = self._tf
         import keras
 
@@ -335,6 +340,47 @@ class TensorFlowBackend(Backend):
         if cc is not None and cc < (7, 0):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
         return None
+
+    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+        """An XLA function updating ``tf.Variable`` s in place: no output allocated per call."""
+        tf = _tf()
+        with tf.device(kernels.device):
+            va, vb, vc = (tf.Variable(x) for x in (kernels.a, kernels.b, kernels.c))
+            q = tf.constant(SCALAR, tf.float64)
+        bodies = {
+            "copy": lambda: vc.assign(va),
+            "scale": lambda: vb.assign(q * vc),
+            "add": lambda: vc.assign(va + vb),
+            "triad": lambda: va.assign(vb + q * vc),
+        }
+        fn = tf.function(bodies[kernel], jit_compile=True)
+
+        def step() -> None:
+            with tf.device(kernels.device):
+                fn()
+
+        words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
+        rate = references.best_rate(step, words * kernels.elements * 8, kernels.sync)
+        return {
+            "what": "XLA tf.function updating tf.Variables in place",
+            "value": rate / 1e9,
+            "unit": "GB/s",
+        }
+
+    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+        """``tf.linalg.matmul`` on the check's inputs, in a plain loop."""
+        tf = _tf()
+        out: list[Any] = [None]
+
+        def step() -> None:
+            with tf.device(kernel.device):
+                out[0] = tf.linalg.matmul(kernel.a, kernel.b)
+
+        def sync() -> None:
+            out[0][..., :1].numpy()
+
+        rate = references.best_rate(step, flops, sync)
+        return {"what": "tf.linalg.matmul in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
 
     def matmul(
         self, device: str, m: int, n: int, k: int, precision: str, seed: int

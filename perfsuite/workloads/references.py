@@ -1,0 +1,183 @@
+"""Bare references: the same operation written directly, measured in the same process.
+
+A check's number should be the machine's, not the harness's.  Each bandwidth and GEMM
+check measures a bare reference right before it and records it; the run record's
+``fidelity`` section is the check's best over the reference's best.
+
+* numpy STREAM: the four STREAM kernels in C with OpenMP, compiled when the session first
+  needs them (``cc -O3 -march=native -fopenmp``), run on the check's own arrays through
+  ctypes.  No compiler: the fidelity is "no-reference", never a failure.
+* numpy GEMM: ``np.matmul(a, b, out=c)`` in a plain loop.
+* TensorFlow STREAM: an XLA-compiled function that updates a ``tf.Variable`` in place (no
+  output allocated per call); TensorFlow GEMM: ``tf.linalg.matmul`` in a plain loop.
+
+Each reference is timed as the checks are: warmed up, then 5 samples of at least 0.1 s
+each, the best one kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfsuite import sections, stats
+from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.model import Result
+
+SAMPLES = 5
+SAMPLE_SECONDS = 0.1
+STREAM_KINDS = {"copy": 0, "scale": 1, "add": 2, "triad": 3}
+
+C_STREAM = r"""
+#include <time.h>
+#include <omp.h>
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
+}
+/* Best seconds of `reps` passes of one STREAM kernel over n doubles. */
+double stream_best(int kind, double *a, double *b, double *c, long n, double q, int reps,
+                   int threads) {
+    double best = 1e30;
+    omp_set_num_threads(threads);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        switch (kind) {
+        case 0:
+            #pragma omp parallel for simd schedule(static)
+            for (long i = 0; i < n; i++) c[i] = a[i];
+            break;
+        case 1:
+            #pragma omp parallel for simd schedule(static)
+            for (long i = 0; i < n; i++) b[i] = q * c[i];
+            break;
+        case 2:
+            #pragma omp parallel for simd schedule(static)
+            for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
+            break;
+        default:
+            #pragma omp parallel for simd schedule(static)
+            for (long i = 0; i < n; i++) a[i] = b[i] + q * c[i];
+        }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+"""
+
+
+def best_rate(
+    step: Callable[[], Any], work: float, sync: Callable[[], Any] = lambda: None
+) -> float:
+    """Work per second of the best of 5 samples of at least 0.1 s each, after a warm-up."""
+    step()
+    sync()
+    start = time.perf_counter()
+    step()
+    sync()
+    once = max(time.perf_counter() - start, 1e-9)
+    calls = max(1, int(SAMPLE_SECONDS / once))
+    best = float("inf")
+    for _ in range(SAMPLES):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        sync()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return work / best
+
+
+@functools.cache
+def _c_stream() -> tuple[Any, str] | tuple[None, str]:
+    """The compiled C STREAM library and how it was built, or None and why not."""
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or shutil.which(compiler) is None:
+        return None, f"no C compiler ({compiler or 'cc'} not found)"
+    folder = Path(tempfile.gettempdir()) / f"perfsuite-ref-{os.getuid()}"
+    folder.mkdir(exist_ok=True)
+    flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+    digest = hashlib.sha256((C_STREAM + " ".join(flags) + compiler).encode()).hexdigest()[:12]
+    library = folder / f"stream-{digest}.so"
+    if not library.exists():
+        source = folder / f"stream-{digest}.c"
+        source.write_text(C_STREAM)
+        partial = folder / f".stream-{digest}-{os.getpid()}.so"
+        proc = subprocess.run(
+            [compiler, *flags, "-o", str(partial), str(source)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if proc.returncode != 0:
+            return None, f"{compiler} could not build the C STREAM reference: {proc.stderr[-300:]}"
+        os.replace(partial, library)
+    lib = ctypes.CDLL(str(library))
+    lib.stream_best.restype = ctypes.c_double
+    pointer = ctypes.POINTER(ctypes.c_double)
+    lib.stream_best.argtypes = [
+        ctypes.c_int, pointer, pointer, pointer, ctypes.c_long, ctypes.c_double,
+        ctypes.c_int, ctypes.c_int,
+    ]  # fmt: skip
+    return lib, f"C STREAM ({Path(compiler).name} {' '.join(flags[:3])})"
+
+
+def c_stream_gbs(
+    kernel: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, scalar: float, threads: int
+) -> dict[str, Any]:
+    """The C kernel on these arrays: GB/s by STREAM's count, best of 10; or why none."""
+    lib, how = _c_stream()
+    if lib is None:
+        return {"what": "C STREAM", "unavailable": how}
+    words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
+    pointer = ctypes.POINTER(ctypes.c_double)
+    args = [x.ctypes.data_as(pointer) for x in (a, b, c)]
+    lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 2, threads)  # warm-up
+    best = lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 10, threads)
+    return {
+        "what": f"{how}, {threads} OpenMP threads, best of 10, on the check's arrays",
+        "value": words * a.size * 8 / best / 1e9,
+        "unit": "GB/s",
+    }
+
+
+def fidelity(best: float, reference: Mapping[str, Any] | None) -> float | None:
+    """Check over reference (both rates), or None where there is no reference value."""
+    if not reference or not reference.get("value"):
+        return None
+    return best / float(reference["value"])
+
+
+def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, Any]:
+    """Every check with a bare reference: its best, the reference, and their ratio."""
+    rows = []
+    for r in results:
+        bare = r.context.get("bare_reference")
+        if not isinstance(bare, Mapping):
+            continue
+        best = stats.best(r.samples, r.higher_is_better)
+        rows.append(
+            {
+                "id": r.id,
+                "check": r.check,
+                "value": best,
+                "unit": r.unit,
+                "reference": dict(bare),
+                "fidelity": fidelity(best, bare),
+            }
+        )
+    return {"checks": rows} if rows else {}
+
+
+sections.register("fidelity", section)
