@@ -235,7 +235,27 @@ def explain(result: Result, profile: str = "") -> str:
     for e in result.context.get("expectations", ()):
         if isinstance(e, dict) and not e.get("passed", True):
             parts.append(f"{e.get('name')}: {e.get('detail')}")
-    if floor.verdict == "fail" and floor.threshold is not None and floor.value is not None:
+    framing = result.context.get("floor_fail_text")
+    if (
+        floor.verdict == "fail"
+        and floor.threshold is not None
+        and floor.value
+        and isinstance(framing, str)
+    ):
+        # The check's own words for a miss (e.g. "input-bound: ... cores needed").
+        times = floor.threshold / floor.value
+        facts = {k: v for k, v in result.context.items() if isinstance(v, int | float)}
+        cores = float(facts.get("cpus", 1)) * times  # the same pipeline, scaled by cores
+        parts.append(
+            framing.format(
+                **facts,
+                value=floor.value,
+                threshold=floor.threshold,
+                times=times,
+                cores_needed=cores,
+            )
+        )
+    elif floor.verdict == "fail" and floor.threshold is not None and floor.value is not None:
         relation = "below" if result.higher_is_better else "above"
         est = " (estimated peak: a warning, not a failure)" if floor.estimated else ""
         parts.append(

@@ -139,3 +139,23 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     assert tracks == {"no_prefetch", "prefetch"}
     assert {s["layout"] for s in section["storage"]} == {"tfrecord", "files"}
     assert all(s["files_s"] > 0 for s in section["storage"])
+
+
+def test_a_pipeline_that_cannot_feed_the_device_says_so_in_those_terms(
+    pytester: pytest.Pytester,
+) -> None:
+    """Against an A100's bf16 peak, 2 CPU cores cannot decode ResNet-50's input fast enough."""
+    pytest.importorskip("tensorflow")
+    pytester.makeini("[pytest]\nperf_quick = true\n")
+    shutil.copy(ROOT / "suites" / "test_input_pipeline.py", pytester.path / "test_suite_ip.py")
+    result = pytester.runpytest(
+        "-k", "interleave", "--hw=a100", "--perf-allow-missing-device",
+        "--perf-data-dir", str(pytester.path / "data"), "-p", "no:cacheprovider",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines(
+        [
+            r".*input-bound: pipeline [\d,]+ samples/s < compute limit 12,683 samples/s; about "
+            r"[\d.]+x more CPU needed \(\d+ cores here: about [\d,]+ would feed this device\).*"
+        ]
+    )

@@ -296,6 +296,11 @@ def throughput_workload(
             "first_batch_s": first,
             "compute_limit_samples_s": limit,
             "compute_limit_source": source,
+            "floor_fail_text": (
+                "input-bound: pipeline {value:,.0f} samples/s < compute limit {threshold:,.0f} "
+                "samples/s; about {times:.1f}x more CPU needed ({cpus} cores here: about "
+                "{cores_needed:,.0f} would feed this device)"
+            ),
             "model_flops_per_sample": model_flops,
             "cpus": usable_cpus(),
             "dataset": str(dataset.root),
