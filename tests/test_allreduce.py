@@ -192,11 +192,16 @@ def test_framework_collectives_run_across_processes(
 @needs_mpi
 @pytest.mark.parametrize(
     ("signal_name", "fragment"),
-    [("SIGKILL", "exited with status"), ("SIGSTOP", "no result within 20 s")],
+    # A killed rank: MPICH either aborts the job (a non-zero exit) or leaves the other rank
+    # waiting until the launch timeout; both must end the check, clearly, in time.
+    [
+        ("SIGKILL", ("exited with status", "no result within 20 s")),
+        ("SIGSTOP", ("no result within 20 s",)),
+    ],
     ids=["rank-killed", "rank-hung"],
 )
 def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
-    pytester: pytest.Pytester, signal_name: str, fragment: str
+    pytester: pytest.Pytester, signal_name: str, fragment: tuple[str, ...]
 ) -> None:
     _project(pytester)
     launcher = f"mpiexec -n {{ranks}} {sys.executable} {pytester.path / 'wrapper.py'} {signal_name}"
@@ -207,7 +212,7 @@ def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
     )  # fmt: skip
     elapsed = time.monotonic() - start
     result.assert_outcomes(failed=1)
-    assert fragment in result.stdout.str()
+    assert any(f in result.stdout.str() for f in fragment), result.stdout.str()[-2000:]
     assert "Traceback" not in result.stdout.str()
     assert elapsed < 20 + 30, f"took {elapsed:.0f} s"
     time.sleep(0.5)

@@ -20,7 +20,7 @@ BRIEF = {
     "h100-sxm": (67, 494.5, 989.5, 3350),
     "h100-pcie": (51, 378, 756, 2000),
     "h200": (67, 494.5, 989.5, 4800),
-    "mi250x": (47.9, None, 383, 3200),
+    "mi250x": (23.95, None, 191.5, 1600),  # per GCD: half the package datasheet
 }
 
 VALID = """\
@@ -191,3 +191,33 @@ def test_host_last_level_cache_is_read_from_sysfs() -> None:
         pytest.skip("no sysfs cache information on this host")
     llc = last_level_cache_bytes()
     assert llc is not None and llc >= 256 * 1024
+
+
+def test_mi250x_is_described_per_gcd() -> None:
+    """A package is two GCDs and ROCm shows each as a device: per-package floors never hold."""
+    gcd = ProfileRegistry().load("mi250x")
+    assert gcd.figure("memory.bandwidth_gbs") == 1600
+    assert gcd.figure("compute.fp32_tflops") == pytest.approx(47.9 / 2)
+    assert gcd.figure("compute.bf16_tflops") == pytest.approx(383 / 2)
+
+
+def test_amd_gpus_are_found_in_the_kfd_topology(tmp_path: Path) -> None:
+    from perfsuite.hardware.detect import amd_gpu_names
+
+    for index, (simds, gfx) in enumerate([(0, ""), (220, "gfx90a"), (220, "gfx90a")]):
+        node = tmp_path / str(index)
+        node.mkdir()
+        (node / "properties").write_text(f"cpu_cores_count 0\nsimd_count {simds}\n")
+        (node / "name").write_text(gfx + "\n")
+    names = amd_gpu_names(tmp_path)
+    assert len(names) == 2  # two GCDs, the CPU node left out
+    matched = ProfileRegistry().match_device(names[0], "gpu")
+    assert matched is not None and matched.name == "mi250x"
+
+
+def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
+    from perfsuite.workloads.tensorflow_backend import gpu_blind_reason
+
+    reason = gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=8)
+    assert "8 GPU(s) are visible" in reason and "perfsuite[tensorflow-gpu]" in reason
+    assert "WARNING" not in gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=0)

@@ -111,3 +111,30 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
     (path,) = (pytester.path / "nocc").glob("*/*.json")
     (row,) = json.loads(path.read_text())["derived"]["fidelity"]["checks"]
     assert row["fidelity"] is None and "no C compiler" in row["reference"]["unavailable"]
+
+
+def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:
+    """First-touch placement is real only if chunk i always runs on the same pinned thread."""
+    import os
+    import threading
+
+    before = os.sched_getaffinity(0)
+    stream_kernels = NumpyStream(1 << 16, seed=1)
+    try:
+        seen: list[dict[int, tuple[int, frozenset[int]]]] = []
+        for _ in range(2):
+            placement: dict[int, tuple[int, frozenset[int]]] = {}
+
+            def where(i: int, placement: dict = placement) -> None:
+                placement[i] = (threading.get_ident(), frozenset(os.sched_getaffinity(0)))
+
+            stream_kernels._parallel(where)
+            seen.append(placement)
+        assert seen[0] == seen[1]
+        if stream_kernels.pinned:
+            cpus = [next(iter(aff)) for _, aff in seen[0].values()]
+            assert all(len(aff) == 1 for _, aff in seen[0].values())
+            assert len(set(cpus)) == stream_kernels.threads
+    finally:
+        stream_kernels.close()
+    assert os.sched_getaffinity(0) == before  # pinning the pool threads left this one alone

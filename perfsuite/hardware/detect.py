@@ -121,9 +121,70 @@ def host_facts() -> HostFacts:
     )
 
 
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+# Marketing names of the AMD targets perfsuite has profiles for (KFD knows only the gfx id).
+AMD_TARGETS = {
+    "gfx90a": "AMD Instinct MI250X/MI250/MI210 (gfx90a)",
+    "gfx942": "AMD Instinct MI300 (gfx942)",
+}
+
+
+def amd_gpu_names(nodes: Path = KFD_NODES) -> tuple[str, ...]:
+    """AMD GPUs as ROCm's kernel driver lists them: one name per device (per GCD).
+
+    ``rocm-smi --showproductname`` is asked first where it is installed; otherwise each KFD
+    topology node with SIMDs is a GPU, named by its gfx target.
+    """
+    names = _rocm_smi_names()
+    if names:
+        return names
+    found = []
+    for node in sorted(nodes.glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0):
+        try:
+            props = dict(
+                line.split(maxsplit=1)
+                for line in (node / "properties").read_text().splitlines()
+                if " " in line
+            )
+            gfx = (node / "name").read_text().strip()
+        except OSError:
+            continue
+        if int(props.get("simd_count", "0") or 0) > 0:
+            found.append(AMD_TARGETS.get(gfx, f"AMD GPU ({gfx or 'unknown'})"))
+    return tuple(found)
+
+
+def _rocm_smi_names() -> tuple[str, ...]:
+    import shutil
+    import subprocess
+
+    smi = shutil.which("rocm-smi")
+    if smi is None:
+        return ()
+    try:
+        out = subprocess.run(
+            [smi, "--showproductname"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(
+        line.split(":", 2)[-1].strip() for line in out.splitlines() if "Card series" in line
+    )
+
+
 @functools.cache
 def gpu_facts() -> GpuFacts:
-    """List the visible NVIDIA GPUs through NVML; the reason is set when there are none."""
+    """The visible GPUs: NVIDIA through NVML, else AMD through ROCm; why none, if none."""
+    nvidia = _nvidia_facts()
+    if nvidia.names:
+        return nvidia
+    amd = amd_gpu_names()
+    if amd:
+        return GpuFacts(amd)
+    return nvidia
+
+
+def _nvidia_facts() -> GpuFacts:
     try:
         import pynvml
     except ImportError:

@@ -1,10 +1,10 @@
 """numpy on the host CPU, using every CPU the process may run on.
 
 One numpy thread does not reach a multi-core machine's memory bandwidth, so each kernel is
-split into one contiguous chunk per CPU in the process's affinity mask and the chunks run on
-a thread pool; numpy releases the GIL inside ufuncs, so the chunks run in parallel.  Each
-thread first-touches (fills) its own chunk, so on a multi-socket host pages land on the
-socket that streams them.
+split into one contiguous chunk per CPU in the process's affinity mask.  Chunk i always runs
+on the same thread, pinned to the i-th CPU of the mask; numpy releases the GIL inside
+ufuncs, so the chunks run in parallel.  That thread also first-touches (fills) its chunk,
+so on a multi-socket host each chunk's pages land on the socket whose CPU streams them.
 
 The triad has no single numpy ufunc.  It is computed per thread in cache-sized blocks: q*c
 into a small scratch block that stays in L2, then b + scratch into a.  Memory traffic is then
@@ -43,7 +43,16 @@ class NumpyStream:
         """Allocate a, b, c and fill them with random data, each thread its own chunk."""
         self.elements = elements
         self.threads = threads or usable_cpus()
-        self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="perfsuite-stream")
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        # One single-thread pool per chunk: chunk i is touched and streamed by one thread.
+        self.pools = [
+            ThreadPoolExecutor(1, thread_name_prefix=f"perfsuite-stream-{i}")
+            for i in range(self.threads)
+        ]
+        self.pinned = len(cpus) >= self.threads
+        if self.pinned:
+            for i, pool in enumerate(self.pools):
+                pool.submit(os.sched_setaffinity, 0, {cpus[i]}).result()
         bounds = np.linspace(0, elements, self.threads + 1).astype(int)
         bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
         self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
@@ -59,7 +68,7 @@ class NumpyStream:
         self._parallel(fill)
 
     def _parallel(self, fn: Any) -> None:
-        for future in [self.pool.submit(fn, i) for i in range(self.threads)]:
+        for future in [pool.submit(fn, i) for i, pool in enumerate(self.pools)]:
             future.result()
 
     def copy(self) -> None:
@@ -98,12 +107,13 @@ class NumpyStream:
         """Nothing to wait for: every kernel has joined its threads when it returns."""
 
     def describe(self) -> dict[str, object]:
-        """Threads and blocking used."""
-        return {"threads": self.threads, "triad_block_elements": BLOCK}
+        """Threads, pinning and blocking used."""
+        return {"threads": self.threads, "pinned": self.pinned, "triad_block_elements": BLOCK}
 
     def close(self) -> None:
-        """Stop the thread pool."""
-        self.pool.shutdown()
+        """Stop the threads."""
+        for pool in self.pools:
+            pool.shutdown()
 
 
 class NumpyMatmul:

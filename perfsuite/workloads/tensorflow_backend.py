@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from perfsuite.hardware.detect import host_facts
+from perfsuite.hardware.detect import gpu_facts, host_facts
 from perfsuite.workloads import references
 from perfsuite.workloads.backend import Backend, ConvSpec, gpu_slots
 from perfsuite.workloads.numpy_backend import SCALAR
@@ -271,6 +271,19 @@ class TensorFlowTrainStep(_TensorFlowKernel):
         return {**super().describe(), "policy": self.policy}
 
 
+def gpu_blind_reason(device: str, tf_gpus: int, cuda_build: bool, visible: int) -> str:
+    """Why TensorFlow cannot run on ``device``; loud when the GPUs are there but TF is blind."""
+    build = "a CUDA build" if cuda_build else "a CPU-only build"
+    reason = f"TensorFlow ({build}) sees {tf_gpus} GPU(s); no {device} here"
+    if visible > tf_gpus and not cuda_build:
+        reason += (
+            f". WARNING: {visible} GPU(s) are visible on this machine but the installed "
+            "TensorFlow cannot use them (on x86_64 the 'tensorflow' extra installs "
+            "tensorflow-cpu); on a GPU runner: pip install 'perfsuite[tensorflow-gpu]'"
+        )
+    return reason
+
+
 class TensorFlowBackend(Backend):
     """TensorFlow, an optional extra."""
 
@@ -299,8 +312,9 @@ class TensorFlowBackend(Backend):
         index = int(device.split(":", 1)[1])
         if index < len(gpus):
             return None
-        build = "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build"
-        return f"TensorFlow ({build}) sees {len(gpus)} GPU(s); no {device} here"
+        return gpu_blind_reason(
+            device, len(gpus), tf.test.is_built_with_cuda(), len(gpu_facts().names)
+        )
 
     def version(self) -> str:
         """TensorFlow's version."""
