@@ -118,7 +118,28 @@ def _env_int(*names: str) -> int | None:
     return None
 
 
-class TorchComm:
+class _TorchTensors:
+    """Buffers as torch tensors on ``self.device`` (the CPU, or the rank's CUDA device)."""
+
+    torch: Any
+    device: str
+
+    def buffer(self, values: np.ndarray) -> Any:
+        return self.torch.from_numpy(values.copy()).to(self.device)
+
+    def empty(self, elements: int) -> Any:
+        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def host(self, buf: Any) -> np.ndarray:
+        self.sync()
+        return np.asarray(buf.cpu().numpy())
+
+
+class TorchComm(_TorchTensors):
     """torch.distributed: gloo on the CPU, NCCL on a GPU; rank and size from the launcher."""
 
     name = "torch"
@@ -149,12 +170,6 @@ class TorchComm:
         self.backend = backend
         self.rank, self.size = rank, size
 
-    def buffer(self, values: np.ndarray) -> Any:
-        return self.torch.from_numpy(values.copy()).to(self.device)
-
-    def empty(self, elements: int) -> Any:
-        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
-
     def allreduce(self, send: Any, recv: Any) -> None:
         # torch reduces in place: the send buffer is copied into recv first (counted in the
         # time, as a device-to-device copy of S bytes, small against the reduction).
@@ -164,14 +179,6 @@ class TorchComm:
     def barrier(self) -> None:
         self.sync()
         self.dist.barrier()
-
-    def sync(self) -> None:
-        if self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
-
-    def host(self, buf: Any) -> np.ndarray:
-        self.sync()
-        return np.asarray(buf.cpu().numpy())
 
     def gather(self, value: Any) -> list[Any] | None:
         out: list[Any] = [None] * self.size
@@ -296,7 +303,7 @@ class TensorFlowComm:
         """TensorFlow's collective executors end with the process."""
 
 
-class HorovodComm:
+class HorovodComm(_TorchTensors):
     """Horovod's allreduce on torch tensors (its own controller picks MPI or Gloo, NCCL on GPUs)."""
 
     name = "horovod"
@@ -314,26 +321,12 @@ class HorovodComm:
         else:
             self.device = "cpu"
 
-    def buffer(self, values: np.ndarray) -> Any:
-        return self.torch.from_numpy(values.copy()).to(self.device)
-
-    def empty(self, elements: int) -> Any:
-        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
-
     def allreduce(self, send: Any, recv: Any) -> None:
         recv.copy_(self.hvd.allreduce(send, op=self.hvd.Sum))
 
     def barrier(self) -> None:
         self.sync()
         self.hvd.allreduce(self.torch.zeros(1), op=self.hvd.Sum)
-
-    def sync(self) -> None:
-        if self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
-
-    def host(self, buf: Any) -> np.ndarray:
-        self.sync()
-        return np.asarray(buf.cpu().numpy())
 
     def gather(self, value: Any) -> list[Any] | None:
         out = list(self.hvd.allgather_object(value))

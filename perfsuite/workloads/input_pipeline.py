@@ -214,9 +214,11 @@ def compute_limit_reference(profile: HardwareProfile, model_flops: float) -> Ref
     )
 
 
-def compute_limit(profile: HardwareProfile, model_flops: float) -> tuple[float, str]:
+def compute_limit(
+    profile: HardwareProfile, model_flops: float, ref: Reference | None = None
+) -> tuple[float, str]:
     """Samples/s the profile's device could train at, and where that figure comes from."""
-    ref = compute_limit_reference(profile, model_flops)
+    ref = ref or compute_limit_reference(profile, model_flops)
     if ref.measured is not None:
         return ref.measured, ref.figure
     assert ref.combine is not None
@@ -269,21 +271,16 @@ def throughput_workload(
 ) -> Workload:
     """Samples/s of one configuration, after its first batch (timed apart)."""
     ds = pipeline(config, dataset)
-    if config == "cache":  # fill the cache: one full epoch, not timed
-        per_epoch = -(-dataset.spec.images // BATCH)
-        iterator = iter(ds)
-        start = time.perf_counter()
-        next(iterator)
-        first = time.perf_counter() - start
-        for _ in range(per_epoch):
+    iterator = iter(ds)
+    start = time.perf_counter()
+    next(iterator)
+    first = time.perf_counter() - start
+    if config == "cache":  # fill the cache: the rest of one full epoch, not timed
+        for _ in range(-(-dataset.spec.images // BATCH)):
             next(iterator)
-    else:
-        iterator = iter(ds)
-        start = time.perf_counter()
-        next(iterator)
-        first = time.perf_counter() - start
     size = batch_size(config)
-    limit, source = compute_limit(profile, model_flops)
+    reference = compute_limit_reference(profile, model_flops)
+    limit, source = compute_limit(profile, model_flops, reference)
     return Workload(
         check="input_pipeline",
         params={"config": config, "batch": size},
@@ -291,7 +288,7 @@ def throughput_workload(
         unit="samples/s",
         work=Work(size, "samples", f"one batch of {size} decoded, resized {IMAGE}x{IMAGE} images"),
         run=lambda: next(iterator),
-        reference=compute_limit_reference(profile, model_flops) if config == TUNED else None,
+        reference=reference if config == TUNED else None,
         context={
             "first_batch_s": first,
             "compute_limit_samples_s": limit,
