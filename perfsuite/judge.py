@@ -115,27 +115,24 @@ class Judge:
                 f"{ref.figure} for a {ref.device_kind} measurement"
             )
             return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
-        if ref.measured is not None:
-            return stats.floor_verdict(
-                value,
-                ref.measured,
-                fraction,
-                higher_is_better=workload.higher_is_better,
-                figure=ref.figure,
-            )
-        values = [profile.figure(key) for key in ref.inputs]
-        missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
-        if missing:
-            reason = f"profile {profile.name!r} has no {', '.join(missing)}"
-            return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
-        peak = ref.combine(*values) if ref.combine else values[0]
+        peak: float | None
+        if ref.measured is not None:  # measured in this session: not the profile's figure
+            peak, estimated = ref.measured, False
+        else:
+            values = [profile.figure(key) for key in ref.inputs]
+            missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
+            if missing:
+                reason = f"profile {profile.name!r} has no {', '.join(missing)}"
+                return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+            peak = ref.combine(*values) if ref.combine else values[0]
+            estimated = any(profile.is_estimated(key) for key in ref.inputs)
         return stats.floor_verdict(
             value,
             peak,
             fraction,
             higher_is_better=workload.higher_is_better,
             figure=ref.figure,
-            estimated=any(profile.is_estimated(key) for key in ref.inputs),
+            estimated=estimated,
         )
 
     def _blind(self, verdict: BaselineVerdict, plan: Plan, n: int) -> str:
