@@ -72,6 +72,7 @@ _SECRET_VALUE = re.compile(
 _LIBRARIES = {
     "numpy": ("numpy",),
     "tensorflow": ("tensorflow", "tensorflow-cpu", "tf-nightly"),
+    "torch": ("torch",),
     "mpi4py": ("mpi4py",),
     "pytest": ("pytest",),
     "pytest_benchmark": ("pytest-benchmark",),
@@ -106,6 +107,13 @@ def _extra_facts(module: str, mod: Any) -> dict[str, Any]:
                 "cuda_build": info.get("cuda_version"),
                 "cudnn_build": info.get("cudnn_version"),
                 "is_cuda_build": info.get("is_cuda_build"),
+            }
+        if module == "torch":
+            nccl = mod.cuda.nccl.version() if mod.cuda.is_available() else None
+            return {
+                "cuda_build": mod.version.cuda,
+                "cudnn_build": mod.backends.cudnn.version() if mod.version.cuda else None,
+                "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,
             }
         if module == "mpi4py":
             from mpi4py import MPI
@@ -163,6 +171,12 @@ def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
         "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
         "throttle_reasons": lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
         "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, 0),
+        "ecc_mode": lambda: "on" if pynvml.nvmlDeviceGetEccMode(handle)[0] else "off",
+        "pcie_generation": lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+        "pcie_width": lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+        "pcie_max_generation": lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+        "pcie_max_width": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
+        "mig_mode": lambda: "on" if pynvml.nvmlDeviceGetMigMode(handle)[0] else "off",
     }
     facts: dict[str, Any] = {}
     for key, query in queries.items():
@@ -187,10 +201,12 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
         driver = driver.decode() if isinstance(driver, bytes) else driver
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         return [
             {
                 "index": i,
                 "driver": driver,
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
                 **_nvml_facts(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)),
             }
             for i in range(pynvml.nvmlDeviceGetCount())

@@ -16,13 +16,13 @@ from typing import NoReturn
 import pytest
 
 from perfsuite import noise, stats
+from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import Result
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
-from perfsuite.workloads.backend import Target, skip_reason
 
 RESULT_KEY = pytest.StashKey[Result]()
 # Framework out-of-memory errors, matched by name so no framework has to be imported.
@@ -75,7 +75,10 @@ class Perf:
 
     def require(self, target: Target, operation: str = "stream", precision: str = "fp32") -> None:
         """Skip the test, with the reason, when backend, device or precision is not available."""
-        reason = skip_reason(target, operation, precision)
+        try:
+            reason = skip_reason(target, operation, precision)
+        except PerfsuiteError as exc:  # the device is there but the framework cannot use it
+            _fail(str(exc))
         if reason:
             pytest.skip(reason)
 

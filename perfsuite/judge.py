@@ -215,6 +215,8 @@ class Judge:
                     "warmup_s": measurement.warmup_s,
                     "calls_per_sample": measurement.calls,
                     "call_seconds": measurement.call_seconds,
+                    "work_per_sample": workload.work.amount * measurement.calls,
+                    "overhead_fraction": measurement.overhead_fraction,
                 },
             },
             noise=noise,

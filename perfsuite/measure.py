@@ -178,6 +178,19 @@ class Measurement:
     calls: int = 1  # operations per sample
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
 
+    @property
+    def overhead_fraction(self) -> float | None:
+        """Launch and sync overhead per sample, as a fraction of the median sample.
+
+        One call timed alone with its sync, minus a call's share of a sample, is what a
+        sample pays once for launching and synchronising; divided by the sample's length it
+        is the error that overhead adds.  None where no call was timed alone (child ranks).
+        """
+        if self.call_seconds is None or not self.seconds:
+            return None
+        sample = sorted(self.seconds)[len(self.seconds) // 2]
+        return max(0.0, self.call_seconds - sample / self.calls) / sample
+
 
 class BenchmarkClock:
     """The in-process clock, run through pytest-benchmark's ``pedantic`` mode.

@@ -31,6 +31,17 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "auto",
     ),
     (
+        "--perf-backend",
+        "perf_backend",
+        {
+            "metavar": "NAMES",
+            "help": "run only these backends, comma-separated, e.g. torch or numpy,tensorflow "
+            "(default: every registered backend; `perfsuite backends` lists them)",
+        },
+        "string",
+        "",
+    ),
+    (
         "--perf-baseline-dir",
         "perf_baseline_dir",
         {
@@ -304,6 +315,39 @@ def _yes_no(text: str) -> bool:
     return text.lower() == "yes"
 
 
+def _backend_names(text: str) -> tuple[str, ...]:
+    """Backend names, each registered; a usage error lists the registered and installed ones."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    known = known_backends()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(
+            f"{n} ({'installed' if ok else 'not installed'})" for n, ok in known.items()
+        )
+        raise pytest.UsageError(
+            f"--perf-backend: {', '.join(map(repr, unknown))} is not a registered backend; "
+            f"registered: {listed}"
+        )
+    return names
+
+
+def known_backends() -> dict[str, bool]:
+    """Every backend a check can run on, and whether it is installed here.
+
+    The framework backends of the registry, and the collective libraries the allreduce
+    check launches ranks with (MPI, Horovod).
+    """
+    import importlib.util
+
+    from perfsuite import backends
+    from perfsuite.checks import allreduce
+
+    known = {n: b.unavailable_reason() is None for n, b in backends.registry().items()}
+    for name, (module, _hint) in allreduce.BACKENDS.items():
+        known.setdefault(name, importlib.util.find_spec(module) is not None)
+    return known
+
+
 def rank_counts(config: pytest.Config) -> tuple[int, ...]:
     """The ``--perf-ranks`` counts, for parametrizing at collection (a bad value: 2)."""
     raw = config.getoption("perf_ranks")
@@ -381,6 +425,9 @@ def settings_from_config(config: pytest.Config) -> Settings:
             "--perf-baseline-runs", option("perf_baseline_runs"), _count(1), "a whole number >= 1"
         ),
         quick=bool(option("perf_quick")),
+        backends=_parse(
+            "--perf-backend", option("perf_backend"), _backend_names, "registered backend names"
+        ),
         samples=(
             _parse(
                 "--perf-samples",

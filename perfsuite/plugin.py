@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from perfsuite import environment, noise, options, outcome
+from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Result
@@ -44,6 +45,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "perf(tolerance=None, floor=None): a perfsuite check; tolerance overrides the "
         "regression tolerance and floor the fraction of peak required",
+    )
+    config.addinivalue_line(
+        "markers",
+        "perf_backend(name): the backend a check runs on, where its parameters do not say "
+        "(for --perf-backend)",
     )
     config.addinivalue_line(
         "markers", "perf_full: a case that runs in full mode only (deselected by --perf-quick)"
@@ -78,6 +84,10 @@ def _is_worker(config: pytest.Config) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Quick mode deselects full-mode-only cases; --benchmark-only still runs perf checks."""
+    other_backends = outside(items, config.stash[SESSION_KEY].settings.backends)
+    if other_backends:
+        config.hook.pytest_deselected(items=other_backends)
+        items[:] = [item for item in items if item not in other_backends]
     if config.stash[SESSION_KEY].settings.quick:
         deselected = [item for item in items if item.get_closest_marker("perf_full")]
         if deselected:

@@ -26,6 +26,7 @@ class Settings:
     force_baseline: bool = False
     baseline_runs: int = DEFAULT_WINDOW
     quick: bool = False
+    backends: tuple[str, ...] = ()  # run only these backends; empty: all
     samples: int | None = None  # repetitions per check, overriding the mode's
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = stats.ALPHA

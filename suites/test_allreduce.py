@@ -8,9 +8,9 @@ element of the sum.  Small messages are judged as latency, large ones as busbw
 
 import pytest
 
+from perfsuite.checks import allreduce
 from perfsuite.collectives.launch import Launcher
 from perfsuite.options import rank_counts
-from perfsuite.workloads import allreduce
 
 
 def pytest_generate_tests(metafunc):

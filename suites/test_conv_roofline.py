@@ -7,8 +7,8 @@ bound min(peak, AI x bandwidth); analytic FLOPs are cross-checked against Tensor
 
 import pytest
 
-from perfsuite.workloads import conv
-from perfsuite.workloads.cases import params
+from perfsuite.checks import conv
+from perfsuite.checks.cases import params
 
 
 @pytest.mark.perf

@@ -1,13 +1,15 @@
 """Expected against counted FLOPs: AlexNet's conv and affine layers (the seed's table).
 
 Each layer's analytic count (2*Hout*Wout*Cout*Cin*Kh*Kw for a conv, 2*in*out for an
-affine layer; one image) must match TensorFlow's profiler count within 1%.  The single-tower
-AlexNet of Krizhevsky et al. (2012) on a 227x227x3 input is used.
+affine layer; one image) must match the FLOP counter of each backend that has one
+(TensorFlow's profiler, torch's ``FlopCounterMode``) within 1%.  The single-tower AlexNet
+of Krizhevsky et al. (2012) on a 227x227x3 input is used.
 """
 
 import pytest
 
-from perfsuite.workloads import flops
+from perfsuite import backends
+from perfsuite.checks import flops
 
 # name, kind, (H, W, Cin), (K, stride, padding, Cout)  /  name, "fc", in, out
 ALEXNET = [
@@ -20,26 +22,30 @@ ALEXNET = [
     ("fc7", "fc", 4096, 4096),
     ("fc8", "fc", 4096, 1000),
 ]
+COUNTING = [backends.Target(name, "cpu") for name, b in backends.registry().items() if b.profiler]
 
 
-def expected_and_counted(layer):
-    tf = pytest.importorskip("tensorflow", reason="the profiler count needs TensorFlow")
+def expected_and_counted(backend, layer):
     _name, kind, a, b = layer
     if kind == "fc":
-        spec_x, spec_w = tf.TensorSpec([1, a]), tf.TensorSpec([a, b])
-        return flops.matmul_flops(1, b, a), flops.profiler_count(tf.linalg.matmul, spec_x, spec_w)
+        return flops.matmul_flops(1, b, a), backend.matmul_counted_flops(1, b, a, "fp32")
     (h, w, cin), (k, stride, padding, cout) = a, b
     ho, wo = flops.conv2d_output(h, w, k, k, stride, padding)
-    spec_x, spec_w = tf.TensorSpec([1, h, w, cin]), tf.TensorSpec([k, k, cin, cout])
-    counted = flops.profiler_count(lambda x, f: tf.nn.conv2d(x, f, stride, padding), spec_x, spec_w)
+    spec = backends.ConvSpec(1, h, w, cin, cout, k, stride, padding)
+    counted = backend.conv2d_counted_flops(spec, "fp32", "forward")
     return flops.conv2d_flops(1, ho, wo, cout, cin, k, k), counted
 
 
 @pytest.mark.parametrize("layer", ALEXNET, ids=[layer[0] for layer in ALEXNET])
-def test_alexnet_layer_flops(layer, record_property):
-    expected, counted = expected_and_counted(layer)
+@pytest.mark.parametrize("target", COUNTING, ids=lambda t: t.backend)
+def test_alexnet_layer_flops(target, layer, record_property):
+    backend = backends.get(target.backend)
+    reason = backend.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    expected, counted = expected_and_counted(backend, layer)
     record_property("expected_flops", expected)
     record_property("counted_flops", counted)
-    check = flops.cross_check(expected, counted, layer[0])
+    check = flops.cross_check(expected, counted, layer[0], backend.profiler)
     print(check.detail)
     assert check.passed, check.detail

@@ -6,8 +6,8 @@ The floor is the best repetition against the profile's peak for the precision.
 
 import pytest
 
-from perfsuite.workloads import gemm
-from perfsuite.workloads.cases import params
+from perfsuite.checks import gemm
+from perfsuite.checks.cases import params
 
 
 @pytest.mark.perf

@@ -9,8 +9,10 @@ check reads both layouts with the page cache dropped.
 
 import pytest
 
+from perfsuite.checks import input_pipeline as ip
 from perfsuite.inputs import dataset as datasets
-from perfsuite.workloads import input_pipeline as ip
+
+pytestmark = pytest.mark.perf_backend("tensorflow")  # tf.data is TensorFlow's
 
 _BUILT = {}
 

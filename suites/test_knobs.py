@@ -6,8 +6,8 @@ record lists each variant's speedup over the baseline variant.
 
 import pytest
 
-from perfsuite.workloads import knobs
-from perfsuite.workloads.cases import params
+from perfsuite.checks import knobs
+from perfsuite.checks.cases import params
 
 
 @pytest.mark.perf

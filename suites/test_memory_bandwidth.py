@@ -1,13 +1,14 @@
 """Memory-bandwidth floor: STREAM's copy, scale, add and triad on every backend and device.
 
-Bytes are counted as STREAM counts them (see ``perfsuite.workloads.stream``); the best
+Bytes are counted as STREAM counts them (see ``perfsuite.checks.stream``); the best
 repetition is judged against the profile's peak bandwidth times the floor fraction, and the
 median against this profile's stored baseline.
 """
 
 import pytest
 
-from perfsuite.workloads import stream, targets
+from perfsuite.backends import targets
+from perfsuite.checks import stream
 
 
 @pytest.mark.perf

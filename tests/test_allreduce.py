@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfsuite.checks import allreduce
 from perfsuite.collectives import worker
 from perfsuite.collectives.launch import Launcher, LauncherError
-from perfsuite.workloads import allreduce
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_mpi = pytest.mark.skipif(

@@ -344,6 +344,8 @@ PLUGIN_ROWS = [
     Row("baseline-runs-0", (*ON_SLOWGPU, "--perf-baseline-runs", "0"), PYTEST_USAGE,
         "--perf-baseline-runs"),
     Row("html-maybe", (*ON_SLOWGPU, "--perf-html", "maybe"), PYTEST_USAGE, "--perf-html"),
+    Row("backend-unregistered", (*ON_SLOWGPU, "--perf-backend", "numpy,jax"), PYTEST_USAGE,
+        "'jax' is not a registered backend; registered: numpy (installed)"),
     Row("report-dir-is-a-file", (*ON_SLOWGPU, "--perf-report-dir", "afile"), PYTEST_USAGE,
         "afile", (text_file("afile", "x"),)),
     Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,

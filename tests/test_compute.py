@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfsuite.backends import ConvSpec, Target
+from perfsuite.checks import conv, flops, gemm, knobs, roofline
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
-from perfsuite.workloads import conv, flops, gemm, knobs, roofline
-from perfsuite.workloads.backend import ConvSpec, Target
 
 
 def test_seed_conv_counts() -> None:
@@ -99,7 +99,7 @@ def test_knob_speedups() -> None:
 
 def test_tensorflow_kernels_compute_the_right_thing() -> None:
     pytest.importorskip("tensorflow")
-    from perfsuite.workloads import backend as backends
+    from perfsuite import backends
 
     tfb = backends.get("tensorflow")
     mm = tfb.matmul("cpu", 64, 32, 48, "fp32", seed=1)
@@ -122,7 +122,7 @@ def test_tensorflow_kernels_compute_the_right_thing() -> None:
 
 
 def test_numpy_matmul_is_fp32_only() -> None:
-    from perfsuite.workloads import backend as backends
+    from perfsuite import backends
 
     np_backend = backends.get("numpy")
     assert np_backend.precision_unavailable_reason("cpu", "fp32") is None
@@ -135,7 +135,7 @@ def test_numpy_matmul_is_fp32_only() -> None:
 def test_the_training_step_keeps_the_frameworks_tf32_setting() -> None:
     """Forcing TF32 off in the plain step would inflate the AMP and XLA speedups."""
     tf = pytest.importorskip("tensorflow")
-    from perfsuite.workloads.tensorflow_backend import TensorFlowTrainStep
+    from perfsuite.backends.tensorflow import TensorFlowTrainStep
 
     before = tf.config.experimental.tensor_float_32_execution_enabled()
     try:
@@ -156,7 +156,7 @@ def test_the_numpy_gemm_never_imports_tensorflow() -> None:
     code = (
         "import sys\n"
         "from perfsuite.hardware.profile import ProfileRegistry\n"
-        "from perfsuite.workloads import gemm\n"
+        "from perfsuite.checks import gemm\n"
         "case = next(c for c in gemm.cases() if c.target.backend == 'numpy')\n"
         "w = gemm.workload(case, ProfileRegistry().load('a100'))\n"
         "assert 'tensorflow' not in sys.modules, 'numpy GEMM imported TensorFlow'\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.checks import input_pipeline as ip
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.inputs import dataset as datasets
-from perfsuite.workloads import input_pipeline as ip
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = datasets.DatasetSpec(images=12, height=48, width=40, shards=3)

@@ -313,11 +313,17 @@ def test_plain_pytest_without_perf_checks_writes_nothing(pytester: pytest.Pytest
 
 def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Pytester) -> None:
     shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
-    pytester.makeconftest("import sys\nsys.modules['tensorflow'] = None  # as if not installed\n")
+    pytester.makeconftest(
+        "import sys\nsys.modules['tensorflow'] = sys.modules['torch'] = None  # not installed\n"
+    )
     result = pytester.runpytest_subprocess("--perf-quick", "-rs", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4, skipped=8)
+    result.assert_outcomes(passed=4, skipped=16)
     result.stdout.fnmatch_lines(
-        ["*SKIPPED [[]8[]]*TensorFlow is not installed*pip install 'perfsuite[[]tensorflow[]]'*"]
+        [
+            "*SKIPPED [[]8[]]*TensorFlow is not installed*pip install 'perfsuite[[]tensorflow[]]'*",
+            "*SKIPPED [[]8[]]*PyTorch is not installed*pip install 'perfsuite[[]torch[]]'*",
+        ],
+        consecutive=False,
     )
     record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
     assert sorted(r["params"]["kernel"] for r in record["results"]) == [
@@ -327,6 +333,17 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
         "triad",
     ]
     assert record["environment"]["software"]["tensorflow"]["loaded"] is False
+
+
+def test_perf_backend_runs_only_the_named_backends(pytester: pytest.Pytester) -> None:
+    shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
+    result = pytester.runpytest_subprocess(
+        "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=4, deselected=16)
+    record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
+    assert {r["params"]["backend"] for r in record["results"]} == {"numpy"}
+    assert record["settings"]["backends"] == ["numpy"]
 
 
 def test_the_benchmark_table_is_hidden_unless_asked(project: pytest.Pytester) -> None:

@@ -216,7 +216,7 @@ def test_amd_gpus_are_found_in_the_kfd_topology(tmp_path: Path) -> None:
 
 
 def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
-    from perfsuite.workloads.tensorflow_backend import gpu_blind_reason
+    from perfsuite.backends.tensorflow import gpu_blind_reason
 
     reason = gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=8)
     assert "8 GPU(s) are visible" in reason and "perfsuite[tensorflow-gpu]" in reason

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfsuite.backends import Target, targets
+from perfsuite.backends.numpy import SCALAR, NumpyStream
+from perfsuite.checks import stream
 from perfsuite.hardware.profile import ProfileRegistry
-from perfsuite.workloads import stream
-from perfsuite.workloads.backend import Target, targets
-from perfsuite.workloads.numpy_backend import SCALAR, NumpyStream
 
 
 @pytest.mark.parametrize(("kernel", "words"), [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3)])
@@ -62,7 +62,7 @@ def test_numpy_kernels_compute_stream_results_over_threads(kernel: str) -> None:
 @pytest.mark.parametrize("kernel", stream.KERNELS)
 def test_tensorflow_kernels_compute_stream_results(kernel: str) -> None:
     pytest.importorskip("tensorflow")
-    from perfsuite.workloads.tensorflow_backend import TensorFlowStream
+    from perfsuite.backends.tensorflow import TensorFlowStream
 
     kernels = TensorFlowStream("cpu", 4096, seed=1)
     a, b, c = (t.numpy() for t in (kernels.a, kernels.b, kernels.c))

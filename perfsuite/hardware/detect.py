@@ -44,6 +44,7 @@ class GpuFacts:
 
     names: tuple[str, ...]
     reason: str = ""
+    driver: str = "unknown"
 
 
 def _simd_bits(flags: frozenset[str], machine: str) -> int:
@@ -195,13 +196,15 @@ def _nvidia_facts() -> GpuFacts:
         return GpuFacts((), f"NVML is not available: {exc}")
     try:
         count = pynvml.nvmlDeviceGetCount()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
         names = []
         for i in range(count):
             name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
             names.append(name.decode() if isinstance(name, bytes) else name)
     finally:
         pynvml.nvmlShutdown()
-    return GpuFacts(tuple(names), "" if names else "NVML reports no GPU")
+    return GpuFacts(tuple(names), "" if names else "NVML reports no GPU", driver)
 
 
 def _slug(text: str) -> str:

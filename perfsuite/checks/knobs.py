@@ -1,11 +1,12 @@
-"""The two knobs the seed lectures single out: XLA and mixed precision (AMP).
+"""Framework knobs: a compiler (XLA, ``torch.compile``), mixed precision (AMP), layout.
 
-A small Keras CNN's training step is measured in four variants: ``baseline``, ``xla``
-(``jit_compile=True``), ``amp`` (``mixed_float16`` with loss scaling on a GPU,
-``mixed_bfloat16`` on a CPU with bf16 instructions) and ``xla+amp``.  The metric is
-samples/s.  There is no datasheet figure for a model's throughput, so floors are
-no-reference; regressions against the baseline apply.  The run record derives each
-variant's speedup over ``baseline`` on the same device.
+A small CNN's training step is measured in each variant its backend offers (its
+``knob_variants``): TensorFlow's ``baseline``, ``xla`` (``jit_compile=True``), ``amp``
+(``mixed_float16`` with loss scaling on a GPU, ``mixed_bfloat16`` on a CPU with bf16
+instructions) and ``xla+amp``; torch's ``baseline``, ``compile``, ``amp``, ``compile+amp``
+and ``channels_last``.  The metric is samples/s.  There is no datasheet figure for a model's
+throughput, so floors are no-reference; regressions against the baseline apply.  The run
+record derives each variant's speedup over ``baseline`` on the same device.
 """
 
 from __future__ import annotations
@@ -13,21 +14,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite import sections
+from perfsuite import backends, sections
+from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Workload
 from perfsuite.model import Result, Work
-from perfsuite.workloads import backend as backends
-from perfsuite.workloads.cases import Case
 
-VARIANTS = ("baseline", "xla", "amp", "xla+amp")
 BATCH = 64
 SEED = 32
 
 
 def cases() -> list[Case]:
     """Every (target, variant) the knobs check runs."""
-    return [Case(t, "", v, v) for t in backends.targets_for("train_step") for v in VARIANTS]
+    return [
+        Case(t, "", v, v)
+        for t in backends.targets_for("train_step")
+        for v in backends.get(t.backend).knob_variants
+    ]
 
 
 def skip_reason(case: Case) -> str | None:
@@ -35,9 +38,7 @@ def skip_reason(case: Case) -> str | None:
     reason = backends.skip_reason(case.target, "train_step")
     if reason or "amp" not in case.spec:
         return reason
-    backend = backends.get(case.target.backend)
-    check = getattr(backend, "amp_unavailable_reason", None)
-    return check(case.target.device) if check else f"{backend.name} has no mixed precision"
+    return backends.get(case.target.backend).amp_unavailable_reason(case.target.device)
 
 
 def workload(case: Case) -> Workload:
@@ -58,6 +59,7 @@ def workload(case: Case) -> Workload:
             **kernel.describe(),
         },
         close=kernel.close,
+        source=backend.timer(case.target.device),
     )
 
 

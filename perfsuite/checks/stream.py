@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from perfsuite import backends
+from perfsuite.backends import Target
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Work
-from perfsuite.workloads import backend as backends
-from perfsuite.workloads.backend import Target
 
 WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 KERNELS = tuple(WORDS)
@@ -123,4 +123,5 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
             **kernels.describe(),
         },
         close=getattr(kernels, "close", None),
+        source=backend.timer(target.device),
     )

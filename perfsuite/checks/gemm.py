@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfsuite import backends
+from perfsuite.checks import flops, roofline
+from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Work
-from perfsuite.workloads import backend as backends
-from perfsuite.workloads import flops, roofline
-from perfsuite.workloads.cases import Case
 
 # Large bf16 GEMMs reach 80-87% of the dense peak on good hardware; DCGM-style floors sit
 # at ~0.75x of what good hardware reaches: 0.75 x 0.8 = 0.6.
@@ -36,13 +36,11 @@ class Shape:
         return f"{self.m}x{self.n}x{self.k}"
 
 
-ITEMSIZE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 # DeepBench training GEMMs (M x N x K) named in the issue, on every device.
 DEEPBENCH = (Shape(1760, 128, 1760), Shape(7860, 64, 2560), Shape(5124, 9124, 2560))
 SQUARES = {"cpu": (2048, 4096), "gpu": (8192, 16384)}
 # The largest shapes take seconds per repetition on a CPU: full mode only.
 FULL_ONLY = {Shape(4096, 4096, 4096), Shape(16384, 16384, 16384), Shape(5124, 9124, 2560)}
-PRECISIONS = {"cpu": ("fp32", "fp16", "bf16"), "gpu": ("fp32", "tf32", "fp16", "bf16")}
 
 
 def cases() -> list[Case]:
@@ -51,24 +49,10 @@ def cases() -> list[Case]:
     for target in backends.targets_for("matmul"):
         kind = target.device_kind
         shapes = [Shape(s, s, s) for s in SQUARES[kind]] + list(DEEPBENCH)
-        for precision in PRECISIONS[kind]:
+        for precision in backends.precisions_for(kind):
             for shape in shapes:
                 out.append(Case(target, precision, str(shape), shape, full_only=shape in FULL_ONLY))
     return out
-
-
-def profiler_flops(shape: Shape, precision: str) -> int | None:
-    """TensorFlow's profiler count for the matmul, or None without TensorFlow."""
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return None
-    dtype = (
-        tf.bfloat16 if precision == "bf16" else tf.float16 if precision == "fp16" else tf.float32
-    )
-    a = tf.TensorSpec([shape.m, shape.k], dtype)
-    b = tf.TensorSpec([shape.k, shape.n], dtype)
-    return flops.profiler_count(lambda x, y: tf.linalg.matmul(x, y), a, b)
 
 
 def workload(case: Case, profile: HardwareProfile) -> Workload:
@@ -78,8 +62,8 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
     analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
     bare = backend.matmul_reference(kernel, analytic)  # right before the check: fidelity
-    # TensorFlow's profiler cross-checks the count only where TensorFlow is the backend.
-    counted = profiler_flops(shape, case.precision) if case.target.backend == "tensorflow" else None
+    # The running framework's own FLOP counter cross-checks the count, where it has one.
+    counted = backend.matmul_counted_flops(shape.m, shape.n, shape.k, case.precision)
 
     return Workload(
         check="gemm",
@@ -108,12 +92,13 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
                 case.target.device_kind,
                 analytic,
                 (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
-                * ITEMSIZE[case.precision],
+                * backends.PRECISION[case.precision].itemsize,
             ),
             "backend_version": backend.version(),
             "bare_reference": bare,
             **kernel.describe(),
         },
         close=kernel.close,
-        expectations=(flops.cross_check(analytic, counted, f"matmul {shape}"),),
+        source=backend.timer(case.target.device),
+        expectations=(flops.cross_check(analytic, counted, f"matmul {shape}", backend.profiler),),
     )

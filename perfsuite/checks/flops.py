@@ -1,10 +1,12 @@
-"""FLOP and byte accounting, analytic and as TensorFlow's profiler counts it.
+"""FLOP and byte accounting, derived from shapes; framework-neutral.
 
 Conventions (the ones DeepBench, cuDNN papers and the roofline literature use):
 
 * GEMM C[M,N] = A[M,K] x B[K,N]: 2*M*N*K FLOPs (a multiply and an add per term).
 * conv2d, each of forward, input gradient and filter gradient:
   2*N*Hout*Wout*Cout*Cin*Kh*Kw FLOPs.
+* Where the backend running the check has a FLOP counter of its own (TensorFlow's profiler,
+  torch's ``FlopCounterMode``), the analytic count is cross-checked against it.
 * conv2d minimum bytes: input + output (+ filter) elements x dtype size; the seed lectures'
   arithmetic intensity treats the weights as cached (input + output only).
 """
@@ -12,8 +14,6 @@ Conventions (the ones DeepBench, cuDNN papers and the roofline literature use):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 from perfsuite.measure import Expectation
 
@@ -58,29 +58,20 @@ def conv2d_bytes(
     return elements * itemsize
 
 
-def profiler_count(fn: Callable[..., Any], *specs: Any) -> int:
-    """FLOPs of ``fn`` traced on ``specs``, as ``tf.compat.v1.profiler`` counts them."""
-    import tensorflow as tf
-
-    graph = tf.function(fn).get_concrete_function(*specs).graph
-    builder = tf.compat.v1.profiler.ProfileOptionBuilder
-    options = builder(builder.float_operation()).with_empty_output().build()
-    return int(tf.compat.v1.profiler.profile(graph=graph, options=options).total_float_ops)
-
-
-def cross_check(analytic: int, counted: int | None, what: str) -> Expectation:
+def cross_check(
+    analytic: int, counted: int | None, what: str, profiler: str = "the framework's profiler"
+) -> Expectation:
     """Expect the profiler's count within 1% of the analytic one."""
     if counted is None:
         return Expectation(
             "flop count",
             True,
-            f"{what}: not cross-checked (the profiler cross-check runs only where TensorFlow "
-            "is the backend and is installed)",
+            f"{what}: not cross-checked (this backend has no FLOP counter of its own)",
         )
     ratio = counted / analytic if analytic else math.inf
     ok = abs(ratio - 1) <= MISMATCH_TOLERANCE
     detail = (
-        f"{what}: analytic {analytic:,} FLOPs, TensorFlow profiler {counted:,} "
+        f"{what}: analytic {analytic:,} FLOPs, {profiler} {counted:,} "
         f"(ratio {ratio:.4f}{'' if ok else f', beyond {MISMATCH_TOLERANCE:.0%}'})"
     )
     return Expectation("flop count", ok, detail)

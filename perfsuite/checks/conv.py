@@ -16,19 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfsuite import backends
+from perfsuite.backends import CONV_PASSES, ConvSpec
+from perfsuite.checks import flops, roofline
+from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Work
-from perfsuite.workloads import backend as backends
-from perfsuite.workloads import flops, roofline
-from perfsuite.workloads.backend import CONV_PASSES, ConvSpec
-from perfsuite.workloads.cases import Case
 
 # A conservative floor: well-tuned 3x3 layers reach 40-70% of their roofline bound;
 # 0.75 x 0.4 = 0.3.
 FLOOR_FRACTION = 0.3
 SEED = 128
-ITEMSIZE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 # (name, H, W, C): the seed example has 16 channels; then the ResNet-50 3x3 layers.
 LAYERS = (
     ("seed-128x128x16", 128, 128, 16),
@@ -66,7 +65,7 @@ class Geometry:
             spec.cout,
             spec.kernel,
             spec.kernel,
-            ITEMSIZE[precision],
+            backends.PRECISION[precision].itemsize,
         )
         count = flops.conv2d_flops(
             spec.batch, ho, wo, spec.cout, spec.cin, spec.kernel, spec.kernel
@@ -96,40 +95,6 @@ def cases() -> list[Case]:
                             )
                         )
     return out
-
-
-def profiler_flops(spec: ConvSpec, precision: str, pass_: str) -> int | None:
-    """TensorFlow's profiler count for the conv pass, or None without TensorFlow."""
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return None
-    dtype = {"bf16": tf.bfloat16, "fp16": tf.float16}.get(precision, tf.float32)
-    ho, wo = flops.conv2d_output(
-        spec.height, spec.width, spec.kernel, spec.kernel, spec.stride, spec.padding
-    )
-    x_shape = [spec.batch, spec.height, spec.width, spec.cin]
-    w_shape = [spec.kernel, spec.kernel, spec.cin, spec.cout]
-    y_shape = [spec.batch, ho, wo, spec.cout]
-    strides = [1, spec.stride, spec.stride, 1]
-    x, w, dy = (tf.TensorSpec(s, dtype) for s in (x_shape, w_shape, y_shape))
-    if pass_ == "forward":
-        return flops.profiler_count(lambda a, b: tf.nn.conv2d(a, b, strides, spec.padding), x, w)
-    if pass_ == "input_grad":
-        return flops.profiler_count(
-            lambda b, g: tf.raw_ops.Conv2DBackpropInput(
-                input_sizes=x_shape, filter=b, out_backprop=g, strides=strides, padding=spec.padding
-            ),
-            w,
-            dy,
-        )
-    return flops.profiler_count(
-        lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
-            input=a, filter_sizes=w_shape, out_backprop=g, strides=strides, padding=spec.padding
-        ),
-        x,
-        dy,
-    )
 
 
 def workload(case: Case, profile: HardwareProfile) -> Workload:
@@ -177,7 +142,13 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
             **kernel.describe(),
         },
         close=kernel.close,
+        source=backend.timer(case.target.device),
         expectations=(
-            flops.cross_check(geometry.flops, profiler_flops(spec, case.precision, pass_), what),
+            flops.cross_check(
+                geometry.flops,
+                backend.conv2d_counted_flops(spec, case.precision, pass_),
+                what,
+                backend.profiler,
+            ),
         ),
     )

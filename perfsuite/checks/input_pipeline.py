@@ -234,7 +234,7 @@ def keras_model_flops(path: str) -> float:
 
     The forward pass is counted by TensorFlow's profiler on the model's own input shapes.
     """
-    from perfsuite.workloads.flops import profiler_count
+    from perfsuite.backends.tensorflow import profiler_count
 
     tf = _tf()
     try:

@@ -12,19 +12,28 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from perfsuite.backends import reference
+from perfsuite.backends.base import PRECISION, Backend, ConvSpec
+from perfsuite.backends.numpy import SCALAR
 from perfsuite.hardware.detect import gpu_facts, host_facts
-from perfsuite.workloads import references
-from perfsuite.workloads.backend import Backend, ConvSpec, gpu_slots
-from perfsuite.workloads.numpy_backend import SCALAR
 
-INSTALL_HINT = "pip install 'perfsuite[tensorflow]'"
+# TensorFlow reads this when it is imported, by this module or by the registry's probe.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _tf() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
     return tf
+
+
+def profiler_count(fn: Any, *specs: Any) -> int:
+    """FLOPs of ``fn`` traced on ``specs``, as ``tf.compat.v1.profiler`` counts them."""
+    tf = _tf()
+    graph = tf.function(fn).get_concrete_function(*specs).graph
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    options = builder(builder.float_operation()).with_empty_output().build()
+    return int(tf.compat.v1.profiler.profile(graph=graph, options=options).total_float_ops)
 
 
 def _tf_device(device: str) -> str:
@@ -98,7 +107,6 @@ class TensorFlowStream:
         self.a = self.b = self.c = self._out = None
 
 
-DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
@@ -109,7 +117,7 @@ class _TensorFlowKernel:
         tf = self._tf = _tf()
         self.device = _tf_device(device)
         self.precision = precision
-        self.dtype = getattr(tf, DTYPES[precision])
+        self.dtype = getattr(tf, PRECISION[precision].dtype)
         self._tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
         # fp32 is measured with TF32 off and tf32 with it on, explicitly, whatever the default;
         # a training step keeps the framework's own setting (users train with it).
@@ -289,19 +297,12 @@ class TensorFlowBackend(Backend):
 
     name = "tensorflow"
     extra = "tensorflow"
+    module = "tensorflow"
+    framework = "TensorFlow"
+    uses_gpus = True
+    profiler = "TensorFlow's profiler"
+    knob_variants = ("baseline", "xla", "amp", "xla+amp")
     operations = frozenset({"stream", "matmul", "conv2d", "train_step"})
-
-    def unavailable_reason(self) -> str | None:
-        """Skip reason when TensorFlow cannot be imported."""
-        try:
-            _tf()
-        except ImportError as exc:
-            return f"TensorFlow is not installed ({exc}); {INSTALL_HINT}"
-        return None
-
-    def device_slots(self) -> list[str]:
-        """The CPU and every GPU slot."""
-        return ["cpu", *gpu_slots()]
 
     def device_unavailable_reason(self, device: str) -> str | None:
         """Skip reason when TensorFlow does not see the GPU."""
@@ -334,8 +335,10 @@ class TensorFlowBackend(Backend):
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
         """TF32 and bf16 need Ampere or newer; TF32 exists on GPUs only."""
-        if precision not in DTYPES:
+        if precision not in PRECISION:
             return f"unknown precision {precision!r}"
+        if precision == "fp8":
+            return "TensorFlow has no fp8 GEMM or convolution kernels"
         if device == "cpu":
             return "TF32 is a GPU tensor-core mode" if precision == "tf32" else None
         cc = self._compute_capability(device)
@@ -374,7 +377,7 @@ class TensorFlowBackend(Backend):
                 fn()
 
         words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
-        rate = references.best_rate(step, words * kernels.elements * 8, kernels.sync)
+        rate = reference.best_rate(step, words * kernels.elements * 8, kernels.sync)
         return {
             "what": "XLA tf.function updating tf.Variables in place",
             "value": rate / 1e9,
@@ -393,7 +396,7 @@ class TensorFlowBackend(Backend):
         def sync() -> None:
             out[0][..., :1].numpy()
 
-        rate = references.best_rate(step, flops, sync)
+        rate = reference.best_rate(step, flops, sync)
         return {"what": "tf.linalg.matmul in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
 
     def matmul(
@@ -411,3 +414,43 @@ class TensorFlowBackend(Backend):
     def train_step(self, device: str, variant: str, batch: int, seed: int) -> TensorFlowTrainStep:
         """A small CNN's training step with the variant's knobs."""
         return TensorFlowTrainStep(device, variant, batch, seed)
+
+    def matmul_counted_flops(self, m: int, n: int, k: int, precision: str) -> int | None:
+        """``tf.linalg.matmul`` traced and counted by TensorFlow's profiler."""
+        tf = _tf()
+        dtype = getattr(tf, PRECISION[precision].dtype)
+        a, b = tf.TensorSpec([m, k], dtype), tf.TensorSpec([k, n], dtype)
+        return profiler_count(lambda x, y: tf.linalg.matmul(x, y), a, b)
+
+    def conv2d_counted_flops(self, spec: ConvSpec, precision: str, pass_: str) -> int | None:
+        """The conv pass traced and counted by TensorFlow's profiler."""
+        tf = _tf()
+        dtype = getattr(tf, PRECISION[precision].dtype)
+        s = spec
+        x_shape = [s.batch, s.height, s.width, s.cin]
+        w_shape = [s.kernel, s.kernel, s.cin, s.cout]
+        strides = [1, s.stride, s.stride, 1]
+        x, w = tf.TensorSpec(x_shape, dtype), tf.TensorSpec(w_shape, dtype)
+        forward = tf.function(lambda a, b: tf.nn.conv2d(a, b, strides, s.padding))
+        dy = tf.TensorSpec(forward.get_concrete_function(x, w).output_shapes, dtype)  # traced only
+        if pass_ == "forward":
+            return profiler_count(lambda a, b: tf.nn.conv2d(a, b, strides, s.padding), x, w)
+        if pass_ == "input_grad":
+            return profiler_count(
+                lambda b, g: tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=x_shape,
+                    filter=b,
+                    out_backprop=g,
+                    strides=strides,
+                    padding=s.padding,
+                ),
+                w,
+                dy,
+            )
+        return profiler_count(
+            lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+                input=a, filter_sizes=w_shape, out_backprop=g, strides=strides, padding=s.padding
+            ),
+            x,
+            dy,
+        )

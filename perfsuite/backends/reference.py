@@ -25,15 +25,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from perfsuite import sections, stats
-from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.model import Result
 
 SAMPLES = 5
 SAMPLE_SECONDS = 0.1
@@ -150,34 +146,3 @@ def c_stream_gbs(
         "value": words * a.size * 8 / best / 1e9,
         "unit": "GB/s",
     }
-
-
-def fidelity(best: float, reference: Mapping[str, Any] | None) -> float | None:
-    """Check over reference (both rates), or None where there is no reference value."""
-    if not reference or not reference.get("value"):
-        return None
-    return best / float(reference["value"])
-
-
-def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, Any]:
-    """Every check with a bare reference: its best, the reference, and their ratio."""
-    rows = []
-    for r in results:
-        bare = r.context.get("bare_reference")
-        if not isinstance(bare, Mapping):
-            continue
-        best = stats.best(r.samples, r.higher_is_better)
-        rows.append(
-            {
-                "id": r.id,
-                "check": r.check,
-                "value": best,
-                "unit": r.unit,
-                "reference": dict(bare),
-                "fidelity": fidelity(best, bare),
-            }
-        )
-    return {"checks": rows} if rows else {}
-
-
-sections.register("fidelity", section)

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite.workloads import references
-from perfsuite.workloads.backend import Backend
+from perfsuite.backends import reference
+from perfsuite.backends.base import Backend
 
 SCALAR = 3.0
 BLOCK = 32 * 1024  # elements; 256 KiB of float64, well inside a core's L2
@@ -149,10 +149,6 @@ class NumpyBackend(Backend):
     name = "numpy"
     operations = frozenset({"stream", "matmul"})
 
-    def unavailable_reason(self) -> str | None:
-        """Numpy is a core dependency."""
-        return None
-
     def version(self) -> str:
         """Numpy's version."""
         return np.__version__
@@ -163,14 +159,14 @@ class NumpyBackend(Backend):
 
     def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
         """STREAM's kernel in C with OpenMP, on the check's own arrays."""
-        return references.c_stream_gbs(
+        return reference.c_stream_gbs(
             kernel, kernels.a, kernels.b, kernels.c, SCALAR, kernels.threads
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """``np.matmul(a, b, out=c)`` in a plain loop, on the check's arrays."""
         a, b, c = kernel.a, kernel.b, kernel.c
-        rate = references.best_rate(lambda: np.matmul(a, b, out=c), flops)
+        rate = reference.best_rate(lambda: np.matmul(a, b, out=c), flops)
         return {"what": "np.matmul(a, b, out=c) in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:

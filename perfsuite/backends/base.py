@@ -1,17 +1,10 @@
-"""Framework backends and the (backend, device) targets that checks are parametrized over.
-
-A backend says which devices it can use and implements each workload's primitive
-operations.  Checks never name a backend: they iterate :func:`targets`, so a new framework
-(for example PyTorch) is added by registering a backend, here or through the
-``perfsuite.backends`` entry-point group, without touching any check.
-"""
+"""What a backend is: its devices, kernels, timer and precisions; and the targets it offers."""
 
 from __future__ import annotations
 
-import functools
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from perfsuite.hardware.detect import gpu_facts
@@ -94,7 +87,41 @@ class ConvSpec:
     padding: str = "SAME"
 
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+@dataclass(frozen=True)
+class Precision:
+    """A numeric precision: its storage type (as numpy, TensorFlow and torch name it) and size.
+
+    ``tf32`` stores fp32 and multiplies on tensor cores with a 10-bit mantissa; ``fp8`` is
+    e4m3 (the inference and forward-pass format), multiplied with fp32 accumulation.
+    """
+
+    name: str
+    dtype: str
+    itemsize: int
+    gpu_only: bool = False
+
+
+# The one table of precisions: checks, backends and the roofline all read it.
+PRECISION = {
+    p.name: p
+    for p in (
+        Precision("fp64", "float64", 8),
+        Precision("fp32", "float32", 4),
+        Precision("tf32", "float32", 4, gpu_only=True),
+        Precision("fp16", "float16", 2),
+        Precision("bf16", "bfloat16", 2),
+        Precision("fp8", "float8_e4m3fn", 1, gpu_only=True),
+    )
+}
+# What GEMM and conv are measured in (fp64 is STREAM's word, not a deep-learning precision).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def precisions_for(device_kind: str) -> tuple[str, ...]:
+    """The GEMM/conv precisions that exist on a device kind (``cpu`` or ``gpu``)."""
+    return tuple(p for p in PRECISIONS if device_kind == "gpu" or not PRECISION[p].gpu_only)
+
+
 CONV_PASSES = ("forward", "input_grad", "filter_grad")
 
 
@@ -103,19 +130,45 @@ class Backend(ABC):
 
     name: str = ""
     extra: str = ""  # the perfsuite extra that installs it
+    profiler: str = ""  # whose FLOP counter cross-checks the analytic counts, if any
     operations: frozenset[str] = frozenset({"stream"})
+    # The training-step variants the knobs check runs (each backend's own knobs).
+    knob_variants: tuple[str, ...] = ()
+    # The framework's import name and its name in messages; "" where it is always present.
+    module: str = ""
+    framework: str = ""
+    uses_gpus: bool = False  # parametrized over the GPU slots as well as the CPU
 
-    @abstractmethod
     def unavailable_reason(self) -> str | None:
-        """Why the backend cannot run here (e.g. not installed), or None."""
+        """Why the backend cannot run here (its framework is not installed), or None."""
+        if not self.module:
+            return None
+        try:
+            importlib.import_module(self.module)
+        except ImportError as exc:
+            return (
+                f"{self.framework} is not installed ({exc}); pip install 'perfsuite[{self.extra}]'"
+            )
+        return None
 
     def device_slots(self) -> list[str]:
         """Devices to parametrize over; a slot may still turn out to be unavailable."""
-        return ["cpu"]
+        return ["cpu", *gpu_slots()] if self.uses_gpus else ["cpu"]
 
     def device_unavailable_reason(self, device: str) -> str | None:
         """Why ``device`` cannot be used by this backend, or None."""
         return None if device == "cpu" else f"{self.name} runs on the CPU only"
+
+    def timer(self, device: str) -> Any:
+        """The sample source that times work on ``device``: None for the host clock.
+
+        A GPU backend returns an event source (CUDA events and the like) here.
+        """
+        return None
+
+    def amp_unavailable_reason(self, device: str) -> str | None:
+        """Why mixed precision cannot run on ``device``, or None."""
+        return f"{self.name} has no mixed precision"
 
     @abstractmethod
     def version(self) -> str:
@@ -145,56 +198,25 @@ class Backend(ABC):
         """One pass of a 2-D convolution on random data."""
         raise NotImplementedError(f"{self.name} has no conv2d")
 
+    def matmul_counted_flops(self, m: int, n: int, k: int, precision: str) -> int | None:
+        """FLOPs of the matmul as the framework's own profiler counts them, or None."""
+        return None
+
+    def conv2d_counted_flops(self, spec: ConvSpec, precision: str, pass_: str) -> int | None:
+        """FLOPs of one conv2d pass as the framework's own profiler counts them, or None."""
+        return None
+
     def train_step(self, device: str, variant: str, batch: int, seed: int) -> Kernel:
-        """One training step of a small CNN, with the XLA/AMP knobs of ``variant``."""
+        """One training step of a small CNN, with the knobs of ``variant``."""
         raise NotImplementedError(f"{self.name} has no training step")
+
+    def host_copy(
+        self, device: str, direction: str, pinned: bool, nbytes: int, seed: int
+    ) -> Kernel:
+        """One copy of ``nbytes`` between host memory and ``device`` (``h2d`` or ``d2h``)."""
+        raise NotImplementedError(f"{self.name} has no host-device copy")
 
 
 def gpu_slots() -> list[str]:
     """``gpu:N`` for each GPU NVML sees, and at least ``gpu:0`` so its absence is reported."""
     return [f"gpu:{i}" for i in range(max(1, len(gpu_facts().names)))]
-
-
-@functools.cache
-def registry() -> dict[str, Backend]:
-    """Built-in backends, then any registered under the ``perfsuite.backends`` entry points."""
-    from perfsuite.workloads.numpy_backend import NumpyBackend
-    from perfsuite.workloads.tensorflow_backend import TensorFlowBackend
-
-    backends: dict[str, Backend] = {b.name: b for b in (NumpyBackend(), TensorFlowBackend())}
-    for ep in entry_points(group="perfsuite.backends"):
-        backend = ep.load()()
-        backends[backend.name] = backend
-    return backends
-
-
-def get(name: str) -> Backend:
-    """Look up a backend by name."""
-    return registry()[name]
-
-
-def targets() -> list[Target]:
-    """Every (backend, device) pair a check is parametrized over."""
-    return [Target(b.name, d) for b in registry().values() for d in b.device_slots()]
-
-
-def skip_reason(target: Target, operation: str = "stream", precision: str = "fp32") -> str | None:
-    """Why a target cannot run an operation in a precision here, or None when it can."""
-    backend = get(target.backend)
-    if operation not in backend.operations:
-        return f"{backend.name} has no {operation}"
-    return (
-        backend.unavailable_reason()
-        or backend.device_unavailable_reason(target.device)
-        or backend.precision_unavailable_reason(target.device, precision)
-    )
-
-
-def targets_for(operation: str) -> list[Target]:
-    """The targets whose backend implements ``operation``."""
-    return [
-        Target(b.name, d)
-        for b in registry().values()
-        if operation in b.operations
-        for d in b.device_slots()
-    ]

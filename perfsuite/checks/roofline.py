@@ -10,10 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from perfsuite import sections, stats
+from perfsuite.backends import PRECISION
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Result
-
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
 
 
 def bound_tflops(ai: float, peak_tflops: float, bandwidth_gbs: float) -> float:
@@ -73,7 +72,7 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
         )
     compute = {
         p: profile.figure(f"compute.{p}_tflops")
-        for p in PRECISIONS
+        for p in PRECISION
         if profile.figure(f"compute.{p}_tflops") is not None
     }
     return {

@@ -1,0 +1,571 @@
+"""PyTorch on the CPU and on each visible CUDA device; imported only when a check runs.
+
+Buffers are allocated once, when a kernel is built; every timed call writes into them:
+
+* STREAM: ``copy_``, ``torch.mul(out=)``, ``torch.add(out=)`` and, for the triad,
+  ``torch.add(b, c, alpha=q, out=a)``: one pass that reads b and c and writes a, as STREAM
+  counts it;
+* GEMM: ``torch.matmul(a, b, out=c)``; fp8 (e4m3, devices of compute capability 8.9 and up)
+  through ``torch._scaled_mm`` with unit scales and fp32 accumulation;
+* conv: ``aten.convolution.out`` (cuDNN on a GPU, oneDNN on the CPU), NCHW, into a
+  preallocated output; the input gradient as the transposed convolution of the output
+  gradient, likewise; the filter gradient through ``aten.convolution_backward``, whose
+  filter-sized output is the one per-call allocation;
+* host copies: ``Tensor.copy_`` between a pinned or pageable host buffer and a device
+  buffer, ``non_blocking`` where the host side is pinned.
+
+fp32 is measured with ``torch.backends.cuda.matmul.allow_tf32`` (and cuDNN's) off, tf32 with
+them on, whatever the defaults; each kernel restores the settings it changed.  On a GPU the
+samples are timed with CUDA events on the current stream (the device-event sample source).
+The training-step knobs are PyTorch's: ``torch.compile`` where TensorFlow has XLA, automatic
+mixed precision (fp16 with a gradient scaler on a GPU, bf16 on a CPU), and channels-last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from perfsuite.backends import reference
+from perfsuite.backends.base import PRECISION, Backend, ConvSpec
+from perfsuite.errors import PerfsuiteError
+from perfsuite.hardware.detect import gpu_facts, host_facts
+from perfsuite.sources import EventSource
+
+SCALAR = 3.0
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# CPU instructions without which torch's 16-bit kernels are emulated (hundreds of times
+# slower than fp32): timing them measures the emulation, not the machine.
+HALF_CPU_FLAGS = {"bf16": (*BF16_CPU_FLAGS, "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
+KNOB_VARIANTS = ("baseline", "compile", "amp", "compile+amp", "channels_last")
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _device(device: str) -> Any:
+    torch = _torch()
+    kind, _, index = device.partition(":")
+    return torch.device("cpu") if kind == "cpu" else torch.device("cuda", int(index or 0))
+
+
+def _sync(device: str) -> None:
+    if device != "cpu":
+        _torch().cuda.synchronize(_device(device))
+
+
+def _random(shape: list[int], device: str, dtype: Any, seed: int) -> Any:
+    """Random normal data made on the device, then cast (fp8 has no random generator)."""
+    torch = _torch()
+    generator = torch.Generator(device=_device(device)).manual_seed(seed)
+    values = torch.randn(shape, generator=generator, device=_device(device))
+    return values.to(dtype)
+
+
+class _Precision(contextlib.AbstractContextManager[None]):
+    """TF32 on for ``tf32`` and off otherwise, for matmul and cuDNN; restored on close."""
+
+    def __init__(self, precision: str) -> None:
+        torch = _torch()
+        self._before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        on = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+    def __exit__(self, *exc: object) -> None:
+        torch = _torch()
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self._before
+
+
+class _TorchKernel:
+    """Shared plumbing: the device, its sync, TF32 settings and the run record's notes."""
+
+    def __init__(self, device: str, precision: str, *, set_tf32: bool = True) -> None:
+        torch = self._torch = _torch()
+        self.device = device
+        self.torch_device = _device(device)
+        if device != "cpu":
+            torch.cuda.set_device(self.torch_device)
+        self.precision = precision
+        self.dtype = getattr(torch, PRECISION[precision].dtype)
+        self._tf32 = _Precision(precision) if set_tf32 else None
+
+    def sync(self) -> None:
+        """Wait for the device (torch's CPU kernels are synchronous)."""
+        _sync(self.device)
+
+    def describe(self) -> dict[str, object]:
+        """Device, dtype, TF32 and threads."""
+        torch = self._torch
+        return {
+            "torch_device": str(self.torch_device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "tf32": torch.backends.cuda.matmul.allow_tf32,
+            "threads": torch.get_num_threads(),
+        }
+
+    def close(self) -> None:
+        """Restore the TF32 settings; the subclass drops its tensors."""
+        if self._tf32 is not None:
+            self._tf32.__exit__(None, None, None)
+            self._tf32 = None
+
+
+class TorchStream:
+    """STREAM kernels on three preallocated float64 tensors, written in place."""
+
+    itemsize = 8
+
+    def __init__(self, device: str, elements: int, seed: int) -> None:
+        """Allocate a, b, c of random float64 data on the device."""
+        torch = self._torch = _torch()
+        self.device = device
+        self.elements = elements
+        self.a, self.b, self.c = (
+            _random([elements], device, torch.float64, seed + i) for i in range(3)
+        )
+
+    def copy(self) -> Any:
+        """C = a."""
+        return self.c.copy_(self.a)
+
+    def scale(self) -> Any:
+        """B = q*c."""
+        return self._torch.mul(self.c, SCALAR, out=self.b)
+
+    def add(self) -> Any:
+        """C = a + b."""
+        return self._torch.add(self.a, self.b, out=self.c)
+
+    def triad(self) -> Any:
+        """A = b + q*c, in one pass."""
+        return self._torch.add(self.b, self.c, alpha=SCALAR, out=self.a)
+
+    def sync(self) -> None:
+        """Wait for the device."""
+        _sync(self.device)
+
+    def describe(self) -> dict[str, object]:
+        """Device, in-place writes and threads."""
+        return {
+            "torch_device": str(_device(self.device)),
+            "in_place": True,
+            "threads": self._torch.get_num_threads(),
+        }
+
+    def close(self) -> None:
+        """Drop the tensors."""
+        self.a = self.b = self.c = None
+
+
+class TorchMatmul(_TorchKernel):
+    """C = A x B into a preallocated C; fp8 through ``torch._scaled_mm``."""
+
+    def __init__(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> None:
+        """Allocate A[M,K], B[K,N] and C[M,N] on the device."""
+        super().__init__(device, precision)
+        torch = self._torch
+        self.a = _random([m, k], device, self.dtype, seed)
+        if precision == "fp8":
+            # _scaled_mm wants B column-major: the transpose of a row-major [N,K] tensor.
+            self.b = _random([n, k], device, self.dtype, seed + 1).t()
+            self.scale = torch.ones((), device=self.torch_device)
+            self.c = torch.empty([m, n], device=self.torch_device, dtype=torch.bfloat16)
+        else:
+            self.b = _random([k, n], device, self.dtype, seed + 1)
+            self.c = torch.empty([m, n], device=self.torch_device, dtype=self.dtype)
+
+    def run(self) -> Any:
+        """C = A x B."""
+        torch = self._torch
+        if self.precision == "fp8":
+            return torch._scaled_mm(
+                self.a, self.b, self.scale, self.scale, out_dtype=torch.bfloat16, out=self.c
+            )
+        return torch.matmul(self.a, self.b, out=self.c)
+
+    def close(self) -> None:
+        """Drop the tensors and restore TF32."""
+        super().close()
+        self.a = self.b = self.c = None
+
+
+class TorchConv2D(_TorchKernel):
+    """One pass of a 2-D convolution (NCHW) into preallocated outputs."""
+
+    def __init__(self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int) -> None:
+        """Allocate input, filter, output gradient and the pass's output."""
+        super().__init__(device, precision)
+        torch = self._torch
+        s = spec
+        self.pass_ = pass_
+        self.x = _random([s.batch, s.cin, s.height, s.width], device, self.dtype, seed)
+        self.w = _random([s.cout, s.cin, s.kernel, s.kernel], device, self.dtype, seed + 1)
+        pad = (s.kernel - 1) // 2 if s.padding.upper() == "SAME" else 0
+        self.args = ([s.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
+        if s.padding.upper() == "SAME" and s.stride != 1:
+            raise ValueError("the torch backend pads SAME only for stride 1")
+        with torch.no_grad():
+            y = torch.ops.aten.convolution(self.x, self.w, None, *self.args)
+        self.dy = _random(list(y.shape), device, self.dtype, seed + 2)
+        self.out = {"forward": y, "input_grad": torch.empty_like(self.x)}.get(pass_)
+        # The input gradient is the transposed convolution of dy (cuDNN's backward-data),
+        # written into a preallocated dx.
+        stride, padding, dilation = self.args[:3]
+        self.transposed = (stride, padding, dilation, True, [0, 0], 1)
+
+    def run(self) -> Any:
+        """The pass this kernel measures."""
+        aten = self._torch.ops.aten
+        if self.pass_ == "forward":
+            return aten.convolution.out(self.x, self.w, None, *self.args, out=self.out)
+        if self.pass_ == "input_grad":
+            return aten.convolution.out(self.dy, self.w, None, *self.transposed, out=self.out)
+        # torch has no usable out= form for the filter gradient alone: its output (the size
+        # of the filter, at most a few MiB) is allocated per call, through the caching
+        # allocator on a GPU.
+        return aten.convolution_backward(
+            self.dy, self.x, self.w, None, *self.args, [False, True, False]
+        )[1]
+
+    def describe(self) -> dict[str, object]:
+        """Library and layout."""
+        torch = self._torch
+        library = (
+            "cuDNN"
+            if self.device != "cpu"
+            else "oneDNN"
+            if torch.backends.mkldnn.is_available()
+            else "ATen"
+        )
+        return {**super().describe(), "library": library, "layout": "NCHW"}
+
+    def close(self) -> None:
+        """Drop the tensors and restore TF32."""
+        super().close()
+        self.x = self.w = self.dy = self.out = None
+
+
+class TorchTrainStep(_TorchKernel):
+    """One SGD step of the same small CNN as TensorFlow's, with PyTorch's knobs.
+
+    ``variant``: ``baseline``, ``compile`` (``torch.compile``), ``amp`` (autocast: fp16 with a
+    gradient scaler on a GPU, bf16 on a CPU), ``compile+amp``, or ``channels_last`` (model and
+    inputs in channels-last memory format).  TF32 stays as the framework has it.
+    """
+
+    def __init__(self, device: str, variant: str, batch: int, seed: int) -> None:
+        """Build the model, optimizer and random inputs for the variant."""
+        super().__init__(device, "fp32", set_tf32=False)
+        torch = self._torch
+        nn = torch.nn
+        torch.manual_seed(seed)
+        self.variant = variant
+        self.amp_dtype = (
+            (torch.float16 if device != "cpu" else torch.bfloat16) if "amp" in variant else None
+        )
+        model = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(128, 10),
+        ).to(self.torch_device)  # fmt: skip
+        self.images = _random([batch, 3, 32, 32], device, torch.float32, seed)
+        self.labels = torch.randint(0, 10, [batch], device=self.torch_device)
+        if variant == "channels_last":
+            model = model.to(memory_format=torch.channels_last)
+            self.images = self.images.contiguous(memory_format=torch.channels_last)
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        self.loss = nn.CrossEntropyLoss()
+        use_scaler = self.amp_dtype is torch.float16
+        self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+        forward = torch.compile(model) if "compile" in variant else model
+        self._forward = forward
+
+    def run(self) -> Any:
+        """One training step."""
+        torch = self._torch
+        self.optimizer.zero_grad(set_to_none=True)
+        kind = "cpu" if self.device == "cpu" else "cuda"
+        with torch.autocast(kind, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            loss = self.loss(self._forward(self.images), self.labels)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss
+
+    def describe(self) -> dict[str, object]:
+        """Variant and AMP dtype."""
+        amp = str(self.amp_dtype).removeprefix("torch.") if self.amp_dtype is not None else None
+        return {**super().describe(), "variant": self.variant, "amp_dtype": amp}
+
+    def close(self) -> None:
+        """Drop the model and inputs."""
+        super().close()
+        self.model = self._forward = self.optimizer = self.images = self.labels = None
+
+
+class TorchHostCopy:
+    """One copy between a host buffer (pinned or pageable) and a device buffer."""
+
+    def __init__(self, device: str, direction: str, pinned: bool, nbytes: int, seed: int) -> None:
+        """Allocate the host and device buffers once, with random bytes."""
+        torch = self._torch = _torch()
+        self.device = device
+        self.direction = direction
+        self.pinned = pinned
+        self.nbytes = nbytes
+        torch.cuda.set_device(_device(device))
+        generator = torch.Generator().manual_seed(seed)
+        host = torch.randint(0, 256, [nbytes], dtype=torch.uint8, generator=generator)
+        self.host = host.pin_memory() if pinned else host
+        self.dev = torch.empty(nbytes, dtype=torch.uint8, device=_device(device))
+        self.dev.copy_(self.host)
+        torch.cuda.synchronize()
+
+    def run(self) -> Any:
+        """H2D or D2H; asynchronous where the host side is pinned."""
+        if self.direction == "h2d":
+            return self.dev.copy_(self.host, non_blocking=self.pinned)
+        return self.host.copy_(self.dev, non_blocking=self.pinned)
+
+    def sync(self) -> None:
+        """Wait for the device."""
+        _sync(self.device)
+
+    def describe(self) -> dict[str, object]:
+        """Direction, host memory kind and size."""
+        return {
+            "direction": self.direction,
+            "host_memory": "pinned" if self.pinned else "pageable",
+            "bytes": self.nbytes,
+        }
+
+    def close(self) -> None:
+        """Drop the buffers."""
+        self.host = self.dev = None
+
+
+# The compute capability each precision's tensor-core kernels need.
+MIN_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
+
+
+def gpu_precision_reason(device: str, capability: tuple[int, int], precision: str) -> str | None:
+    """Why a GPU of this compute capability has no ``precision`` kernels, or None."""
+    need = MIN_CAPABILITY.get(precision)
+    if need and capability < need:
+        cc = f"{capability[0]}.{capability[1]}"
+        return (
+            f"{device} (compute capability {cc}) has no {precision}; it needs {need[0]}.{need[1]}+"
+        )
+    return None
+
+
+def cuda_broken_message(torch_version: str, torch_cuda: str | None, driver: str, error: str) -> str:
+    """The error when GPUs are visible but this torch cannot use them, naming both versions."""
+    if torch_cuda is None:
+        return (
+            f"GPUs are visible (NVIDIA driver {driver}) but torch {torch_version} is a CPU-only "
+            "build; install a CUDA build of torch (pip install 'perfsuite[torch]' on a GPU "
+            "runner takes one from PyPI)"
+        )
+    return (
+        f"GPUs are visible (NVIDIA driver {driver}) but torch {torch_version}, built for CUDA "
+        f"{torch_cuda}, cannot use them: {error or 'torch.cuda.is_available() is False'}. "
+        f"A driver older than CUDA {torch_cuda} needs is the usual cause: update the driver, "
+        "or install a torch built for an older CUDA"
+    )
+
+
+class TorchBackend(Backend):
+    """PyTorch, an optional extra."""
+
+    name = "torch"
+    extra = "torch"
+    module = "torch"
+    framework = "PyTorch"
+    uses_gpus = True
+    profiler = "torch's FlopCounterMode"
+    operations = frozenset({"stream", "matmul", "conv2d", "train_step", "host_copy"})
+    knob_variants = KNOB_VARIANTS
+
+    def device_unavailable_reason(self, device: str) -> str | None:
+        """None when torch can use the device; an error when GPUs are there but torch is blind."""
+        if device == "cpu":
+            return None
+        torch = _torch()
+        index = int(device.split(":", 1)[1])
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            return None if index < count else f"torch sees {count} CUDA device(s); no {device}"
+        facts = gpu_facts()
+        if not facts.names:
+            return f"no CUDA device here ({facts.reason or 'NVML sees none'})"
+        error = ""
+        try:
+            torch.cuda.init()
+        except Exception as exc:  # torch raises RuntimeError or its own AssertionError
+            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PerfsuiteError(
+            cuda_broken_message(torch.__version__, torch.version.cuda, facts.driver, error)
+        )
+
+    def version(self) -> str:
+        """Torch's version, with its CUDA and cuDNN where built with them."""
+        torch = _torch()
+        parts = [str(torch.__version__)]
+        if torch.version.cuda:
+            parts.append(f"CUDA {torch.version.cuda}")
+            cudnn = torch.backends.cudnn.version()
+            if cudnn:
+                parts.append(f"cuDNN {cudnn}")
+        return ", ".join(parts)
+
+    def _capability(self, device: str) -> tuple[int, int]:
+        major, minor = _torch().cuda.get_device_capability(_device(device))
+        return int(major), int(minor)
+
+    def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
+        """TF32 and fp8 are GPU modes; bf16 needs compute capability 8.0, fp8 8.9."""
+        if precision not in PRECISION:
+            return f"unknown precision {precision!r}"
+        if device == "cpu":
+            if PRECISION[precision].gpu_only:
+                return f"{precision} is a GPU tensor-core mode; the CPU has none"
+            flags = HALF_CPU_FLAGS.get(precision)
+            if flags and not any(f in host_facts().flags for f in flags):
+                return (
+                    f"this CPU has no {precision} instructions ({' or '.join(flags[:2])}); "
+                    f"torch's {precision} kernels would be emulated, not a peak measurement"
+                )
+            return None
+        if precision == "fp8" and not hasattr(_torch(), "_scaled_mm"):
+            return f"torch {_torch().__version__} has no fp8 matmul (torch._scaled_mm)"
+        return gpu_precision_reason(device, self._capability(device), precision)
+
+    def amp_unavailable_reason(self, device: str) -> str | None:
+        """Autocast: bf16 instructions on a CPU, compute capability 7.0+ on a GPU."""
+        if device == "cpu":
+            if not any(f in host_facts().flags for f in BF16_CPU_FLAGS):
+                return "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16)"
+            return None
+        cc = self._capability(device)
+        if cc < (7, 0):
+            return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
+        return None
+
+    def timer(self, device: str) -> EventSource | None:
+        """CUDA events on a GPU; the host clock (None) on the CPU."""
+        if device == "cpu":
+            return None
+        torch = _torch()
+        return EventSource(lambda: torch.cuda.Event(enable_timing=True), device=device)
+
+    def stream_kernels(self, device: str, elements: int, seed: int) -> TorchStream:
+        """Allocate the arrays on the device."""
+        return TorchStream(device, elements, seed)
+
+    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+        """The same in-place torch call in a bare loop, on the check's tensors."""
+        words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
+        rate = reference.best_rate(
+            getattr(kernels, kernel), words * kernels.elements * 8, kernels.sync
+        )
+        return {
+            "what": f"torch in-place {kernel} in a bare loop",
+            "value": rate / 1e9,
+            "unit": "GB/s",
+        }
+
+    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+        """``torch.matmul`` (or ``_scaled_mm``) on the check's tensors, in a bare loop."""
+        torch = _torch()
+        a, b, c = kernel.a, kernel.b, kernel.c
+        if kernel.precision == "fp8":
+            s = kernel.scale
+
+            def step() -> None:
+                torch._scaled_mm(a, b, s, s, out_dtype=torch.bfloat16, out=c)
+
+            what = "torch._scaled_mm in a loop"
+        else:
+
+            def step() -> None:
+                torch.matmul(a, b, out=c)
+
+            what = "torch.matmul(a, b, out=c) in a loop"
+        rate = reference.best_rate(step, flops, kernel.sync)
+        return {"what": what, "value": rate / 1e12, "unit": "TFLOP/s"}
+
+    def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> TorchMatmul:
+        """GEMM on the device."""
+        return TorchMatmul(device, m, n, k, precision, seed)
+
+    def conv2d(
+        self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int
+    ) -> TorchConv2D:
+        """One conv2d pass on the device."""
+        return TorchConv2D(device, spec, precision, pass_, seed)
+
+    def train_step(self, device: str, variant: str, batch: int, seed: int) -> TorchTrainStep:
+        """The small CNN's training step with the variant's knobs."""
+        return TorchTrainStep(device, variant, batch, seed)
+
+    def host_copy(
+        self, device: str, direction: str, pinned: bool, nbytes: int, seed: int
+    ) -> TorchHostCopy:
+        """A host-device copy of ``nbytes``."""
+        return TorchHostCopy(device, direction, pinned, nbytes, seed)
+
+    def _counted(self, precision: str, fn: Any) -> int:
+        """FLOPs of ``fn(torch, dtype)`` on meta tensors (no memory, no compute)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        torch = _torch()
+        # fp8 GEMM is counted as its bf16 equivalent: _scaled_mm has no meta FLOP formula.
+        dtype = getattr(torch, PRECISION["bf16" if precision == "fp8" else precision].dtype)
+        with torch.device("meta"):
+            inputs = fn(torch, dtype, None)
+            with FlopCounterMode(display=False) as counter:
+                fn(torch, dtype, inputs)
+        return int(counter.get_total_flops())
+
+    def matmul_counted_flops(self, m: int, n: int, k: int, precision: str) -> int | None:
+        """``torch.matmul`` on meta tensors, counted by ``FlopCounterMode``."""
+
+        def run(t: Any, dtype: Any, inputs: Any) -> Any:
+            if inputs is None:
+                return t.empty(m, k, dtype=dtype), t.empty(k, n, dtype=dtype)
+            return t.matmul(*inputs)
+
+        return self._counted(precision, run)
+
+    def conv2d_counted_flops(self, spec: ConvSpec, precision: str, pass_: str) -> int | None:
+        """The conv pass on meta tensors, counted by ``FlopCounterMode``."""
+        s = spec
+        pad = (s.kernel - 1) // 2 if s.padding.upper() == "SAME" else 0
+        args = ([s.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
+        mask = [pass_ == "input_grad", pass_ == "filter_grad", False]
+
+        def run(t: Any, dtype: Any, inputs: Any) -> Any:
+            aten = t.ops.aten
+            if inputs is None:
+                x = t.empty(s.batch, s.cin, s.height, s.width, dtype=dtype)
+                w = t.empty(s.cout, s.cin, s.kernel, s.kernel, dtype=dtype)
+                return x, w, t.empty_like(aten.convolution(x, w, None, *args))
+            x, w, dy = inputs
+            if pass_ == "forward":
+                return aten.convolution(x, w, None, *args)
+            return aten.convolution_backward(dy, x, w, None, *args, mask)
+
+        return self._counted(precision, run)

@@ -1,0 +1,148 @@
+"""The torch backend on this machine's CPU: real torch, real kernels, no mocks.
+
+GPU paths are covered where they can be without a GPU: the precision and broken-CUDA rules
+are pure functions of the device's facts, and the host-copy check is parametrized over the
+GPU slots only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from perfsuite import backends
+from perfsuite.backends import ConvSpec, Target
+from perfsuite.checks import gemm, host_copy, knobs
+from perfsuite.measure import Measurement
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is not installed; pip install 'perfsuite[torch]'"
+)
+from perfsuite.backends import torch as torch_backend  # noqa: E402
+
+TB = backends.get("torch")
+
+
+def test_torch_is_one_registered_module_and_the_registry_has_no_import_cycle() -> None:
+    assert backends.BUILTIN["torch"] == "perfsuite.backends.torch:TorchBackend"
+    assert isinstance(TB, torch_backend.TorchBackend)
+    for module in ("perfsuite.backends.torch", "perfsuite.backends", "perfsuite.checks.gemm"):
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+
+
+def test_stream_kernels_write_in_place_and_compute_streams_formulas() -> None:
+    k = TB.stream_kernels("cpu", 4096, seed=3)
+    a0, b0, c0 = (x.clone() for x in (k.a, k.b, k.c))
+    pointers = [x.data_ptr() for x in (k.a, k.b, k.c)]
+    k.copy()
+    assert torch.equal(k.c, a0)
+    k.scale()
+    assert torch.allclose(k.b, 3.0 * a0)
+    k.add()
+    assert torch.allclose(k.c, a0 + 3.0 * a0)
+    k.triad()
+    assert torch.allclose(k.a, 3.0 * a0 + 3.0 * (a0 + 3.0 * a0))
+    assert [x.data_ptr() for x in (k.a, k.b, k.c)] == pointers, "a kernel allocated"
+    assert not torch.equal(b0, c0), "the arrays hold random data"
+
+
+def test_matmul_writes_into_its_output_and_restores_tf32() -> None:
+    before = torch.backends.cuda.matmul.allow_tf32
+    mm = TB.matmul("cpu", 64, 32, 48, "fp32", seed=1)
+    assert torch.backends.cuda.matmul.allow_tf32 is False, "fp32 is measured with TF32 off"
+    pointer = mm.c.data_ptr()
+    out = mm.run()
+    assert out.data_ptr() == pointer
+    np.testing.assert_allclose(out.numpy(), mm.a.numpy() @ mm.b.numpy(), rtol=1e-4, atol=1e-4)
+    mm.close()
+    assert torch.backends.cuda.matmul.allow_tf32 is before
+
+
+@pytest.mark.parametrize("pass_", ["forward", "input_grad", "filter_grad"])
+def test_conv_passes_match_autograd(pass_: str) -> None:
+    spec = ConvSpec(2, 8, 8, 4, 6)
+    k = TB.conv2d("cpu", spec, "fp32", pass_, seed=1)
+    out = k.run()
+    x = k.x.clone().requires_grad_(True)
+    w = k.w.clone().requires_grad_(True)
+    y = torch.nn.functional.conv2d(x, w, padding=1)
+    y.backward(k.dy)
+    expected = {"forward": y.detach(), "input_grad": x.grad, "filter_grad": w.grad}[pass_]
+    assert out.shape == expected.shape
+    assert torch.allclose(out, expected, atol=1e-4)
+    if pass_ != "filter_grad":
+        assert out.data_ptr() == k.out.data_ptr(), "the output is preallocated"
+
+
+@pytest.mark.parametrize(
+    ("kind", "args"),
+    [("matmul", (1760, 128, 1760)), ("conv", ("forward",)), ("conv", ("input_grad",))],
+)
+def test_flop_counter_agrees_with_the_analytic_count(kind: str, args: tuple) -> None:
+    if kind == "matmul":
+        m, n, k = args
+        assert TB.matmul_counted_flops(m, n, k, "bf16") == 2 * m * n * k
+    else:
+        spec = ConvSpec(4, 28, 28, 64, 128)
+        analytic = 2 * 4 * 28 * 28 * 128 * 64 * 9
+        assert TB.conv2d_counted_flops(spec, "fp32", args[0]) == analytic
+
+
+def test_precisions_the_device_lacks_are_skipped_with_the_reason() -> None:
+    assert "GPU tensor-core mode" in TB.precision_unavailable_reason("cpu", "fp8")
+    assert "GPU tensor-core mode" in TB.precision_unavailable_reason("cpu", "tf32")
+    a100, h100, v100 = (8, 0), (9, 0), (7, 0)
+    reason = torch_backend.gpu_precision_reason("gpu:0", a100, "fp8")
+    assert reason == "gpu:0 (compute capability 8.0) has no fp8; it needs 8.9+"
+    assert torch_backend.gpu_precision_reason("gpu:0", h100, "fp8") is None
+    assert torch_backend.gpu_precision_reason("gpu:1", v100, "bf16").startswith("gpu:1")
+    assert torch_backend.gpu_precision_reason("gpu:0", a100, "tf32") is None
+
+
+def test_a_cuda_torch_that_cannot_use_the_visible_gpus_names_both_versions() -> None:
+    text = torch_backend.cuda_broken_message(
+        "2.13.0", "13.0", "535.104.05", "CUDA driver version is insufficient"
+    )
+    assert "driver 535.104.05" in text and "torch 2.13.0" in text and "CUDA 13.0" in text
+    cpu = torch_backend.cuda_broken_message("2.13.0+cpu", None, "550.54", "")
+    assert "CPU-only build" in cpu and "550.54" in cpu
+
+
+def test_cpu_gemm_cases_and_gpu_gemm_precisions() -> None:
+    ids = {c.id for c in gemm.cases()}
+    assert "torch-cpu-fp32-2048x2048x2048" in ids
+    assert "torch-gpu:0-fp8-8192x8192x8192" in ids
+    assert "torch-cpu-fp8-2048x2048x2048" not in ids, "fp8 exists on GPUs only"
+
+
+def test_host_copies_are_gpu_cases_and_skip_without_a_gpu() -> None:
+    cases = host_copy.cases()
+    assert {c.target for c in cases} == {Target("torch", "gpu:0")}
+    assert {c.name for c in cases} == {"h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"}
+    if not torch.cuda.is_available():
+        assert "no CUDA device" in host_copy.skip_reason(cases[0])
+
+
+def test_knob_variants_are_the_backends_own() -> None:
+    variants = {c.name for c in knobs.cases() if c.target == Target("torch", "cpu")}
+    assert variants == {"baseline", "compile", "amp", "compile+amp", "channels_last"}
+    step = TB.train_step("cpu", "channels_last", 4, 0)
+    loss = step.run()
+    assert loss.ndim == 0 and torch.isfinite(loss)
+    assert step.images.is_contiguous(memory_format=torch.channels_last)
+    step.close()
+
+
+def test_the_gpu_timer_is_device_events_and_the_cpu_uses_the_clock() -> None:
+    assert TB.timer("cpu") is None
+    assert TB.timer("gpu:0").kind == "device-events"
+
+
+def test_per_sample_overhead_is_measured_from_one_call_timed_alone() -> None:
+    m = Measurement(seconds=(0.10, 0.11, 0.12), values=(1, 1, 1), timer="t", calls=100,
+                    call_seconds=0.0021)  # fmt: skip
+    # one call alone 2.1 ms; a call's share of the median sample 1.1 ms: 1.0 ms per sample
+    assert m.overhead_fraction == pytest.approx(0.001 / 0.11)
