@@ -58,6 +58,20 @@ class Perf:
         with capman.global_and_fixture_disabled():
             yield
 
+    @contextlib.contextmanager
+    def _bar(self, samples: int, expected_s: float) -> Iterator[Callable[[], None]]:
+        """A progress bar over a long measurement's samples, on the terminal (a TTY only)."""
+        from tqdm import tqdm
+
+        label = f"perfsuite: {self._item.name} ({samples} samples, ~{expected_s:.0f} s)"
+        with (
+            self.uncaptured(),
+            tqdm(
+                total=samples, desc=label, unit="sample", leave=False, disable=None, mininterval=0.5
+            ) as bar,
+        ):
+            yield lambda: bar.update()
+
     def artifact(self, name: str) -> Path:
         """A path for a file that belongs with this run's record (a trace, say).
 
@@ -113,7 +127,9 @@ class Perf:
         benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
         before = noise.snapshot()
-        measurement = measure(workload, self._session.settings.policy, clock, plan.rounds)
+        measurement = measure(
+            workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
+        )
         guards = noise.assess(before, noise.snapshot(), _outside_tree_cpu(workload, measurement))
         result = judge.judge(
             self._item.nodeid,

@@ -318,9 +318,14 @@ def _yes_no(text: str) -> bool:
 def _backend_names(text: str) -> tuple[str, ...]:
     """Backend names, each registered; a usage error lists the registered and installed ones."""
     names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
-    known = known_backends()
-    unknown = [n for n in names if n not in known]
+    if not names:
+        return names
+    from perfsuite import backends
+    from perfsuite.checks import allreduce
+
+    unknown = [n for n in names if n not in {*backends.registry(), *allreduce.BACKENDS}]
     if unknown:
+        known = known_backends()
         listed = ", ".join(
             f"{n} ({'installed' if ok else 'not installed'})" for n, ok in known.items()
         )
@@ -342,7 +347,10 @@ def known_backends() -> dict[str, bool]:
     from perfsuite import backends
     from perfsuite.checks import allreduce
 
-    known = {n: b.unavailable_reason() is None for n, b in backends.registry().items()}
+    known = {
+        n: not b.module or importlib.util.find_spec(b.module) is not None
+        for n, b in backends.registry().items()
+    }
     for name, (module, _hint) in allreduce.BACKENDS.items():
         known.setdefault(name, importlib.util.find_spec(module) is not None)
     return known

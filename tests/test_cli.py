@@ -69,7 +69,7 @@ def test_profile_names_are_case_insensitive_with_did_you_mean(
     assert 'name = "a100"' in capsys.readouterr().out
     assert main(["profiles", "show", "H100"]) == 2
     err = capsys.readouterr().err
-    assert "did you mean h100-pcie or h100-sxm" in err
+    assert "did you mean h100-nvl or h100-pcie or h100-sxm" in err
 
 
 def test_estimated_figures_are_rounded_to_meaningful_digits(

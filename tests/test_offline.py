@@ -70,6 +70,25 @@ def test_environment_diff_ignores_run_to_run_readings() -> None:
     ]
 
 
+def test_environment_diff_shows_a_stack_upgrade_and_not_an_idle_pcie_link() -> None:
+    def env(driver: str, cuda: str, cudnn: int, nccl: str, gen: int) -> dict:
+        return {
+            "software": {"torch": {"version": "2.13.0", "cuda_build": cuda,
+                                   "cudnn_build": cudnn, "nccl": nccl}},
+            "gpus": [{"driver": driver, "cuda_driver": cuda, "pcie_generation": gen,
+                      "pcie_max_generation": 5, "ecc_mode": "on", "mig_mode": "off"}],
+        }  # fmt: skip
+
+    old, new = env("550.54", "12.4", 90100, "2.21.5", 5), env("570.86", "12.8", 90800, "2.26.2", 1)
+    assert environment_diff(old, new) == [
+        ("gpus.0.cuda_driver", "12.4", "12.8"),
+        ("gpus.0.driver", "550.54", "570.86"),
+        ("software.torch.cuda_build", "12.4", "12.8"),
+        ("software.torch.cudnn_build", 90100, 90800),
+        ("software.torch.nccl", "2.21.5", "2.26.2"),
+    ]
+
+
 def test_accept_promotes_a_run_and_keeps_the_previous_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -76,8 +76,8 @@ def test_unknown_hw_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [
         "ERROR: unknown hardware profile 'a1000'; did you mean a100 or a100-80gb or v100? (known: "
-        "a100, a100-80gb, fastgpu, h100-pcie, h100-sxm, h200, mi250x, nobw, slowgpu, v100, "
-        "or auto for this machine)"
+        "a100, a100-80gb, a100-80gb-pcie, a100-pcie, fastgpu, h100-nvl, h100-pcie, h100-sxm, "
+        "h200, h200-nvl, mi250x, nobw, slowgpu, v100, or auto for this machine)"
     ]
     assert "Traceback" not in result.stdout.str()
 

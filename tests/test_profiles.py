@@ -20,6 +20,11 @@ BRIEF = {
     "h100-sxm": (67, 494.5, 989.5, 3350),
     "h100-pcie": (51, 378, 756, 2000),
     "h200": (67, 494.5, 989.5, 4800),
+    # Not in the brief's table; from NVIDIA's datasheets (dense figures: half the sparse ones).
+    "a100-pcie": (19.5, 156, 312, 1555),
+    "a100-80gb-pcie": (19.5, 156, 312, 1935),
+    "h100-nvl": (60, 417.5, 835.5, 3900),
+    "h200-nvl": (60, 417.5, 835.5, 4800),
     "mi250x": (23.95, None, 191.5, 1600),  # per GCD: half the package datasheet
 }
 
@@ -56,6 +61,10 @@ def test_builtin_profiles_hold_the_datasheet_figures() -> None:
         assert profile.figure("memory.bandwidth_gbs") == bandwidth
         assert profile.source and profile.kind == "gpu"
         assert not profile.estimated
+    # fp8 (dense) where the device has fp8 tensor cores: Hopper, not Ampere.
+    fp8 = {n: ProfileRegistry().load(n).figure("compute.fp8_tflops") for n in BRIEF}
+    assert fp8["h100-sxm"] == fp8["h200"] == 1979 and fp8["h100-pcie"] == 1513
+    assert fp8["a100"] is None and fp8["a100-80gb-pcie"] is None
 
 
 @pytest.mark.parametrize(
@@ -68,8 +77,8 @@ def test_builtin_profiles_hold_the_datasheet_figures() -> None:
             "memory.bandwidth_gbs",
         ),
         (
-            lambda t: t.replace("fp32_tflops = 1", "fp32_tflops = 1\nfp8_tflops = 2"),
-            "compute.fp8_tflops",
+            lambda t: t.replace("fp32_tflops = 1", "fp32_tflops = 1\nfp6_tflops = 2"),
+            "compute.fp6_tflops",
         ),
         (lambda t: "colour = 'green'\n" + t, "colour"),
         (lambda t: t.replace("last_level_cache_mib = 4\n", ""), "memory.last_level_cache_mib"),
@@ -129,6 +138,10 @@ def test_missing_profile_directory_is_an_error(tmp_path: Path) -> None:
         ("NVIDIA H100 80GB HBM3", "h100-sxm"),
         ("NVIDIA H100 PCIe", "h100-pcie"),
         ("NVIDIA H200", "h200"),
+        ("NVIDIA H200 NVL", "h200-nvl"),
+        ("NVIDIA H100 NVL", "h100-nvl"),
+        ("NVIDIA A100-PCIE-40GB", "a100-pcie"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
         ("Tesla V100-SXM2-32GB", "v100"),
         ("NVIDIA GeForce RTX 4090", None),
     ],

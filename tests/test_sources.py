@@ -138,3 +138,29 @@ def test_ranks(perf):
     assert result["source"]["kind"] == "child-jsonl" and result["direction"] == "latency"
     assert sorted(set(result["samples"])) == pytest.approx([1000.0, 2000.0])  # microseconds
     assert os.environ.get("PERFSUITE_SESSION_PID")  # the controller names its tree
+
+
+def test_a_long_measurement_opens_a_progress_bar_that_ticks_once_per_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextlib
+
+    from perfsuite import measure as measuring
+
+    ticks: list[int] = []
+    opened: list[tuple[int, float]] = []
+
+    @contextlib.contextmanager
+    def bar(samples: int, expected: float):
+        opened.append((samples, expected))
+        yield lambda: ticks.append(1)
+
+    work = Workload("c", {}, "m", "u", Work(1.0, "op"), run=lambda: None)
+    policy = Policy(warmup=2, repetitions=4)
+    monkeypatch.setattr(measuring, "PROGRESS_SECONDS", float("inf"))
+    measure(work, policy, progress=bar)
+    assert opened == [], "a short measurement shows no bar"
+    monkeypatch.setattr(measuring, "PROGRESS_SECONDS", 0.0)
+    m = measure(work, policy, progress=bar)
+    assert opened[0][0] == 6 and len(ticks) == 6  # 2 warm-ups and 4 samples
+    assert len(m.seconds) == 4

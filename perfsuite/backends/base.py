@@ -190,6 +190,10 @@ class Backend(ABC):
         """A bare matmul on the kernel's inputs: what it is and its TFLOP/s, or why none."""
         return {"what": "bare matmul", "unavailable": f"{self.name} has none"}
 
+    def conv2d_reference(self, kernel: Kernel, flops: float) -> dict[str, Any]:
+        """The conv pass written directly against the framework, on the kernel's tensors."""
+        return {"what": "bare conv2d", "unavailable": f"{self.name} has none"}
+
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> Kernel:
         """C[M,N] = A[M,K] x B[K,N] on random data."""
         raise NotImplementedError(f"{self.name} has no matmul")

@@ -399,6 +399,30 @@ class TensorFlowBackend(Backend):
         rate = reference.best_rate(step, flops, sync)
         return {"what": "tf.linalg.matmul in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
 
+    def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+        """The pass as users write it: ``tf.nn.conv2d``, under a tape for the gradients."""
+        tf = _tf()
+        x, w, dy = kernel.x, kernel.w, kernel.dy
+        out: list[Any] = [None]
+
+        def step() -> None:
+            with tf.device(kernel.device):
+                if kernel.pass_ == "forward":
+                    out[0] = tf.nn.conv2d(x, w, kernel.strides, kernel.padding)
+                    return
+                source = x if kernel.pass_ == "input_grad" else w
+                with tf.GradientTape() as tape:
+                    tape.watch(source)
+                    y = tf.nn.conv2d(x, w, kernel.strides, kernel.padding)
+                out[0] = tape.gradient(y, source, output_gradients=dy)
+
+        def sync() -> None:
+            tf.reduce_sum(out[0][..., :1]).numpy()
+
+        rate = reference.best_rate(step, flops, sync)
+        what = "tf.nn.conv2d" + ("" if kernel.pass_ == "forward" else " under a GradientTape")
+        return {"what": f"{what} in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+
     def matmul(
         self, device: str, m: int, n: int, k: int, precision: str, seed: int
     ) -> TensorFlowMatmul:

@@ -507,6 +507,29 @@ class TorchBackend(Backend):
         rate = reference.best_rate(step, flops, kernel.sync)
         return {"what": what, "value": rate / 1e12, "unit": "TFLOP/s"}
 
+    def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+        """The pass as users write it: ``F.conv2d`` or ``torch.nn.grad``, in a bare loop."""
+        torch = _torch()
+        x, w, dy = kernel.x, kernel.w, kernel.dy
+        stride, padding = kernel.args[0], kernel.args[1]
+        calls = {
+            "forward": (
+                "F.conv2d",
+                lambda: torch.nn.functional.conv2d(x, w, None, stride, padding),
+            ),
+            "input_grad": (
+                "torch.nn.grad.conv2d_input",
+                lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride, padding),
+            ),
+            "filter_grad": (
+                "torch.nn.grad.conv2d_weight",
+                lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, stride, padding),
+            ),
+        }
+        name, step = calls[kernel.pass_]
+        rate = reference.best_rate(step, flops, kernel.sync)
+        return {"what": f"{name} in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> TorchMatmul:
         """GEMM on the device."""
         return TorchMatmul(device, m, n, k, precision, seed)

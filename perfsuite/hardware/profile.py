@@ -45,6 +45,7 @@ _SPEC: dict[str, dict[str, str]] = {
         "tf32_tflops": "number",
         "fp16_tflops": "number",
         "bf16_tflops": "number",
+        "fp8_tflops": "number",  # dense, e4m3, where the device has fp8 tensor cores
     },
     "interconnect": {
         "name": "str",
