@@ -201,12 +201,16 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
         driver = driver.decode() if isinstance(driver, bytes) else driver
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        try:
+            version = pynvml.nvmlSystemGetCudaDriverVersion()
+            cuda = f"{version // 1000}.{version % 1000 // 10}"
+        except pynvml.NVMLError as exc:
+            cuda = f"unavailable: {exc}"
         return [
             {
                 "index": i,
                 "driver": driver,
-                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+                "cuda_driver": cuda,
                 **_nvml_facts(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)),
             }
             for i in range(pynvml.nvmlDeviceGetCount())

@@ -286,8 +286,8 @@ def measure(
     clock used otherwise.  ``rounds`` overrides the policy's repetition count (adaptive
     sampling); ``close=False`` keeps the workload's buffers for another measurement.
     ``progress`` opens a progress bar when the calibrated samples will take at least
-    :data:`PROGRESS_SECONDS`; it ticks at the end of each sample (a counter update of about a
-    microsecond, redrawn at most twice a second: nothing against a sample of 0.1 s or more).
+    :data:`PROGRESS_SECONDS`; it ticks in the synchronisation before each sample's clock
+    starts, never inside a sample.
     """
     source: Source = workload.source or clock or ClockSource()
     rounds = rounds or policy.repetitions
@@ -310,9 +310,12 @@ def measure(
 
             def step() -> None:
                 workload.step(calls)
+
+            def presync() -> None:  # before a sample's clock starts: the bar ticks here
+                workload.sync()
                 tick()
 
-            durations = source.durations(step, workload.sync, policy.warmup, rounds)
+            durations = source.durations(step, presync, policy.warmup, rounds)
     finally:
         if close and workload.close is not None:
             workload.close()

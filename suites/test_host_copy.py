@@ -13,7 +13,5 @@ from perfsuite.checks.cases import params
 @pytest.mark.perf
 @pytest.mark.parametrize("case", params(host_copy.cases()))
 def test_host_copy(perf, case):
-    reason = host_copy.skip_reason(case)
-    if reason:
-        pytest.skip(reason)
-    perf.measure(lambda: host_copy.workload(case))
+    perf.require(case.target, "host_copy")
+    perf.measure(lambda: host_copy.workload(case, perf.profile))

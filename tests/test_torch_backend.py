@@ -73,8 +73,9 @@ def test_conv_passes_match_autograd(pass_: str) -> None:
     expected = {"forward": y.detach(), "input_grad": x.grad, "filter_grad": w.grad}[pass_]
     assert out.shape == expected.shape
     assert torch.allclose(out, expected, atol=1e-4)
-    if pass_ != "filter_grad":
-        assert out.data_ptr() == k.out.data_ptr(), "the output is preallocated"
+    assert "allocated per call" in k.describe()["output"]
+    k.close()
+    assert torch.backends.cudnn.benchmark is False, "benchmark mode is restored"
 
 
 @pytest.mark.parametrize(
@@ -89,6 +90,14 @@ def test_flop_counter_agrees_with_the_analytic_count(kind: str, args: tuple) -> 
         spec = ConvSpec(4, 28, 28, 64, 128)
         analytic = 2 * 4 * 28 * 28 * 128 * 64 * 9
         assert TB.conv2d_counted_flops(spec, "fp32", args[0]) == analytic
+
+
+def test_fp8_shapes_that_scaled_mm_cannot_take_are_skipped() -> None:
+    assert TB.matmul_shape_reason(5124, 9124, 2560, "fp8") == (
+        "fp8 matmul needs K and N to be multiples of 16 (K=2560, N=9124)"
+    )
+    assert TB.matmul_shape_reason(8192, 8192, 8192, "fp8") is None
+    assert TB.matmul_shape_reason(5124, 9124, 2560, "bf16") is None
 
 
 def test_precisions_the_device_lacks_are_skipped_with_the_reason() -> None:
@@ -123,7 +132,18 @@ def test_host_copies_are_gpu_cases_and_skip_without_a_gpu() -> None:
     assert {c.target for c in cases} == {Target("torch", "gpu:0")}
     assert {c.name for c in cases} == {"h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"}
     if not torch.cuda.is_available():
-        assert "no CUDA device" in host_copy.skip_reason(cases[0])
+        assert "no CUDA device" in backends.skip_reason(cases[0].target, "host_copy")
+
+
+def test_the_pinned_copy_floor_is_the_link_the_gpu_trained_to() -> None:
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    h100 = ProfileRegistry().load("h100-sxm")  # PCIe Gen 5 x16 in the profile: 64 GB/s
+    gen4 = host_copy.reference(h100, {"pcie_max_generation": 4, "pcie_max_width": 16})
+    assert gen4.measured == pytest.approx(31.5, abs=0.1)
+    gen5 = host_copy.reference(h100, {"pcie_max_generation": 5, "pcie_max_width": 16})
+    assert gen5.measured is None and gen5.figure == "interconnect.pcie_gbs_per_direction"
+    assert host_copy.reference(h100, {}).measured is None  # NVML said nothing
 
 
 def test_knob_variants_are_the_backends_own() -> None:
@@ -146,3 +166,13 @@ def test_per_sample_overhead_is_measured_from_one_call_timed_alone() -> None:
                     call_seconds=0.0021)  # fmt: skip
     # one call alone 2.1 ms; a call's share of the median sample 1.1 ms: 1.0 ms per sample
     assert m.overhead_fraction == pytest.approx(0.001 / 0.11)
+
+
+def test_gpu_slots_honour_a_jobs_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfsuite.backends import base
+    from perfsuite.hardware.detect import GpuFacts
+
+    monkeypatch.setattr(base, "gpu_facts", lambda: GpuFacts(("H100",) * 8))  # the device count
+    assert base.gpu_slots({}) == [f"gpu:{i}" for i in range(8)]
+    assert base.gpu_slots({"CUDA_VISIBLE_DEVICES": "4,5"}) == ["gpu:0", "gpu:1"]
+    assert base.gpu_slots({"CUDA_VISIBLE_DEVICES": ""}) == ["gpu:0"]  # reported absent

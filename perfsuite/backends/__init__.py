@@ -4,8 +4,9 @@ A backend says which devices it has, how to synchronise them, how to allocate it
 on each, which timer to use, and implements each check's primitive operations.  Checks never
 name a framework: they iterate :func:`targets`, so a new framework is one module here,
 listed in :data:`BUILTIN` (or registered through the ``perfsuite.backends`` entry-point
-group), with no edit to any check.  Backend modules import only :mod:`.base`, never this
-package's registry, so there is no import cycle; frameworks are imported when a check runs.
+group), with no edit to any check.  Backend modules import :mod:`.base` and
+:mod:`.reference`, never this package's registry, so there is no import cycle; frameworks
+are imported when a check runs.
 """
 
 from __future__ import annotations

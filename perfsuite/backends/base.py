@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -85,6 +86,9 @@ class ConvSpec:
     kernel: int = 3
     stride: int = 1
     padding: str = "SAME"
+
+
+STREAM_SCALAR = 3.0  # STREAM's q, in scale (b = q*c) and triad (a = b + q*c)
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,10 @@ class Backend(ABC):
         """One pass of a 2-D convolution on random data."""
         raise NotImplementedError(f"{self.name} has no conv2d")
 
+    def matmul_shape_reason(self, m: int, n: int, k: int, precision: str) -> str | None:
+        """Why this backend cannot multiply these shapes in ``precision``, or None."""
+        return None
+
     def matmul_counted_flops(self, m: int, n: int, k: int, precision: str) -> int | None:
         """FLOPs of the matmul as the framework's own profiler counts them, or None."""
         return None
@@ -221,6 +229,17 @@ class Backend(ABC):
         raise NotImplementedError(f"{self.name} has no host-device copy")
 
 
-def gpu_slots() -> list[str]:
-    """``gpu:N`` for each GPU NVML sees, and at least ``gpu:0`` so its absence is reported."""
-    return [f"gpu:{i}" for i in range(max(1, len(gpu_facts().names)))]
+def gpu_slots(environ: dict[str, str] | None = None) -> list[str]:
+    """``gpu:N`` for each GPU this process may use; at least ``gpu:0``, to report absence.
+
+    NVML sees every GPU on the node; ``CUDA_VISIBLE_DEVICES`` (a job's share of them) limits
+    what the frameworks may use and renumbers it from 0.
+    """
+    environ = dict(os.environ) if environ is None else environ
+    count = len(gpu_facts().names)
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip().lower() not in ("all", ""):
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+    elif visible is not None and not visible.strip():
+        count = 0  # set but empty: no GPU for this process
+    return [f"gpu:{i}" for i in range(max(1, count))]

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import Backend
+from perfsuite.backends.base import STREAM_SCALAR, Backend
 
-SCALAR = 3.0
+SCALAR = STREAM_SCALAR
 BLOCK = 32 * 1024  # elements; 256 KiB of float64, well inside a core's L2
 
 

@@ -14,12 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import PRECISION, Backend, ConvSpec
-from perfsuite.backends.numpy import SCALAR
+from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
 from perfsuite.hardware.detect import gpu_facts, host_facts
 
-# TensorFlow reads this when it is imported, by this module or by the registry's probe.
+# TensorFlow reads these when it is imported, by this module or by the registry's probe.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Without it TensorFlow reserves most of each GPU's memory on its first op, and a torch
+# check later in the same session would run out of memory.
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+# gpu:N is NVML's device N (PCI bus order), here as in torch.
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 def _tf() -> Any:
@@ -57,7 +61,7 @@ class TensorFlowStream:
                 tf.random.stateless_uniform([elements], seed=[seed, i], dtype=tf.float64)
                 for i in range(3)
             )
-            self.q = tf.constant(SCALAR, tf.float64)
+            self.q = tf.constant(STREAM_SCALAR, tf.float64)
         self._out: Any = None
         jit = tf.function(jit_compile=True)
         self._copy = jit(lambda a: tf.identity(a))
@@ -364,7 +368,7 @@ class TensorFlowBackend(Backend):
         tf = _tf()
         with tf.device(kernels.device):
             va, vb, vc = (tf.Variable(x) for x in (kernels.a, kernels.b, kernels.c))
-            q = tf.constant(SCALAR, tf.float64)
+            q = tf.constant(STREAM_SCALAR, tf.float64)
         bodies = {
             "copy": lambda: vc.assign(va),
             "scale": lambda: vb.assign(q * vc),

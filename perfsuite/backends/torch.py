@@ -6,11 +6,11 @@ Buffers are allocated once, when a kernel is built; every timed call writes into
   ``torch.add(b, c, alpha=q, out=a)``: one pass that reads b and c and writes a, as STREAM
   counts it;
 * GEMM: ``torch.matmul(a, b, out=c)``; fp8 (e4m3, devices of compute capability 8.9 and up)
-  through ``torch._scaled_mm`` with unit scales and fp32 accumulation;
-* conv: ``aten.convolution.out`` (cuDNN on a GPU, oneDNN on the CPU), NCHW, into a
-  preallocated output; the input gradient as the transposed convolution of the output
-  gradient, likewise; the filter gradient through ``aten.convolution_backward``, whose
-  filter-sized output is the one per-call allocation;
+  through ``torch._scaled_mm`` with unit scales and fast accumulation (as fp8 training
+  recipes run the forward GEMMs); K and N must be multiples of 16;
+* conv: ``aten.convolution`` and ``aten.convolution_backward`` (cuDNN, benchmark mode, on a
+  GPU; oneDNN on the CPU), NCHW; torch has no true ``out=`` for them, so the output is
+  allocated per call (the caching allocator on a GPU) and the record says so;
 * host copies: ``Tensor.copy_`` between a pinned or pageable host buffer and a device
   buffer, ``non_blocking`` where the host side is pinned.
 
@@ -24,15 +24,17 @@ mixed precision (fp16 with a gradient scaler on a GPU, bf16 on a CPU), and chann
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import PRECISION, Backend, ConvSpec
+from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import gpu_facts, host_facts
 from perfsuite.sources import EventSource
 
-SCALAR = 3.0
+# gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # CPU instructions without which torch's 16-bit kernels are emulated (hundreds of times
 # slower than fp32): timing them measures the emulation, not the machine.
@@ -55,6 +57,12 @@ def _device(device: str) -> Any:
 def _sync(device: str) -> None:
     if device != "cpu":
         _torch().cuda.synchronize(_device(device))
+
+
+def _release(device: str) -> None:
+    """Return a closed kernel's cached device memory, for the next check (any framework)."""
+    if device != "cpu":
+        _torch().cuda.empty_cache()
 
 
 def _random(shape: list[int], device: str, dtype: Any, seed: int) -> Any:
@@ -124,6 +132,8 @@ class TorchStream:
         torch = self._torch = _torch()
         self.device = device
         self.elements = elements
+        if device != "cpu":
+            torch.cuda.set_device(_device(device))  # events are recorded on its stream
         self.a, self.b, self.c = (
             _random([elements], device, torch.float64, seed + i) for i in range(3)
         )
@@ -134,7 +144,7 @@ class TorchStream:
 
     def scale(self) -> Any:
         """B = q*c."""
-        return self._torch.mul(self.c, SCALAR, out=self.b)
+        return self._torch.mul(self.c, STREAM_SCALAR, out=self.b)
 
     def add(self) -> Any:
         """C = a + b."""
@@ -142,7 +152,7 @@ class TorchStream:
 
     def triad(self) -> Any:
         """A = b + q*c, in one pass."""
-        return self._torch.add(self.b, self.c, alpha=SCALAR, out=self.a)
+        return self._torch.add(self.b, self.c, alpha=STREAM_SCALAR, out=self.a)
 
     def sync(self) -> None:
         """Wait for the device."""
@@ -159,6 +169,7 @@ class TorchStream:
     def close(self) -> None:
         """Drop the tensors."""
         self.a = self.b = self.c = None
+        _release(self.device)
 
 
 class TorchMatmul(_TorchKernel):
@@ -183,70 +194,71 @@ class TorchMatmul(_TorchKernel):
         torch = self._torch
         if self.precision == "fp8":
             return torch._scaled_mm(
-                self.a, self.b, self.scale, self.scale, out_dtype=torch.bfloat16, out=self.c
-            )
+                self.a, self.b, self.scale, self.scale, out_dtype=torch.bfloat16,
+                use_fast_accum=True, out=self.c,
+            )  # fmt: skip
         return torch.matmul(self.a, self.b, out=self.c)
 
     def close(self) -> None:
         """Drop the tensors and restore TF32."""
         super().close()
         self.a = self.b = self.c = None
+        _release(self.device)
 
 
 class TorchConv2D(_TorchKernel):
-    """One pass of a 2-D convolution (NCHW) into preallocated outputs."""
+    """One pass of a 2-D convolution (NCHW): forward, input gradient or filter gradient.
+
+    torch's convolutions have no true ``out=`` form (``convolution.out`` is the functional op
+    followed by a copy), so each call allocates its output: from the caching allocator on a
+    GPU (no device allocation once warm), from the host allocator on the CPU.  cuDNN picks
+    its algorithm by benchmarking (``cudnn.benchmark``), as TensorFlow autotunes; the setting
+    is restored on close.
+    """
 
     def __init__(self, device: str, spec: ConvSpec, precision: str, pass_: str, seed: int) -> None:
-        """Allocate input, filter, output gradient and the pass's output."""
+        """Allocate input, filter and output gradient."""
         super().__init__(device, precision)
         torch = self._torch
         s = spec
+        if s.padding.upper() == "SAME" and s.stride != 1:
+            raise ValueError("the torch backend pads SAME only for stride 1")
         self.pass_ = pass_
         self.x = _random([s.batch, s.cin, s.height, s.width], device, self.dtype, seed)
         self.w = _random([s.cout, s.cin, s.kernel, s.kernel], device, self.dtype, seed + 1)
         pad = (s.kernel - 1) // 2 if s.padding.upper() == "SAME" else 0
         self.args = ([s.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
-        if s.padding.upper() == "SAME" and s.stride != 1:
-            raise ValueError("the torch backend pads SAME only for stride 1")
         with torch.no_grad():
             y = torch.ops.aten.convolution(self.x, self.w, None, *self.args)
         self.dy = _random(list(y.shape), device, self.dtype, seed + 2)
-        self.out = {"forward": y, "input_grad": torch.empty_like(self.x)}.get(pass_)
-        # The input gradient is the transposed convolution of dy (cuDNN's backward-data),
-        # written into a preallocated dx.
-        stride, padding, dilation = self.args[:3]
-        self.transposed = (stride, padding, dilation, True, [0, 0], 1)
+        self.mask = [pass_ == "input_grad", pass_ == "filter_grad", False]
+        self._benchmark_before = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = True
 
     def run(self) -> Any:
         """The pass this kernel measures."""
         aten = self._torch.ops.aten
         if self.pass_ == "forward":
-            return aten.convolution.out(self.x, self.w, None, *self.args, out=self.out)
-        if self.pass_ == "input_grad":
-            return aten.convolution.out(self.dy, self.w, None, *self.transposed, out=self.out)
-        # torch has no usable out= form for the filter gradient alone: its output (the size
-        # of the filter, at most a few MiB) is allocated per call, through the caching
-        # allocator on a GPU.
-        return aten.convolution_backward(
-            self.dy, self.x, self.w, None, *self.args, [False, True, False]
-        )[1]
+            return aten.convolution(self.x, self.w, None, *self.args)
+        grads = aten.convolution_backward(self.dy, self.x, self.w, None, *self.args, self.mask)
+        return grads[0] if self.pass_ == "input_grad" else grads[1]
 
     def describe(self) -> dict[str, object]:
-        """Library and layout."""
+        """Library, layout and how the output is allocated."""
         torch = self._torch
-        library = (
-            "cuDNN"
-            if self.device != "cpu"
-            else "oneDNN"
-            if torch.backends.mkldnn.is_available()
-            else "ATen"
-        )
-        return {**super().describe(), "library": library, "layout": "NCHW"}
+        if self.device != "cpu":
+            library, output = "cuDNN", "allocated per call (caching allocator)"
+        else:
+            library = "oneDNN" if torch.backends.mkldnn.is_available() else "ATen"
+            output = "allocated per call (host allocator)"
+        return {**super().describe(), "library": library, "layout": "NCHW", "output": output}
 
     def close(self) -> None:
-        """Drop the tensors and restore TF32."""
+        """Drop the tensors and restore TF32 and cuDNN's benchmark mode."""
         super().close()
-        self.x = self.w = self.dy = self.out = None
+        self._torch.backends.cudnn.benchmark = self._benchmark_before
+        self.x = self.w = self.dy = None
+        _release(self.device)
 
 
 class TorchTrainStep(_TorchKernel):
@@ -313,6 +325,7 @@ class TorchTrainStep(_TorchKernel):
         """Drop the model and inputs."""
         super().close()
         self.model = self._forward = self.optimizer = self.images = self.labels = None
+        _release(self.device)
 
 
 class TorchHostCopy:
@@ -354,6 +367,7 @@ class TorchHostCopy:
     def close(self) -> None:
         """Drop the buffers."""
         self.host = self.dev = None
+        _release(self.device)
 
 
 # The compute capability each precision's tensor-core kernels need.
@@ -495,7 +509,7 @@ class TorchBackend(Backend):
             s = kernel.scale
 
             def step() -> None:
-                torch._scaled_mm(a, b, s, s, out_dtype=torch.bfloat16, out=c)
+                torch._scaled_mm(a, b, s, s, out_dtype=torch.bfloat16, use_fast_accum=True, out=c)
 
             what = "torch._scaled_mm in a loop"
         else:
@@ -529,6 +543,12 @@ class TorchBackend(Backend):
         name, step = calls[kernel.pass_]
         rate = reference.best_rate(step, flops, kernel.sync)
         return {"what": f"{name} in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+
+    def matmul_shape_reason(self, m: int, n: int, k: int, precision: str) -> str | None:
+        """fp8 GEMMs (``_scaled_mm``) need K and N to be multiples of 16."""
+        if precision == "fp8" and (k % 16 or n % 16):
+            return f"fp8 matmul needs K and N to be multiples of 16 (K={k}, N={n})"
+        return None
 
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> TorchMatmul:
         """GEMM on the device."""

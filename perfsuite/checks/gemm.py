@@ -43,6 +43,9 @@ SQUARES = {"cpu": (2048, 4096), "gpu": (8192, 16384)}
 FULL_ONLY = {Shape(4096, 4096, 4096), Shape(16384, 16384, 16384), Shape(5124, 9124, 2560)}
 
 
+OUTPUT = {"fp8": "bf16"}  # the precision C is written in, where it differs from the inputs'
+
+
 def cases() -> list[Case]:
     """Every (target, precision, shape) the GEMM check runs."""
     out = []
@@ -55,12 +58,21 @@ def cases() -> list[Case]:
     return out
 
 
+def shape_reason(case: Case) -> str | None:
+    """Why the case's backend cannot multiply its shape in its precision, or None."""
+    shape: Shape = case.spec
+    backend = backends.get(case.target.backend)
+    return backend.matmul_shape_reason(shape.m, shape.n, shape.k, case.precision)
+
+
 def workload(case: Case, profile: HardwareProfile) -> Workload:
     """Build the GEMM workload of one case."""
     shape: Shape = case.spec
     backend = backends.get(case.target.backend)
     kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
     analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
+    inputs = backends.PRECISION[case.precision]
+    output = backends.PRECISION[OUTPUT.get(case.precision, case.precision)]
     bare = backend.matmul_reference(kernel, analytic)  # right before the check: fidelity
     # The running framework's own FLOP counter cross-checks the count, where it has one.
     counted = backend.matmul_counted_flops(shape.m, shape.n, shape.k, case.precision)
@@ -85,14 +97,14 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
             f"compute.{case.precision}_tflops", FLOOR_FRACTION, case.target.device_kind
         ),
         context={
-            # Minimum bytes: read A and B, write C once.
+            # Minimum bytes: read A and B, write C once (fp8 GEMMs write bf16).
             "roofline": roofline.point(
                 profile,
                 case.precision,
                 case.target.device_kind,
                 analytic,
-                (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
-                * backends.PRECISION[case.precision].itemsize,
+                (shape.m * shape.k + shape.k * shape.n) * inputs.itemsize
+                + shape.m * shape.n * output.itemsize,
             ),
             "backend_version": backend.version(),
             "bare_reference": bare,
