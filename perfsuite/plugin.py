@@ -87,7 +87,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other_backends = outside(items, config.stash[SESSION_KEY].settings.backends)
     if other_backends:
         config.hook.pytest_deselected(items=other_backends)
-        items[:] = [item for item in items if item not in other_backends]
+        dropped = {id(item) for item in other_backends}
+        items[:] = [item for item in items if id(item) not in dropped]
     if config.stash[SESSION_KEY].settings.quick:
         deselected = [item for item in items if item.get_closest_marker("perf_full")]
         if deselected:

@@ -186,8 +186,13 @@ class Backend(ABC):
         """Why ``device`` cannot run ``precision`` with this backend, or None."""
         return None if precision == "fp32" else f"{self.name} has no {precision} kernels"
 
-    def stream_reference(self, kernels: StreamKernels, kernel: str) -> dict[str, Any]:
-        """A bare reference for one STREAM kernel: what it is and its GB/s, or why none."""
+    def stream_reference(
+        self, kernels: StreamKernels, kernel: str, counted_bytes: int
+    ) -> dict[str, Any]:
+        """A bare reference for one STREAM kernel: what it is and its GB/s, or why none.
+
+        ``counted_bytes`` is one call's traffic as the check counts it (STREAM's words).
+        """
         return {"what": "bare reference", "unavailable": f"{self.name} has none"}
 
     def matmul_reference(self, kernel: Kernel, flops: float) -> dict[str, Any]:

@@ -157,10 +157,10 @@ class NumpyBackend(Backend):
         """Allocate the arrays on the host."""
         return NumpyStream(elements, seed)
 
-    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """STREAM's kernel in C with OpenMP, on the check's own arrays."""
         return reference.c_stream_gbs(
-            kernel, kernels.a, kernels.b, kernels.c, SCALAR, kernels.threads
+            kernel, kernels.a, kernels.b, kernels.c, SCALAR, kernels.threads, counted_bytes
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:

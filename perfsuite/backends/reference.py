@@ -139,19 +139,24 @@ def _c_stream() -> tuple[Any, str] | tuple[None, str]:
 
 
 def c_stream_gbs(
-    kernel: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, scalar: float, threads: int
+    kernel: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    scalar: float,
+    threads: int,
+    counted_bytes: int,
 ) -> dict[str, Any]:
-    """The C kernel on these arrays: GB/s by STREAM's count, best of 10; or why none."""
+    """The C kernel on these arrays: GB/s of ``counted_bytes`` per pass, best of 10; or why not."""
     lib, how = _c_stream()
     if lib is None:
         return {"what": "C STREAM", "unavailable": how}
-    words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
     pointer = ctypes.POINTER(ctypes.c_double)
     args = [x.ctypes.data_as(pointer) for x in (a, b, c)]
     lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 2, threads)  # warm-up
     best = lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 10, threads)
     return {
         "what": f"{how}, {threads} OpenMP threads, best of 10, on the check's arrays",
-        "value": words * a.size * 8 / best / 1e9,
+        "value": counted_bytes / best / 1e9,
         "unit": "GB/s",
     }

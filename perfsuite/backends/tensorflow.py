@@ -363,7 +363,7 @@ class TensorFlowBackend(Backend):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
         return None
 
-    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """An XLA function updating ``tf.Variable`` s in place: no output allocated per call."""
         tf = _tf()
         with tf.device(kernels.device):
@@ -381,8 +381,7 @@ class TensorFlowBackend(Backend):
             with tf.device(kernels.device):
                 fn()
 
-        words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
-        rate = reference.best_rate(step, words * kernels.elements * 8, kernels.sync)
+        rate = reference.best_rate(step, counted_bytes, kernels.sync)
         return {
             "what": "XLA tf.function updating tf.Variables in place",
             "value": rate / 1e9,

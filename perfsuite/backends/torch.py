@@ -96,7 +96,7 @@ class _TorchKernel:
         self.device = device
         self.torch_device = _device(device)
         if device != "cpu":
-            torch.cuda.set_device(self.torch_device)
+            torch.cuda.set_device(self.torch_device)  # events are recorded on its stream
         self.precision = precision
         self.dtype = getattr(torch, PRECISION[precision].dtype)
         self._tf32 = _Precision(precision) if set_tf32 else None
@@ -122,20 +122,17 @@ class _TorchKernel:
             self._tf32 = None
 
 
-class TorchStream:
+class TorchStream(_TorchKernel):
     """STREAM kernels on three preallocated float64 tensors, written in place."""
 
     itemsize = 8
 
     def __init__(self, device: str, elements: int, seed: int) -> None:
         """Allocate a, b, c of random float64 data on the device."""
-        torch = self._torch = _torch()
-        self.device = device
+        super().__init__(device, "fp64", set_tf32=False)
         self.elements = elements
-        if device != "cpu":
-            torch.cuda.set_device(_device(device))  # events are recorded on its stream
         self.a, self.b, self.c = (
-            _random([elements], device, torch.float64, seed + i) for i in range(3)
+            _random([elements], device, self.dtype, seed + i) for i in range(3)
         )
 
     def copy(self) -> Any:
@@ -154,20 +151,13 @@ class TorchStream:
         """A = b + q*c, in one pass."""
         return self._torch.add(self.b, self.c, alpha=STREAM_SCALAR, out=self.a)
 
-    def sync(self) -> None:
-        """Wait for the device."""
-        _sync(self.device)
-
     def describe(self) -> dict[str, object]:
-        """Device, in-place writes and threads."""
-        return {
-            "torch_device": str(_device(self.device)),
-            "in_place": True,
-            "threads": self._torch.get_num_threads(),
-        }
+        """Device, dtype, threads, and that outputs are written in place."""
+        return {**super().describe(), "in_place": True}
 
     def close(self) -> None:
         """Drop the tensors."""
+        super().close()
         self.a = self.b = self.c = None
         _release(self.device)
 
@@ -221,13 +211,10 @@ class TorchConv2D(_TorchKernel):
         super().__init__(device, precision)
         torch = self._torch
         s = spec
-        if s.padding.upper() == "SAME" and s.stride != 1:
-            raise ValueError("the torch backend pads SAME only for stride 1")
+        self.args = conv_args(s)
         self.pass_ = pass_
         self.x = _random([s.batch, s.cin, s.height, s.width], device, self.dtype, seed)
         self.w = _random([s.cout, s.cin, s.kernel, s.kernel], device, self.dtype, seed + 1)
-        pad = (s.kernel - 1) // 2 if s.padding.upper() == "SAME" else 0
-        self.args = ([s.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
         with torch.no_grad():
             y = torch.ops.aten.convolution(self.x, self.w, None, *self.args)
         self.dy = _random(list(y.shape), device, self.dtype, seed + 2)
@@ -370,6 +357,18 @@ class TorchHostCopy:
         _release(self.device)
 
 
+def conv_args(spec: ConvSpec) -> tuple[Any, ...]:
+    """``aten.convolution``'s arguments after input, weight and bias for a ``ConvSpec``.
+
+    Stride, padding (SAME: half the kernel, which is SAME only at stride 1), dilation 1,
+    not transposed, no output padding, one group.
+    """
+    if spec.padding.upper() == "SAME" and spec.stride != 1:
+        raise ValueError("the torch backend pads SAME only for stride 1")
+    pad = (spec.kernel - 1) // 2 if spec.padding.upper() == "SAME" else 0
+    return ([spec.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
+
+
 # The compute capability each precision's tensor-core kernels need.
 MIN_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
 
@@ -489,12 +488,9 @@ class TorchBackend(Backend):
         """Allocate the arrays on the device."""
         return TorchStream(device, elements, seed)
 
-    def stream_reference(self, kernels: Any, kernel: str) -> dict[str, Any]:
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """The same in-place torch call in a bare loop, on the check's tensors."""
-        words = {"copy": 2, "scale": 2, "add": 3, "triad": 3}[kernel]
-        rate = reference.best_rate(
-            getattr(kernels, kernel), words * kernels.elements * 8, kernels.sync
-        )
+        rate = reference.best_rate(getattr(kernels, kernel), counted_bytes, kernels.sync)
         return {
             "what": f"torch in-place {kernel} in a bare loop",
             "value": rate / 1e9,
@@ -596,8 +592,7 @@ class TorchBackend(Backend):
     def conv2d_counted_flops(self, spec: ConvSpec, precision: str, pass_: str) -> int | None:
         """The conv pass on meta tensors, counted by ``FlopCounterMode``."""
         s = spec
-        pad = (s.kernel - 1) // 2 if s.padding.upper() == "SAME" else 0
-        args = ([s.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
+        args = conv_args(s)
         mask = [pass_ == "input_grad", pass_ == "filter_grad", False]
 
         def run(t: Any, dtype: Any, inputs: Any) -> Any:

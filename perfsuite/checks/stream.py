@@ -97,15 +97,16 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
     size = sizing(target, profile)
     _check_memory(target, size)
     kernels = backend.stream_kernels(target.device, size.elements, SEED)
+    nbytes = counted_bytes(kernel, size.elements, kernels.itemsize)
     # The same kernel written bare, on the same device, right before the check (fidelity).
-    bare = backend.stream_reference(kernels, kernel)
+    bare = backend.stream_reference(kernels, kernel, nbytes)
     return Workload(
         check="memory_bandwidth",
         params={"kernel": kernel, "backend": target.backend, "device": target.device},
         metric="bandwidth",
         unit="GB/s",
         work=Work(
-            amount=counted_bytes(kernel, size.elements, kernels.itemsize),
+            amount=nbytes,
             unit="B",
             convention=f"STREAM: {WORDS[kernel]} words of {kernels.itemsize} B per element",
         ),
