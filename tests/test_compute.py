@@ -118,7 +118,36 @@ def test_tensorflow_kernels_compute_the_right_thing() -> None:
         "input_grad": (2, 8, 8, 4),
         "filter_grad": (3, 3, 4, 6),
     }
-    assert tfb.precision_unavailable_reason("cpu", "tf32") == "TF32 is a GPU tensor-core mode"
+    assert "GPU tensor-core mode" in tfb.precision_unavailable_reason("cpu", "tf32")
+
+
+@pytest.mark.parametrize(
+    ("flags", "precision", "skips"),
+    [
+        ({"avx2", "f16c"}, "bf16", True),
+        ({"avx2", "f16c"}, "fp16", True),
+        ({"avx2", "f16c"}, "fp32", False),
+        ({"avx512f", "avx512_bf16"}, "bf16", False),
+        ({"avx512f", "avx512_bf16"}, "fp16", True),
+        ({"amx_bf16", "amx_fp16"}, "fp16", False),
+        ({"asimd", "bf16"}, "bf16", False),
+    ],
+)
+def test_cpu_16_bit_kernels_skip_where_they_would_be_emulated(
+    monkeypatch: pytest.MonkeyPatch, flags: set[str], precision: str, skips: bool
+) -> None:
+    """Without the CPU's bf16/fp16 instructions, every backend skips that precision alike."""
+    from types import SimpleNamespace
+
+    from perfsuite import backends
+    from perfsuite.backends import base
+
+    monkeypatch.setattr(base, "host_facts", lambda: SimpleNamespace(flags=flags))
+    for name in ("tensorflow", "torch"):
+        reason = backends.get(name).precision_unavailable_reason("cpu", precision)
+        assert (reason is not None) == skips, (name, reason)
+        if skips:
+            assert "emulated" in reason and precision in reason
 
 
 def test_numpy_matmul_is_fp32_only() -> None:

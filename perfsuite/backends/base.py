@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from perfsuite.hardware.detect import gpu_facts
+from perfsuite.hardware.detect import gpu_facts, host_facts
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,33 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 def precisions_for(device_kind: str) -> tuple[str, ...]:
     """The GEMM/conv precisions that exist on a device kind (``cpu`` or ``gpu``)."""
     return tuple(p for p in PRECISIONS if device_kind == "gpu" or not PRECISION[p].gpu_only)
+
+
+# CPU instructions without which a framework's 16-bit kernels are emulated: torch's run
+# hundreds of times slower than fp32, TensorFlow's convolution gradients 20-30x slower, and
+# TensorFlow's GEMMs at the fp32 rate.  Timing them measures the emulation, not a peak.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+HALF_CPU_FLAGS = {"bf16": (*BF16_CPU_FLAGS, "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
+
+
+def cpu_precision_reason(framework: str, precision: str) -> str | None:
+    """Why ``precision`` is no peak measurement on this host CPU, or None where it is."""
+    if PRECISION[precision].gpu_only:
+        return f"{precision} is a GPU tensor-core mode; the CPU has none"
+    flags = HALF_CPU_FLAGS.get(precision)
+    if flags and not any(f in host_facts().flags for f in flags):
+        return (
+            f"this CPU has no {precision} instructions ({' or '.join(flags[:2])}); "
+            f"{framework}'s {precision} kernels would be emulated, not a peak measurement"
+        )
+    return None
+
+
+def cpu_amp_reason() -> str | None:
+    """Why mixed precision (bf16 autocast) cannot run natively on this host CPU, or None."""
+    if not any(f in host_facts().flags for f in BF16_CPU_FLAGS):
+        return "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16)"
+    return None
 
 
 CONV_PASSES = ("forward", "input_grad", "filter_grad")

@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from perfsuite.backends import reference
+from perfsuite.backends import base, reference
 from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
-from perfsuite.hardware.detect import gpu_facts, host_facts
+from perfsuite.hardware.detect import gpu_facts
 
 # TensorFlow reads these when it is imported, by this module or by the registry's probe.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -110,9 +110,6 @@ class TensorFlowStream:
     def close(self) -> None:
         """Drop the arrays."""
         self.a = self.b = self.c = self._out = None
-
-
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 class _TensorFlowKernel:
@@ -345,7 +342,7 @@ class TensorFlowBackend(Backend):
         if precision == "fp8":
             return "TensorFlow has no fp8 GEMM or convolution kernels"
         if device == "cpu":
-            return "TF32 is a GPU tensor-core mode" if precision == "tf32" else None
+            return base.cpu_precision_reason("TensorFlow", precision)
         cc = self._compute_capability(device)
         if precision in ("tf32", "bf16") and cc is not None and cc < (8, 0):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no {precision}"
@@ -354,10 +351,7 @@ class TensorFlowBackend(Backend):
     def amp_unavailable_reason(self, device: str) -> str | None:
         """Mixed precision: bf16 instructions on a CPU, compute capability 7.0+ on a GPU."""
         if device == "cpu":
-            flags = host_facts().flags
-            if not any(f in flags for f in BF16_CPU_FLAGS):
-                return "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16)"
-            return None
+            return base.cpu_amp_reason()
         cc = self._compute_capability(device)
         if cc is not None and cc < (7, 0):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"

@@ -28,17 +28,20 @@ import os
 from typing import Any
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
+from perfsuite.backends.base import (
+    PRECISION,
+    STREAM_SCALAR,
+    Backend,
+    ConvSpec,
+    cpu_amp_reason,
+    cpu_precision_reason,
+)
 from perfsuite.errors import PerfsuiteError
-from perfsuite.hardware.detect import gpu_facts, host_facts
+from perfsuite.hardware.detect import gpu_facts
 from perfsuite.sources import EventSource
 
 # gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-# CPU instructions without which torch's 16-bit kernels are emulated (hundreds of times
-# slower than fp32): timing them measures the emulation, not the machine.
-HALF_CPU_FLAGS = {"bf16": (*BF16_CPU_FLAGS, "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
 KNOB_VARIANTS = ("baseline", "compile", "amp", "compile+amp", "channels_last")
 
 
@@ -453,15 +456,7 @@ class TorchBackend(Backend):
         if precision not in PRECISION:
             return f"unknown precision {precision!r}"
         if device == "cpu":
-            if PRECISION[precision].gpu_only:
-                return f"{precision} is a GPU tensor-core mode; the CPU has none"
-            flags = HALF_CPU_FLAGS.get(precision)
-            if flags and not any(f in host_facts().flags for f in flags):
-                return (
-                    f"this CPU has no {precision} instructions ({' or '.join(flags[:2])}); "
-                    f"torch's {precision} kernels would be emulated, not a peak measurement"
-                )
-            return None
+            return cpu_precision_reason("torch", precision)
         if precision == "fp8" and not hasattr(_torch(), "_scaled_mm"):
             return f"torch {_torch().__version__} has no fp8 matmul (torch._scaled_mm)"
         return gpu_precision_reason(device, self._capability(device), precision)
@@ -469,9 +464,7 @@ class TorchBackend(Backend):
     def amp_unavailable_reason(self, device: str) -> str | None:
         """Autocast: bf16 instructions on a CPU, compute capability 7.0+ on a GPU."""
         if device == "cpu":
-            if not any(f in host_facts().flags for f in BF16_CPU_FLAGS):
-                return "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16)"
-            return None
+            return cpu_amp_reason()
         cc = self._capability(device)
         if cc < (7, 0):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
