@@ -64,7 +64,7 @@ def _row(label: str, name: str, values: list[float]) -> str:
     logs = np.log(values)
     lag1 = np.corrcoef(logs[:-1], logs[1:])[0, 1] if len(logs) > 2 else float("nan")
     return (
-        f"| {name} | {label} | {len(values)} | {np.min(values):.1f}–{np.max(values):.1f} "
+        f"| {name} | {label} | {len(values)} | {np.min(values):.1f} to {np.max(values):.1f} "
         f"| {logs.std(ddof=1):.3f} | {lag1:.2f} | {np.exp(np.ptp(logs)):.2f} |"
     )
 
