@@ -16,7 +16,8 @@ It runs the real suite in fresh processes and counts verdicts from the run recor
 
 Usage::
 
-    python benchmarks/verdicts.py [--mode quick|full] [--reruns 10] [--work DIR]
+    python benchmarks/verdicts.py [--mode quick|full] [--reruns 10] [--backends numpy,tensorflow]
+                                  [--work DIR]
 
 ``--mode full`` runs the quick suite's checks with the full-mode policy (``-m "not
 perf_full"``), so both modes are judged in a family of the same size.  It prints Markdown
@@ -162,10 +163,17 @@ def main() -> None:
     parser.add_argument("--power-runs", type=int, default=3)
     parser.add_argument("--work", type=Path, default=ROOT / "reports" / "verdict-benchmark")
     parser.add_argument("--skip-taskset", action="store_true")
+    parser.add_argument(
+        "--backends",
+        default="",
+        help="comma-separated backends to run (--perf-backend); default: every installed one",
+    )
     args = parser.parse_args()
     work = args.work / args.mode
     shutil.rmtree(work, ignore_errors=True)
     mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
+    if args.backends:
+        mode_args = [*mode_args, "--perf-backend", args.backends]
     suite = ["suites/", *mode_args]
 
     walls: dict[str, list[float]] = {}
