@@ -320,12 +320,9 @@ def _backend_names(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
     if not names:
         return names
-    from perfsuite import backends
-    from perfsuite.checks import allreduce
-
-    unknown = [n for n in names if n not in {*backends.registry(), *allreduce.BACKENDS}]
+    known = known_backends()
+    unknown = [n for n in names if n not in known]
     if unknown:
-        known = known_backends()
         listed = ", ".join(
             f"{n} ({'installed' if ok else 'not installed'})" for n, ok in known.items()
         )

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from perfsuite.backends import Target, targets
-from perfsuite.backends.numpy import SCALAR, NumpyStream
+from perfsuite.backends.base import STREAM_SCALAR
+from perfsuite.backends.numpy import NumpyStream
 from perfsuite.checks import stream
 from perfsuite.hardware.profile import ProfileRegistry
 
@@ -39,9 +40,9 @@ def test_unknown_kernel_is_rejected() -> None:
 def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple[str, np.ndarray]:
     return {
         "copy": ("c", a.copy()),
-        "scale": ("b", SCALAR * c),
+        "scale": ("b", STREAM_SCALAR * c),
         "add": ("c", a + b),
-        "triad": ("a", b + SCALAR * c),
+        "triad": ("a", b + STREAM_SCALAR * c),
     }[kernel]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -261,17 +262,15 @@ class Backend(ABC):
         raise NotImplementedError(f"{self.name} has no host-device copy")
 
 
-def gpu_slots(environ: dict[str, str] | None = None) -> list[str]:
+def gpu_slots(environ: Mapping[str, str] | None = None) -> list[str]:
     """``gpu:N`` for each GPU this process may use; at least ``gpu:0``, to report absence.
 
     NVML sees every GPU on the node; ``CUDA_VISIBLE_DEVICES`` (a job's share of them) limits
     what the frameworks may use and renumbers it from 0.
     """
-    environ = dict(os.environ) if environ is None else environ
     count = len(gpu_facts().names)
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip().lower() not in ("all", ""):
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip().lower() != "all":
+        # Set but empty means no GPU for this process.
         count = min(count, len([d for d in visible.split(",") if d.strip()]))
-    elif visible is not None and not visible.strip():
-        count = 0  # set but empty: no GPU for this process
     return [f"gpu:{i}" for i in range(max(1, count))]

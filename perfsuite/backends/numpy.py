@@ -23,7 +23,6 @@ import numpy as np
 from perfsuite.backends import reference
 from perfsuite.backends.base import STREAM_SCALAR, Backend
 
-SCALAR = STREAM_SCALAR
 BLOCK = 32 * 1024  # elements; 256 KiB of float64, well inside a core's L2
 
 
@@ -78,7 +77,7 @@ class NumpyStream:
     def scale(self) -> None:
         """B = q*c."""
         self._parallel(
-            lambda i: np.multiply(self.c[self.chunks[i]], SCALAR, out=self.b[self.chunks[i]])
+            lambda i: np.multiply(self.c[self.chunks[i]], STREAM_SCALAR, out=self.b[self.chunks[i]])
         )
 
     def add(self) -> None:
@@ -98,7 +97,7 @@ class NumpyStream:
             for lo in range(chunk.start, chunk.stop, BLOCK):
                 hi = min(lo + BLOCK, chunk.stop)
                 tmp = scratch[: hi - lo]
-                np.multiply(self.c[lo:hi], SCALAR, out=tmp)
+                np.multiply(self.c[lo:hi], STREAM_SCALAR, out=tmp)
                 np.add(self.b[lo:hi], tmp, out=self.a[lo:hi])
 
         self._parallel(run)
@@ -160,14 +159,15 @@ class NumpyBackend(Backend):
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """STREAM's kernel in C with OpenMP, on the check's own arrays."""
         return reference.c_stream_gbs(
-            kernel, kernels.a, kernels.b, kernels.c, SCALAR, kernels.threads, counted_bytes
+            kernel, kernels.a, kernels.b, kernels.c, STREAM_SCALAR, kernels.threads, counted_bytes
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """``np.matmul(a, b, out=c)`` in a plain loop, on the check's arrays."""
         a, b, c = kernel.a, kernel.b, kernel.c
-        rate = reference.best_rate(lambda: np.matmul(a, b, out=c), flops)
-        return {"what": "np.matmul(a, b, out=c) in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+        return reference.bare_loop(
+            "np.matmul(a, b, out=c) in a loop", lambda: np.matmul(a, b, out=c), flops, "TFLOP/s"
+        )
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
         """Only fp32: numpy's BLAS has no 16-bit GEMM."""

@@ -74,6 +74,20 @@ double stream_best(int kind, double *a, double *b, double *c, long n, double q, 
 """
 
 
+UNIT_SCALE = {"GB/s": 1e9, "TFLOP/s": 1e12}
+
+
+def bare_loop(
+    what: str,
+    step: Callable[[], Any],
+    work: float,
+    unit: str,
+    sync: Callable[[], Any] = lambda: None,
+) -> dict[str, Any]:
+    """A bare reference's entry: what it runs, and ``step``'s best rate in ``unit``."""
+    return {"what": what, "value": best_rate(step, work, sync) / UNIT_SCALE[unit], "unit": unit}
+
+
 def best_rate(
     step: Callable[[], Any], work: float, sync: Callable[[], Any] = lambda: None
 ) -> float:

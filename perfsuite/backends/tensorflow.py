@@ -112,6 +112,21 @@ class TensorFlowStream:
         self.a = self.b = self.c = self._out = None
 
 
+def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -> dict[str, Any]:
+    """``call`` (an eager op) on ``device`` in a bare loop, synced by reading its last output."""
+    tf = _tf()
+    out: list[Any] = [None]
+
+    def step() -> None:
+        with tf.device(device):
+            out[0] = call()
+
+    def sync() -> None:
+        out[0][..., :1].numpy()
+
+    return reference.bare_loop(what, step, flops, "TFLOP/s", sync)
+
+
 class _TensorFlowKernel:
     """Shared plumbing: the device scope, sync, and the TF32 switch (a global setting)."""
 
@@ -375,27 +390,23 @@ class TensorFlowBackend(Backend):
             with tf.device(kernels.device):
                 fn()
 
-        rate = reference.best_rate(step, counted_bytes, kernels.sync)
-        return {
-            "what": "XLA tf.function updating tf.Variables in place",
-            "value": rate / 1e9,
-            "unit": "GB/s",
-        }
+        return reference.bare_loop(
+            "XLA tf.function updating tf.Variables in place",
+            step,
+            counted_bytes,
+            "GB/s",
+            kernels.sync,
+        )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """``tf.linalg.matmul`` on the check's inputs, in a plain loop."""
         tf = _tf()
-        out: list[Any] = [None]
-
-        def step() -> None:
-            with tf.device(kernel.device):
-                out[0] = tf.linalg.matmul(kernel.a, kernel.b)
-
-        def sync() -> None:
-            out[0][..., :1].numpy()
-
-        rate = reference.best_rate(step, flops, sync)
-        return {"what": "tf.linalg.matmul in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+        return _eager_loop(
+            kernel.device,
+            "tf.linalg.matmul in a loop",
+            lambda: tf.linalg.matmul(kernel.a, kernel.b),
+            flops,
+        )
 
     def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """The pass through TensorFlow's public functions, in a bare loop.
@@ -421,17 +432,7 @@ class TensorFlowBackend(Backend):
             ),
         }
         name, call = calls[kernel.pass_]
-        out: list[Any] = [None]
-
-        def step() -> None:
-            with tf.device(kernel.device):
-                out[0] = call()
-
-        def sync() -> None:
-            tf.reduce_sum(out[0][..., :1]).numpy()
-
-        rate = reference.best_rate(step, flops, sync)
-        return {"what": f"{name} in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+        return _eager_loop(kernel.device, f"{name} in a loop", call, flops)
 
     def matmul(
         self, device: str, m: int, n: int, k: int, precision: str, seed: int

@@ -483,12 +483,13 @@ class TorchBackend(Backend):
 
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """The same in-place torch call in a bare loop, on the check's tensors."""
-        rate = reference.best_rate(getattr(kernels, kernel), counted_bytes, kernels.sync)
-        return {
-            "what": f"torch in-place {kernel} in a bare loop",
-            "value": rate / 1e9,
-            "unit": "GB/s",
-        }
+        return reference.bare_loop(
+            f"torch in-place {kernel} in a bare loop",
+            getattr(kernels, kernel),
+            counted_bytes,
+            "GB/s",
+            kernels.sync,
+        )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """``torch.matmul`` (or ``_scaled_mm``) on the check's tensors, in a bare loop."""
@@ -507,8 +508,7 @@ class TorchBackend(Backend):
                 torch.matmul(a, b, out=c)
 
             what = "torch.matmul(a, b, out=c) in a loop"
-        rate = reference.best_rate(step, flops, kernel.sync)
-        return {"what": what, "value": rate / 1e12, "unit": "TFLOP/s"}
+        return reference.bare_loop(what, step, flops, "TFLOP/s", kernel.sync)
 
     def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
         """The pass as users write it: ``F.conv2d`` or ``torch.nn.grad``, in a bare loop."""
@@ -530,8 +530,7 @@ class TorchBackend(Backend):
             ),
         }
         name, step = calls[kernel.pass_]
-        rate = reference.best_rate(step, flops, kernel.sync)
-        return {"what": f"{name} in a loop", "value": rate / 1e12, "unit": "TFLOP/s"}
+        return reference.bare_loop(f"{name} in a loop", step, flops, "TFLOP/s", kernel.sync)
 
     def matmul_shape_reason(self, m: int, n: int, k: int, precision: str) -> str | None:
         """fp8 GEMMs (``_scaled_mm``) need K and N to be multiples of 16."""
