@@ -193,3 +193,20 @@ def test_the_numpy_gemm_never_imports_tensorflow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "not cross-checked" in out.stdout
+
+
+def test_bare_loop_reports_its_rate_in_the_unit_the_check_uses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reference's value is comparable with its check's: GB/s is 1e9 B/s, TFLOP/s 1e12."""
+    from perfsuite.backends import reference
+
+    monkeypatch.setattr(reference, "best_rate", lambda step, work, sync: 2.5e12)
+    assert reference.bare_loop("x", lambda: None, 1.0, "TFLOP/s") == {
+        "what": "x",
+        "value": pytest.approx(2.5),
+        "unit": "TFLOP/s",
+    }
+    assert reference.bare_loop("y", lambda: None, 1.0, "GB/s")["value"] == pytest.approx(2500.0)
+    with pytest.raises(KeyError):
+        reference.bare_loop("z", lambda: None, 1.0, "samples/s")
