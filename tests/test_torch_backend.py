@@ -176,3 +176,19 @@ def test_gpu_slots_honour_a_jobs_cuda_visible_devices(monkeypatch: pytest.Monkey
     assert base.gpu_slots({}) == [f"gpu:{i}" for i in range(8)]
     assert base.gpu_slots({"CUDA_VISIBLE_DEVICES": "4,5"}) == ["gpu:0", "gpu:1"]
     assert base.gpu_slots({"CUDA_VISIBLE_DEVICES": ""}) == ["gpu:0"]  # reported absent
+
+
+def test_slot_facts_follow_cuda_visible_devices_to_nvmls_device() -> None:
+    """gpu:0 of a job given GPUs 2,3 is NVML's device 2: its link, not device 0's."""
+    from perfsuite.backends import base
+
+    gpus = [{"index": i, "uuid": f"GPU-{i}aaa-bbbb", "pcie_max_generation": 5} for i in range(4)]
+    assert base.slot_facts(gpus, 1, {})["index"] == 1
+    assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": "2,3"})["index"] == 2
+    assert base.slot_facts(gpus, 1, {"CUDA_VISIBLE_DEVICES": " 2, 3"})["index"] == 3
+    assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": "GPU-3aaa"})["index"] == 3
+    assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": "GPU-"}) == {}  # ambiguous
+    assert base.slot_facts(gpus, 2, {"CUDA_VISIBLE_DEVICES": "2,3"}) == {}
+    assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": ""}) == {}
+    assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": "7"}) == {}
+    assert base.slot_facts({"error": "no NVML"}, 0, {}) == {}

@@ -27,6 +27,7 @@ from perfsuite.backends.base import (
     Target,
     gpu_slots,
     precisions_for,
+    slot_facts,
 )
 
 # name -> "module:class", imported on first use of the registry.
@@ -52,6 +53,7 @@ __all__ = [
     "precisions_for",
     "registry",
     "skip_reason",
+    "slot_facts",
     "targets",
     "targets_for",
 ]

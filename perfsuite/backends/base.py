@@ -274,3 +274,26 @@ def gpu_slots(environ: Mapping[str, str] | None = None) -> list[str]:
         # Set but empty means no GPU for this process.
         count = min(count, len([d for d in visible.split(",") if d.strip()]))
     return [f"gpu:{i}" for i in range(max(1, count))]
+
+
+def slot_facts(gpus: object, slot: int, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """NVML's facts (``environment.gpus()``) of the GPU behind this process's ``gpu:slot``.
+
+    ``CUDA_VISIBLE_DEVICES`` renumbers a job's GPUs from 0: slot 0 of ``2,3`` is NVML's
+    device 2.  Entries may be indices or (prefixes of) UUIDs; anything else, or no such
+    GPU, gives an empty dict.
+    """
+    if not isinstance(gpus, list):
+        return {}
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    if visible is None or visible.strip().lower() == "all":
+        return gpus[slot] if slot < len(gpus) else {}
+    entries = [d.strip() for d in visible.split(",") if d.strip()]
+    if slot >= len(entries):
+        return {}
+    entry = entries[slot]
+    if entry.isdigit():
+        index = int(entry)
+        return gpus[index] if index < len(gpus) else {}
+    matches = [g for g in gpus if str(g.get("uuid", "")).startswith(entry)]
+    return matches[0] if len(matches) == 1 else {}

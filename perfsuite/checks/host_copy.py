@@ -71,9 +71,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     direction, memory = case.spec
     backend = backends.get(case.target.backend)
     kernel = backend.host_copy(case.target.device, direction, memory == "pinned", NBYTES, SEED)
-    gpus = environment.gpus()
-    index = case.target.device_index
-    gpu = gpus[index] if isinstance(gpus, list) and index < len(gpus) else {}
+    gpu = backends.slot_facts(environment.gpus(), case.target.device_index)
     return Workload(
         check="host_copy",
         params={
