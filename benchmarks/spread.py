@@ -1,11 +1,15 @@
 """Run-to-run spread: N fresh-process runs of the quick suite, max/min of each check's median.
 
 Usage: python benchmarks/spread.py [--runs 5] [--limit 1.15] [-- extra pytest args]
+       python benchmarks/spread.py --records RUN.json [RUN.json ...]
 
 Each run is a new ``python -m pytest suites/ --perf-quick`` process (nothing is compared
 against a baseline).  For every check the script prints the spread of its run medians
 (max / min) and lists the checks above ``--limit`` with the runs' medians, so the cause can
 be looked for (warm-up, thread pools, the first run of a session, machine drift).
+
+``--records`` reads run records that already exist instead (for example the A/A reruns that
+``benchmarks/verdicts.py`` leaves under its work folder: fresh processes, nothing changed).
 """
 
 from __future__ import annotations
@@ -29,18 +33,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--limit", type=float, default=1.15)
+    parser.add_argument(
+        "--records", nargs="+", type=Path, help="run records to read instead of running the suite"
+    )
     parser.add_argument("pytest_args", nargs="*", default=["suites/"])
     args = parser.parse_args()
     medians: dict[str, list[float]] = defaultdict(list)
     units: dict[str, str] = {}
+    if args.records:
+        args.runs = len(args.records)
+        read_records(args.records, medians, units)
+    else:
+        run_suite(args.runs, args.pytest_args, medians, units)
+    report(medians, units, args.runs, args.limit)
+
+
+def read_records(paths: list[Path], medians: dict[str, list[float]], units: dict[str, str]) -> None:
+    """Each check's median from each run record, in the order given."""
+    for path in paths:
+        for result in json.loads(path.read_text())["results"]:
+            medians[result["id"]].append(float(np.median(result["samples"])))
+            units[result["id"]] = result["unit"]
+
+
+def run_suite(
+    runs: int, pytest_args: list[str], medians: dict[str, list[float]], units: dict[str, str]
+) -> None:
+    """Run the quick suite ``runs`` times in fresh processes and read their records."""
     with tempfile.TemporaryDirectory() as tmp:
         reports = Path(tmp) / "reports"
         (Path(tmp) / "baselines").mkdir()
-        for i in range(args.runs):
-            print(f"run {i + 1}/{args.runs}", flush=True)
+        for i in range(runs):
+            print(f"run {i + 1}/{runs}", flush=True)
             subprocess.run(
                 [
-                    sys.executable, "-m", "pytest", *args.pytest_args, "--perf-quick", "-q",
+                    sys.executable, "-m", "pytest", *pytest_args, "--perf-quick", "-q",
                     "-p", "no:cacheprovider", "--perf-report-dir", str(reports),
                     "--perf-baseline-dir", str(Path(tmp) / "baselines"), "--perf-fail-on", "fail",
                 ],
@@ -49,18 +76,19 @@ def main() -> None:
                 check=False,
                 stdout=subprocess.DEVNULL,
             )  # fmt: skip
-        for path in sorted(reports.glob("*/*.json")):
-            for result in json.loads(path.read_text())["results"]:
-                medians[result["id"]].append(float(np.median(result["samples"])))
-                units[result["id"]] = result["unit"]
+        read_records(sorted(reports.glob("*/*.json")), medians, units)
+
+
+def report(medians: dict[str, list[float]], units: dict[str, str], runs: int, limit: float) -> None:
+    """Print how many checks stay within ``limit``, then every check, widest spread first."""
     rows = sorted(
-        ((max(v) / min(v), k, v) for k, v in medians.items() if len(v) == args.runs),
+        ((max(v) / min(v), k, v) for k, v in medians.items() if len(v) == runs),
         reverse=True,
     )
-    within = sum(1 for spread, _, _ in rows if spread <= args.limit)
-    print(f"\n{within} of {len(rows)} checks within {args.limit} (max/min of {args.runs} runs)")
+    within = sum(1 for spread, _, _ in rows if spread <= limit)
+    print(f"\n{within} of {len(rows)} checks within {limit} (max/min of {runs} runs)")
     for spread, node, values in rows:
-        mark = "  " if spread <= args.limit else "> "
+        mark = "  " if spread <= limit else "> "
         shown = ", ".join(f"{v:.4g}" for v in values)
         print(f"{mark}{spread:6.3f}  {node.split('::')[-1]}  [{shown}] {units[node]}")
 
