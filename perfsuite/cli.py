@@ -59,14 +59,16 @@ def _compare(args: argparse.Namespace) -> int:
     *before_paths, after_path = args.runs
     before = [records.load_record(Path(p)) for p in before_paths]
     b = records.load_record(Path(after_path))
-    rows, only_a, only_b = compare_runs(before, b, tolerance=args.tolerance, alpha=args.alpha)
+    rows, only_a, only_b = compare_runs(
+        before, b, tolerance=args.tolerance, alpha=args.alpha, correction=args.correction
+    )
     for a in before:
         print(f"A: {a.run_id} ({a.created})")
     print(f"B: {b.run_id} ({b.created})")
     profile = b.hardware_profile.get("name")
     print(
-        f"profile: {profile}; {len(before)} run(s) before; Holm over {len(rows)} checks, "
-        f"alpha {args.alpha}"
+        f"profile: {profile}; {len(before)} run(s) before; "
+        f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
     for r in rows:
@@ -289,7 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the tolerance B was judged with (a fraction between 0 and 1)",
     )
     comp.add_argument(
-        "--alpha", type=_fraction, default=stats.ALPHA, help="family-wise alpha (0..1)"
+        "--alpha", type=_fraction, default=stats.ALPHA, help="significance level (0..1)"
+    )
+    comp.add_argument(
+        "--correction",
+        choices=stats.CORRECTIONS,
+        default=stats.DEFAULT_CORRECTION,
+        help="fdr (Benjamini-Hochberg, the default) or holm (family-wise error)",
     )
     comp.add_argument(
         "--fail-on",

@@ -88,8 +88,9 @@ def compare_runs(
     *,
     tolerance: float | None = None,
     alpha: float = stats.ALPHA,
+    correction: str = stats.DEFAULT_CORRECTION,
 ) -> tuple[list[Row], list[str], list[str]]:
-    """Compare B against the run(s) A check by check, with Holm over all compared checks.
+    """Compare B against the run(s) A check by check, corrected over all compared checks.
 
     Several A runs act as a multi-run baseline: their run-to-run spread is then known.
     ``tolerance`` overrides the tolerance each result of B was judged with.
@@ -129,7 +130,7 @@ def compare_runs(
         )
         for i in common
     ]
-    significant = stats.holm([c.p_value for c in comparisons], alpha)
+    significant = stats.correct([c.p_value for c in comparisons], alpha, correction=correction)
     rows = []
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]

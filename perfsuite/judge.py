@@ -52,14 +52,14 @@ class Judge:
         self.tolerances = tolerances
         self.waivers = waiver_list
         self.today = today
-        self.family = stats.SequentialHolm(1, settings.alpha)
+        self.family = stats.SequentialFamily(1, settings.alpha, settings.correction)
 
     # -- the family -----------------------------------------------------------------------
 
     def set_family(self, node_ids: list[str]) -> int:
-        """Size the Holm family: the selected checks that have a baseline to compare with."""
+        """Size the family: the selected checks that have a baseline to compare with."""
         m = sum(1 for node_id in node_ids if self.baseline.get(node_id) is not None)
-        self.family = stats.SequentialHolm(m, self.settings.alpha)
+        self.family = stats.SequentialFamily(m, self.settings.alpha, self.settings.correction)
         return m
 
     @property
@@ -175,7 +175,7 @@ class Judge:
             higher_is_better=workload.higher_is_better,
             tolerance=plan.tolerance,
             baseline_run_id=entry.run_id if entry else "",
-            holm_family=self.family,
+            family=self.family,
             alpha=self.settings.alpha,
             guards=noise.get("flags", ()),
             prior=self.baseline.prior,

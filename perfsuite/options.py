@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite import outcome
+from perfsuite import outcome, stats
 from perfsuite.baseline import DEFAULT_WINDOW
 from perfsuite.settings import DEFAULT_TOLERANCE, MIN_SAMPLES, Settings
 
@@ -104,10 +104,21 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "perf_alpha",
         {
             "metavar": "ALPHA",
-            "help": "family-wise significance level of a run's regression tests (default: 0.05)",
+            "help": "significance level of a run's regression tests (default: 0.05)",
         },
         "string",
         "0.05",
+    ),
+    (
+        "--perf-correction",
+        "perf_correction",
+        {
+            "metavar": "fdr|holm",
+            "help": "correction for a run's many comparisons: fdr (Benjamini-Hochberg, false "
+            "discovery rate <= alpha) or holm (family-wise error <= alpha) (default: fdr)",
+        },
+        "string",
+        "fdr",
     ),
     (
         "--perf-fail-on",
@@ -309,6 +320,12 @@ def _launcher(text: str) -> str:
         raise pytest.UsageError(str(exc)) from None
 
 
+def _correction(text: str) -> str:
+    if text.lower() not in stats.CORRECTIONS:
+        raise ValueError(text)
+    return text.lower()
+
+
 def _yes_no(text: str) -> bool:
     if text.lower() not in ("yes", "no"):
         raise ValueError(text)
@@ -454,6 +471,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
             option("perf_alpha"),
             _fraction,
             "a significance level between 0 and 1",
+        ),
+        correction=_parse(
+            "--perf-correction",
+            option("perf_correction"),
+            _correction,
+            f"one of {', '.join(stats.CORRECTIONS)}",
         ),
         fail_on=_parse(
             "--perf-fail-on",

@@ -146,7 +146,7 @@ class PerfSession:
             self.store.check_writable(self.profile.name)
 
     def set_family(self, node_ids: list[str]) -> int:
-        """Size the Holm family from the checks selected to run."""
+        """Size the family of comparisons from the checks selected to run."""
         return self.judge.set_family(node_ids)
 
     def add(self, result: Result) -> None:
@@ -165,6 +165,7 @@ class PerfSession:
             "size": size,
             "judged": len(judged),
             "alpha": self.settings.alpha,
+            "correction": self.settings.correction,
             "first_threshold": self.settings.alpha / max(size, 1),
         }
         return RunRecord(

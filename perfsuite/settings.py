@@ -30,6 +30,7 @@ class Settings:
     samples: int | None = None  # repetitions per check, overriding the mode's
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = stats.ALPHA
+    correction: str = stats.DEFAULT_CORRECTION  # fdr (Benjamini-Hochberg) or holm
     fail_on: frozenset[str] = outcome.DEFAULT_FAIL_ON
     html: bool = True
     markdown: Path | None = None
@@ -50,6 +51,10 @@ class Settings:
             raise ValueError(f"tolerance must be a fraction between 0 and 1, got {self.tolerance}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be between 0 and 1, got {self.alpha}")
+        if self.correction not in stats.CORRECTIONS:
+            raise ValueError(
+                f"unknown correction {self.correction!r}; use one of {', '.join(stats.CORRECTIONS)}"
+            )
         if self.samples is not None and self.samples < MIN_SAMPLES:
             raise ValueError(f"samples must be at least {MIN_SAMPLES}, got {self.samples}")
         if self.baseline_runs < 1:

@@ -25,8 +25,9 @@ For one check:
 
 A verdict (see :func:`decide`) needs a change that is **material** (beyond the tolerance and
 beyond the baseline's own run-to-run spread, the largest distance of a baseline run from the
-centre) and **significant** at the family's Holm threshold.  :func:`detectable` gives the
-smallest change a comparison can detect at a threshold, before anything is measured.
+centre) and **significant** after the family's correction for many comparisons
+(Benjamini-Hochberg by default, or Holm).  :func:`detectable` gives the smallest change a
+comparison can detect at a threshold, before anything is measured.
 """
 
 from __future__ import annotations
@@ -362,6 +363,11 @@ def samples_needed(
     return None
 
 
+CORRECTIONS = ("fdr", "holm")
+CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
+DEFAULT_CORRECTION = "fdr"
+
+
 def holm(p_values: Sequence[float], alpha: float = ALPHA, m: int | None = None) -> list[bool]:
     """Holm's step-down: which hypotheses are rejected, family-wise error <= alpha.
 
@@ -370,9 +376,7 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA, m: int | None = None) 
     rejection whatever the remaining p-values turn out to be, which is what lets a test
     fail as soon as its own comparison is made.
     """
-    m = len(p_values) if m is None else m
-    if m < len(p_values):
-        raise ValueError("the family cannot be smaller than the p-values in it")
+    m = _family_size(p_values, m)
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     rejected = [False] * len(p_values)
     for rank, i in enumerate(order):
@@ -382,13 +386,61 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA, m: int | None = None) 
     return rejected
 
 
-class SequentialHolm:
-    """Holm over a family of known size whose p-values arrive one by one."""
+def benjamini_hochberg(
+    p_values: Sequence[float], alpha: float = ALPHA, m: int | None = None
+) -> list[bool]:
+    """Benjamini-Hochberg's step-up: false discovery rate <= alpha.
 
-    def __init__(self, m: int, alpha: float = ALPHA) -> None:
+    The largest rank ``k`` with ``p_(k) <= alpha k / m`` rejects the ``k`` smallest
+    p-values.  When nothing changed (an A/A rerun: every hypothesis true) the chance of any
+    rejection is at most ``alpha``, as under Holm; when many checks really changed (a stack
+    upgrade slows a whole backend) the threshold rises with the number of them.  As with
+    :func:`holm`, ``m`` may exceed the p-values known so far, and a rejection decided on that
+    prefix stays one when the rest arrive: more p-values can only lower each order statistic,
+    so the largest qualifying rank never falls.
+    """
+    m = _family_size(p_values, m)
+    if not p_values:
+        return []
+    # The p-values still to come are counted as 1: they can only add rejections.
+    padded = [*p_values, *([1.0] * (m - len(p_values)))]
+    adjusted = sps.false_discovery_control(padded, method="bh")
+    return [bool(a <= alpha) for a in adjusted[: len(p_values)]]
+
+
+def _family_size(p_values: Sequence[float], m: int | None) -> int:
+    m = len(p_values) if m is None else m
+    if m < len(p_values):
+        raise ValueError("the family cannot be smaller than the p-values in it")
+    return m
+
+
+def correct(
+    p_values: Sequence[float],
+    alpha: float = ALPHA,
+    m: int | None = None,
+    correction: str = DEFAULT_CORRECTION,
+) -> list[bool]:
+    """Which p-values of a family are significant under ``correction`` (``fdr`` or ``holm``)."""
+    if correction == "fdr":
+        return benjamini_hochberg(p_values, alpha, m)
+    if correction == "holm":
+        return holm(p_values, alpha, m)
+    raise ValueError(f"unknown correction {correction!r}; use one of {', '.join(CORRECTIONS)}")
+
+
+class SequentialFamily:
+    """A family of known size whose p-values arrive one by one, corrected as they come."""
+
+    def __init__(self, m: int, alpha: float = ALPHA, correction: str = DEFAULT_CORRECTION) -> None:
         """Start a family of ``m`` hypotheses."""
+        if correction not in CORRECTIONS:
+            raise ValueError(
+                f"unknown correction {correction!r}; use one of {', '.join(CORRECTIONS)}"
+            )
         self.m = max(1, m)
         self.alpha = alpha
+        self.correction = correction
         self.p_values: list[float] = []
 
     @property
@@ -400,7 +452,7 @@ class SequentialHolm:
         """Add a p-value; return whether it is rejected given all seen so far."""
         self.p_values.append(p_value)
         self.m = max(self.m, len(self.p_values))
-        return holm(self.p_values, self.alpha, self.m)[-1]
+        return correct(self.p_values, self.alpha, self.m, self.correction)[-1]
 
 
 def _pct(log_distance: float) -> str:
@@ -457,7 +509,7 @@ def baseline_verdict(
     higher_is_better: bool,
     tolerance: float,
     baseline_run_id: str = "",
-    holm_family: SequentialHolm | None = None,
+    family: SequentialFamily | None = None,
     alpha: float = ALPHA,
     guards: Sequence[str] = (),
     prior: Prior = Prior(),
@@ -472,11 +524,11 @@ def baseline_verdict(
     runs = [r for r in baseline_runs if len(r)]
     lv = levels(runs, higher_is_better=higher_is_better, prior=prior)
     c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
-    threshold = holm_family.first_threshold if holm_family else alpha
+    threshold = family.first_threshold if family else alpha
     detect = detectable(
         lv, len(current), threshold, current=current, higher_is_better=higher_is_better
     )
-    significant = holm_family.add(c.p_value) if holm_family else c.p_value <= alpha
+    significant = family.add(c.p_value) if family else c.p_value <= alpha
     verdict, reason = decide(c, tolerance=tolerance, significant=significant, guards=guards)
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
@@ -499,6 +551,6 @@ def baseline_verdict(
         run_spread=None if c.spread is None else math.exp(c.spread) - 1,
         between_source=c.between_source,
         detectable=detect,
-        family_size=holm_family.m if holm_family else 1,
+        family_size=family.m if family else 1,
         threshold=threshold,
     )

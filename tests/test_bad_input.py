@@ -335,6 +335,8 @@ PLUGIN_ROWS = [
     Row("tolerance-option-2", (*ON_SLOWGPU, "--perf-tolerance", "2"), PYTEST_USAGE,
         "--perf-tolerance"),
     Row("alpha-option-0", (*ON_SLOWGPU, "--perf-alpha", "0"), PYTEST_USAGE, "--perf-alpha"),
+    Row("correction-option-bonferroni", (*ON_SLOWGPU, "--perf-correction", "bonferroni"),
+        PYTEST_USAGE, "--perf-correction"),
     Row("samples-option-1", (*ON_SLOWGPU, "--perf-samples", "1"), PYTEST_USAGE,
         "--perf-samples"),
     Row("samples-option-text", (*ON_SLOWGPU, "--perf-samples", "many"), PYTEST_USAGE,

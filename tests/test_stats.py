@@ -162,12 +162,50 @@ def test_holm_step_down() -> None:
         stats.holm([0.1, 0.2], m=1)
 
 
-def test_sequential_holm_never_contradicts_the_full_procedure() -> None:
+def test_benjamini_hochberg_steps_up() -> None:
+    # Holm stops at 0.03 > 0.05/2; BH's largest qualifying rank is 4 (0.04 <= 0.05).
+    assert stats.benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == [True, True, True, True]
+    assert stats.benjamini_hochberg([0.01, 0.2, 0.03, 0.04]) == [True, False, False, False]
+    # Two of a family of ten: rank 2's threshold is 0.05 * 2 / 10 = 0.01.
+    assert stats.benjamini_hochberg([0.006, 0.009], m=10) == [True, True]
+    assert stats.benjamini_hochberg([0.006, 0.011], m=10) == [False, False]
+    assert stats.benjamini_hochberg([]) == []
+    with pytest.raises(ValueError):
+        stats.benjamini_hochberg([0.1, 0.2], m=1)
+    with pytest.raises(ValueError, match="unknown correction"):
+        stats.correct([0.1], correction="bonferroni")
+    with pytest.raises(ValueError, match="unknown correction"):
+        stats.SequentialFamily(3, correction="bonferroni")
+
+
+def test_a_lone_change_meets_the_same_threshold_under_either_correction() -> None:
+    for m in (1, 12, 126):
+        for p in (0.05 / m * 0.99, 0.05 / m * 1.01):
+            assert stats.correct([p], m=m, correction="fdr") == stats.correct(
+                [p], m=m, correction="holm"
+            )
+
+
+@pytest.mark.parametrize("correction", stats.CORRECTIONS)
+def test_sequential_family_never_contradicts_the_full_procedure(correction: str) -> None:
     rng = np.random.default_rng(5)
     for _ in range(200):
         p = list(rng.uniform(0, 0.02, 6)) + list(rng.uniform(0, 1, 6))
         rng.shuffle(p)
-        family = stats.SequentialHolm(len(p), alpha=0.05)
+        family = stats.SequentialFamily(len(p), alpha=0.05, correction=correction)
         online = [family.add(x) for x in p]
-        full = stats.holm(p, alpha=0.05)
+        full = stats.correct(p, alpha=0.05, correction=correction)
         assert all(f for o, f in zip(online, full, strict=True) if o)
+        # BH rejects everything Holm rejects.
+        holm = stats.holm(p, alpha=0.05)
+        assert all(b for h, b in zip(holm, stats.benjamini_hochberg(p), strict=True) if h)
+
+
+def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
+    """A/A: every hypothesis true; any rejection at all happens at most alpha of the time."""
+    rng = np.random.default_rng(11)
+    runs = 4000
+    any_rejection = sum(
+        any(stats.benjamini_hochberg(list(rng.uniform(0, 1, 126)))) for _ in range(runs)
+    )
+    assert any_rejection / runs <= stats.ALPHA + 3 * np.sqrt(stats.ALPHA / runs)

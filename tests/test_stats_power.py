@@ -45,7 +45,7 @@ def regressed_rate(
             base,
             higher_is_better=True,
             tolerance=tolerance,
-            holm_family=stats.SequentialHolm(family),
+            family=stats.SequentialFamily(family),
         )
         hits += v.verdict == "regressed"
     return hits / TRIALS

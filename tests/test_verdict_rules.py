@@ -111,6 +111,8 @@ def test_family_is_counted_after_deselection(project: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1, deselected=2)
     record = last_record(project)
     assert record["settings"]["family"]["size"] == 1
+    assert record["settings"]["family"]["correction"] == "fdr"
+    assert record["settings"]["correction"] == "fdr"
     (entry,) = record["results"]
     assert entry["baseline"]["family_size"] == 1 and entry["baseline"]["verdict"] == "regressed"
 
@@ -242,7 +244,13 @@ def test_bad_options_are_usage_errors(
 
 @pytest.mark.parametrize(
     "args",
-    [["--alpha", "5"], ["--tolerance", "-3"], ["--tolerance", "lots"], ["--fail-on", "never"]],
+    [
+        ["--alpha", "5"],
+        ["--tolerance", "-3"],
+        ["--tolerance", "lots"],
+        ["--fail-on", "never"],
+        ["--correction", "bonferroni"],
+    ],
 )
 def test_bad_compare_options_are_usage_errors(
     args: list[str], capsys: pytest.CaptureFixture[str]
