@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -90,6 +91,12 @@ class BaselineEntry:
     def run_samples(self) -> list[tuple[float, ...]]:
         """Every accepted run's samples, oldest first."""
         return [r.samples for r in self.runs]
+
+    @property
+    def references(self) -> list[float]:
+        """The bare reference each accepted run measured beside the check, where it had one."""
+        values = [r.policy.get("reference") for r in self.runs]
+        return [float(v) for v in values if isinstance(v, int | float) and v > 0]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -471,7 +478,7 @@ def _run_ids(entries: Iterable[Any]) -> set[str]:
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).
-_OWN_POLICY = ("samples", "sample_seconds", "timer", "source")
+_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "reference")
 
 
 def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
@@ -481,12 +488,25 @@ def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
 def _result_policy(result: Result) -> dict[str, Any]:
     """How a result's samples were taken, as recorded with its baseline run."""
     seconds = sorted(result.seconds)
-    return {
+    policy = {
         "samples": len(result.samples),
         "sample_seconds": seconds[len(seconds) // 2] if seconds else None,
         "timer": result.context.get("timer", ""),
         "source": dict(result.source).get("kind", ""),
     }
+    reference = bare_reference_value(result.context)
+    if reference is not None:
+        policy["reference"] = reference
+    return policy
+
+
+def bare_reference_value(context: Mapping[str, Any]) -> float | None:
+    """The rate of the bare reference a check measured beside it, or None."""
+    bare = context.get("bare_reference")
+    value = bare.get("value") if isinstance(bare, Mapping) else None
+    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
+        return float(value)
+    return None
 
 
 def safe_profile_name(name: str) -> str:

@@ -8,11 +8,12 @@ policy's caps), and after it measured whether the comparison could see a change 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from perfsuite import outcome, stats, waivers
-from perfsuite.baseline import Baseline, BaselineEntry
+from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result
@@ -182,6 +183,15 @@ class Judge:
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
+        context = dict(workload.context)
+        reference = bare_reference_value(context)
+        if entry is not None and reference is not None and entry.references:
+            # The same operation measured bare beside the check, now and in the baseline runs.
+            logs = [math.log(v) for v in entry.references]
+            context["reference_change"] = {
+                "ratio": reference / math.exp(sum(logs) / len(logs)),
+                "baseline_runs": len(logs),
+            }
         waiver = waivers.find(self.waivers, node_id)
         waiver_info = None
         if waiver is not None:
@@ -204,7 +214,7 @@ class Judge:
             floor=self.floor(workload, best, floor_fraction),
             baseline=baseline,
             context={
-                **workload.context,
+                **context,
                 "timer": measurement.timer,
                 "tolerance_from": plan.tolerance_from,
                 "expectations": [asdict(e) for e in workload.expectations],
@@ -273,8 +283,51 @@ def explain(result: Result, profile: str = "") -> str:
         )
     elif base.verdict == "noisy":
         parts.append(f"noisy: {base.reason}")
+    change = result.context.get("reference_change")
+    if (
+        base.verdict in ("regressed", "improved", "noisy")
+        and base.ratio is not None
+        and isinstance(change, dict)
+    ):
+        parts.append(reference_note(base.ratio, float(change["ratio"])))
     if base.blind:
         parts.append(base.blind)
     if kind == "waived":
         parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
     return "; ".join(parts)
+
+
+def reference_note(check_ratio: float, reference_ratio: float) -> str:
+    """Whether a check's bare reference moved with it since the baseline, in words.
+
+    The reference runs the same operation in the same framework, outside the harness, seconds
+    before the check.  If it moved at least half as far (on a log scale) in the same
+    direction, the machine or the framework changed; if not, the change is in the check's
+    own path.  A note for the reader: it never changes the outcome.
+    """
+    moved = f"{round((reference_ratio - 1) * 100):+d}%"
+    if reference_moved(check_ratio, reference_ratio):
+        return (
+            f"its bare reference moved with it ({moved} since the baseline): the machine or "
+            "the framework changed, not the harness; rerun to tell a slow spell from a change"
+        )
+    return (
+        f"its bare reference held ({moved} since the baseline): the change is in the "
+        "check's own path (harness, launch or data), not the machine"
+    )
+
+
+def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
+    """Whether the bare reference moved the check's way, at least half as far (log scale)."""
+    same_way = (check_ratio < 1) == (reference_ratio < 1)
+    return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
+
+
+def reference_tag(result: Result) -> str:
+    """A short note for the terminal on the check's bare reference, or an empty string."""
+    change = result.context.get("reference_change")
+    if result.baseline.ratio is None or not isinstance(change, dict):
+        return ""
+    ratio = float(change["ratio"])
+    how = "moved too" if reference_moved(result.baseline.ratio, ratio) else "held"
+    return f"; bare reference {how} ({round((ratio - 1) * 100):+d}%)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,24 @@ def test_save_then_load_round_trip_merges_entries(tmp_path: Path) -> None:
     assert baseline.get("a").samples == (5.0,) and baseline.get("a").run_id == "run-2"
     assert baseline.get("b").samples == (3.0,) and baseline.get("b").run_id == "run-1"
     assert not list(tmp_path.glob("slowgpu/.*.tmp")), "no temporary file is left behind"
+
+
+def test_each_baseline_run_keeps_the_bare_reference_measured_beside_it(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    bare = {"what": "C STREAM", "value": 30.0, "unit": "GB/s"}
+    with_ref = replace(result("a", (1.0,)), context={"bare_reference": bare})
+    store.save("slowgpu", [with_ref, result("b", (2.0,))], "run-1")
+    store.save(
+        "slowgpu", [replace(with_ref, context={"bare_reference": {**bare, "value": 20.0}})], "run-2"
+    )
+    store.save(
+        "slowgpu",
+        [replace(with_ref, context={"bare_reference": {"unavailable": "no cc"}})],
+        "run-3",
+    )
+    baseline = store.load("slowgpu")
+    assert baseline.get("a").references == [30.0, 20.0]
+    assert baseline.get("b").references == []
 
 
 def test_missing_baseline_is_empty(tmp_path: Path) -> None:

@@ -328,3 +328,16 @@ def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester)
     result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
     result.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 regressed, 1 quick mode)*"])
     assert path.read_bytes() == before
+
+
+def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> None:
+    from perfsuite.judge import reference_note
+
+    assert "moved with it (-40%" in reference_note(0.55, 0.60)
+    assert "moved with it (+30%" in reference_note(1.35, 1.30)
+    assert "held (-1%" in reference_note(0.60, 0.99)
+    assert "held (+0%" in reference_note(0.60, 0.999)
+    assert "held (+20%" in reference_note(0.60, 1.20), (
+        "a reference moving the other way is no excuse"
+    )
+    assert "held" in reference_note(0.50, 0.90), "less than half the check's move (log scale)"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.judge import reference_tag
 from perfsuite.model import Result
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     for kind in ("regressed", "improved"):
         for r in results:
             if r.baseline.verdict == kind:
-                notes.append(f"{kind}: {short_id(r.id)}: {r.baseline.reason}")
+                notes.append(f"{kind}: {short_id(r.id)}: {r.baseline.reason}{reference_tag(r)}")
     noisy = [r for r in results if r.baseline.verdict == "noisy"]
     if noisy:
         notes.append(
