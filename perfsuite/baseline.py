@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import math
 import os
 import re
 import secrets
@@ -96,7 +95,7 @@ class BaselineEntry:
     def references(self) -> list[float]:
         """The bare reference each accepted run measured beside the check, where it had one."""
         values = [r.policy.get("reference") for r in self.runs]
-        return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+        return [float(v) for v in values if v is not None and not not_finite_positive([v])]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -504,9 +503,7 @@ def bare_reference_value(context: Mapping[str, Any]) -> float | None:
     """The rate of the bare reference a check measured beside it, or None."""
     bare = context.get("bare_reference")
     value = bare.get("value") if isinstance(bare, Mapping) else None
-    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
-        return float(value)
-    return None
+    return None if value is None or not_finite_positive([value]) else float(value)
 
 
 def safe_profile_name(name: str) -> str:

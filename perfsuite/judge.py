@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -187,10 +188,9 @@ class Judge:
         reference = bare_reference_value(context)
         if entry is not None and reference is not None and entry.references:
             # The same operation measured bare beside the check, now and in the baseline runs.
-            logs = [math.log(v) for v in entry.references]
             context["reference_change"] = {
-                "ratio": reference / math.exp(sum(logs) / len(logs)),
-                "baseline_runs": len(logs),
+                "ratio": reference / statistics.geometric_mean(entry.references),
+                "baseline_runs": len(entry.references),
             }
         waiver = waivers.find(self.waivers, node_id)
         waiver_info = None
@@ -283,13 +283,9 @@ def explain(result: Result, profile: str = "") -> str:
         )
     elif base.verdict == "noisy":
         parts.append(f"noisy: {base.reason}")
-    change = result.context.get("reference_change")
-    if (
-        base.verdict in ("regressed", "improved", "noisy")
-        and base.ratio is not None
-        and isinstance(change, dict)
-    ):
-        parts.append(reference_note(base.ratio, float(change["ratio"])))
+    reference_ratio = _reference_ratio(result)
+    if reference_ratio is not None and base.ratio is not None:
+        parts.append(reference_note(base.ratio, reference_ratio))
     if base.blind:
         parts.append(base.blind)
     if kind == "waived":
@@ -305,7 +301,7 @@ def reference_note(check_ratio: float, reference_ratio: float) -> str:
     direction, the machine or the framework changed; if not, the change is in the check's
     own path.  A note for the reader: it never changes the outcome.
     """
-    moved = f"{round((reference_ratio - 1) * 100):+d}%"
+    moved = _signed_percent(reference_ratio)
     if reference_moved(check_ratio, reference_ratio):
         return (
             f"its bare reference moved with it ({moved} since the baseline): the machine or "
@@ -325,9 +321,20 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
 
 def reference_tag(result: Result) -> str:
     """A short note for the terminal on the check's bare reference, or an empty string."""
-    change = result.context.get("reference_change")
-    if result.baseline.ratio is None or not isinstance(change, dict):
+    reference_ratio = _reference_ratio(result)
+    if reference_ratio is None or result.baseline.ratio is None:
         return ""
-    ratio = float(change["ratio"])
-    how = "moved too" if reference_moved(result.baseline.ratio, ratio) else "held"
-    return f"; bare reference {how} ({round((ratio - 1) * 100):+d}%)"
+    how = "moved too" if reference_moved(result.baseline.ratio, reference_ratio) else "held"
+    return f"; bare reference {how} ({_signed_percent(reference_ratio)})"
+
+
+def _reference_ratio(result: Result) -> float | None:
+    """A changed result's bare reference against the baseline runs' references, or None."""
+    change = result.context.get("reference_change")
+    if result.baseline.verdict not in ("regressed", "improved", "noisy"):
+        return None
+    return float(change["ratio"]) if isinstance(change, dict) else None
+
+
+def _signed_percent(ratio: float) -> str:
+    return f"{round((ratio - 1) * 100):+d}%"
