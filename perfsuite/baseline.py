@@ -94,8 +94,7 @@ class BaselineEntry:
     @property
     def references(self) -> list[float]:
         """The bare reference each accepted run measured beside the check, where it had one."""
-        values = [r.policy.get("reference") for r in self.runs]
-        return [float(v) for v in values if v is not None and not not_finite_positive([v])]
+        return [float(r.policy["reference"]) for r in self.runs if "reference" in r.policy]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -169,6 +168,11 @@ def _entry(
         if wrong:
             raise bad(f"run {i} has a sample that is not a finite positive number: {wrong[0]!r}")
         policy = run.get("policy", {})
+        if isinstance(policy, dict) and not_finite_positive([policy.get("reference", 1.0)]):
+            raise bad(
+                f"run {i} has a reference that is not a finite positive number: "
+                f"{policy['reference']!r}"
+            )
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
         runs.append(

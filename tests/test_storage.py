@@ -69,6 +69,24 @@ def test_each_baseline_run_keeps_the_bare_reference_measured_beside_it(tmp_path:
     assert baseline.get("b").references == []
 
 
+@pytest.mark.parametrize("bad", ["fast", -3.0, True])
+def test_a_corrupt_stored_reference_is_a_clear_error_and_left_untouched(
+    tmp_path: Path, bad: object
+) -> None:
+    store = BaselineStore(tmp_path)
+    bare = {"what": "C STREAM", "value": 30.0, "unit": "GB/s"}
+    path, _ = store.save(
+        "slowgpu", [replace(result("a", (1.0,)), context={"bare_reference": bare})], "run-1"
+    )
+    data = json.loads(path.read_text())
+    data["entries"]["a"]["runs"][0]["policy"]["reference"] = bad
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="run 0 has a reference that is not a finite positive"):
+        store.load("slowgpu")
+    assert path.read_bytes() == before
+
+
 def test_missing_baseline_is_empty(tmp_path: Path) -> None:
     assert BaselineStore(tmp_path).load("a100").entries == {}
 
