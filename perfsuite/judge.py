@@ -320,12 +320,12 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
 
 
 def reference_tag(result: Result) -> str:
-    """A short note for the terminal on the check's bare reference, or an empty string."""
+    """A short note on the check's bare reference (terminal, report), or an empty string."""
     reference_ratio = _reference_ratio(result)
     if reference_ratio is None or result.baseline.ratio is None:
         return ""
     how = "moved too" if reference_moved(result.baseline.ratio, reference_ratio) else "held"
-    return f"; bare reference {how} ({_signed_percent(reference_ratio)})"
+    return f"bare reference {how} ({_signed_percent(reference_ratio)})"
 
 
 def _reference_ratio(result: Result) -> float | None:

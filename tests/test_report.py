@@ -204,3 +204,18 @@ def test_reasons_fold_into_a_detail_that_opens_on_click() -> None:
     table = html[html.index('<table id="verdicts">') : html.index("</table>")]
     assert '<details class="reason"><summary>why</summary>' in table
     assert '<div class="reason">' not in table
+
+
+def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -> None:
+    base, judged = ab_record()
+    regressed = next(r for r in judged.results if r.baseline.verdict == "regressed")
+    results = [
+        replace(r, context={**r.context, "reference_change": {"ratio": 0.97, "baseline_runs": 5}})
+        if r is regressed
+        else r
+        for r in judged.results
+    ]
+    html = render(replace(judged, results=results), baseline=base)
+    table = html[html.index('<table id="verdicts">') : html.index("</table>")]
+    assert "bare reference held (-3%)" in table
+    assert table.count("bare reference") == 1, "only the check that has one"

@@ -18,6 +18,7 @@ from typing import Any
 from perfsuite import history as trends
 from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
+from perfsuite.judge import reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 from perfsuite.report.terminal import floor_label
@@ -81,6 +82,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
             x
             for x in (
                 b.reason if b.verdict != "new" else "",
+                reference_tag(r),
                 b.blind,
                 f.reason,
                 *r.noise.get("flags", ()),

@@ -147,7 +147,8 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     for kind in ("regressed", "improved"):
         for r in results:
             if r.baseline.verdict == kind:
-                notes.append(f"{kind}: {short_id(r.id)}: {r.baseline.reason}{reference_tag(r)}")
+                why = "; ".join(x for x in (r.baseline.reason, reference_tag(r)) if x)
+                notes.append(f"{kind}: {short_id(r.id)}: {why}")
     noisy = [r for r in results if r.baseline.verdict == "noisy"]
     if noisy:
         notes.append(
