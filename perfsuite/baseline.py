@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from perfsuite import stats
+from perfsuite import probe, stats
 from perfsuite.errors import BaselineMismatchError, StorageError
 from perfsuite.model import Result
 from perfsuite.storage import (
@@ -91,6 +91,24 @@ class BaselineEntry:
         """Every accepted run's samples, oldest first."""
         return [r.samples for r in self.runs]
 
+    def machine_rates(self, component: str, source: str) -> list[float] | None:
+        """Each run's probe rate for ``component`` from ``source``; None unless all have one."""
+        rates = [_machine_rate(r.policy, component, source) for r in self.runs]
+        return None if any(r is None for r in rates) else [float(r or 0) for r in rates]
+
+    def judged_run_samples(self) -> list[tuple[float, ...]]:
+        """Every run's samples, machine-adjusted when every run carries the same probe."""
+        first = self.runs[-1].policy.get("machine")
+        if isinstance(first, Mapping):
+            component, source = str(first.get("component")), str(first.get("source"))
+            rates = self.machine_rates(component, source)
+            if rates is not None:
+                return [
+                    tuple(probe.adjust(r.samples, rate, self.higher_is_better))
+                    for r, rate in zip(self.runs, rates, strict=True)
+                ]
+        return self.run_samples
+
     @property
     def references(self) -> list[float]:
         """The bare reference each accepted run measured beside the check, where it had one."""
@@ -134,7 +152,9 @@ class Baseline:
         variances, dfs = [], []
         for entry in self.entries.values():
             if len(entry.runs) >= 2:
-                variances.append(stats.run_variance(entry.run_samples, entry.higher_is_better))
+                variances.append(
+                    stats.run_variance(entry.judged_run_samples(), entry.higher_is_better)
+                )
                 dfs.append(len(entry.runs) - 1)
         return stats.fit_prior(variances, dfs)
 
@@ -173,6 +193,11 @@ def _entry(
                 f"run {i} has a reference that is not a finite positive number: "
                 f"{policy['reference']!r}"
             )
+        machine = policy.get("machine") if isinstance(policy, dict) else None
+        if machine is not None and (
+            not isinstance(machine, dict) or not_finite_positive([machine.get("rate")])
+        ):
+            raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
         runs.append(
@@ -481,7 +506,7 @@ def _run_ids(entries: Iterable[Any]) -> set[str]:
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).
-_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "reference")
+_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "reference", "machine")
 
 
 def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
@@ -500,7 +525,28 @@ def _result_policy(result: Result) -> dict[str, Any]:
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference
+    machine = result.context.get("machine")
+    component = machine.get("component") if isinstance(machine, Mapping) else None
+    if isinstance(machine, Mapping) and component:
+        rate = probe.rate(machine, str(component))
+        if rate is not None:
+            policy["machine"] = {
+                "component": component,
+                "rate": rate,
+                "source": machine.get("source", ""),
+            }
     return policy
+
+
+def _machine_rate(policy: Mapping[str, Any], component: str, source: str) -> float | None:
+    """A run's stored machine-probe rate, if it is of this component and source."""
+    machine = policy.get("machine")
+    if not isinstance(machine, Mapping):
+        return None
+    if machine.get("component") != component or machine.get("source") != source:
+        return None
+    value = machine.get("rate")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def bare_reference_value(context: Mapping[str, Any]) -> float | None:

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import pytest
 
-from perfsuite import noise, stats
+from perfsuite import noise, probe, stats
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
@@ -126,11 +126,13 @@ class Perf:
         # only for the in-process clock (child ranks and device events time themselves).
         benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
+        machine = probe.host_probe().measure()
         before = noise.snapshot()
         measurement = measure(
             workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
         )
         guards = noise.assess(before, noise.snapshot(), _outside_tree_cpu(workload, measurement))
+        machine = probe.combine(machine, probe.host_probe().measure())
         result = judge.judge(
             self._item.nodeid,
             workload,
@@ -138,6 +140,7 @@ class Perf:
             plan,
             floor_fraction=kwargs.get("floor"),
             noise=guards,
+            machine=machine,
         )
         self._item.stash[RESULT_KEY] = result
         best = stats.best(result.samples, result.higher_is_better)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, stats, waivers
+from perfsuite import outcome, probe, stats, waivers
 from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload
@@ -86,7 +87,9 @@ class Judge:
             # Child processes and ranks decide their own repetitions.
             return Plan(planned, planned, None, None, tol, tol_from)
         lv = stats.levels(
-            entry.run_samples, higher_is_better=entry.higher_is_better, prior=self.baseline.prior
+            entry.judged_run_samples(),
+            higher_is_better=entry.higher_is_better,
+            prior=self.baseline.prior,
         )
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
@@ -137,6 +140,32 @@ class Judge:
             estimated=estimated,
         )
 
+    @staticmethod
+    def _machine_change(
+        entry: BaselineEntry | None,
+        values: Sequence[float],
+        machine: dict[str, Any],
+        component: str | None,
+        higher_is_better: bool,
+    ) -> dict[str, Any] | None:
+        """Machine-adjusted samples, now and in each baseline run, when all have a probe."""
+        if entry is None or component is None:
+            return None
+        source = str(machine.get("source", ""))
+        now = probe.rate(machine, component, source)
+        rates = entry.machine_rates(component, source)
+        if now is None or rates is None:
+            return None
+        return {
+            "current": probe.adjust(values, now, higher_is_better),
+            "runs": entry.judged_run_samples(),
+            "note": {
+                "component": component,
+                "ratio": now / statistics.geometric_mean(rates),
+                "baseline_runs": len(rates),
+            },
+        }
+
     def _blind(self, verdict: BaselineVerdict, plan: Plan, n: int) -> str:
         """Why a comparison cannot detect its tolerance, with what would help; or ""."""
         if verdict.detectable is None or verdict.detectable <= plan.tolerance:
@@ -163,28 +192,51 @@ class Judge:
         *,
         floor_fraction: float | None = None,
         noise: dict[str, Any] | None = None,
+        machine: dict[str, Any] | None = None,
     ) -> Result:
-        """Turn a measurement into a result with its floor and baseline verdicts."""
+        """Turn a measurement into a result with its floor and baseline verdicts.
+
+        ``machine`` is the machine probe's reading over the check (see :mod:`probe`).
+        """
         noise = dict(noise or {})
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
         entry = self._entry(node_id, workload.unit)
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
+        context = dict(workload.context)
+        judged, runs, guards = values, entry.run_samples if entry else None, noise.get("flags", [])
+        if machine is not None:
+            component = (
+                probe.component_for(workload.unit) if probe.follows_host(workload.params) else None
+            )
+            context["machine"] = {**machine, "component": component}
+            change = self._machine_change(
+                entry, values, machine, component, workload.higher_is_better
+            )
+            if change is not None and entry is not None:
+                context["machine_change"] = change["note"]
+                judged, runs = change["current"], change["runs"]
+                if abs(math.log(change["note"]["ratio"])) > math.log1p(
+                    probe.GUARD_TOLERANCES * plan.tolerance
+                ):
+                    guards = [*guards, machine_flag(change["note"])]
         baseline = stats.baseline_verdict(
-            values,
-            entry.run_samples if entry else None,
+            judged,
+            runs,
             higher_is_better=workload.higher_is_better,
             tolerance=plan.tolerance,
             baseline_run_id=entry.run_id if entry else "",
             family=self.family,
             alpha=self.settings.alpha,
-            guards=noise.get("flags", ()),
+            guards=guards,
             prior=self.baseline.prior,
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
-        context = dict(workload.context)
+            if judged is not values:  # the median is shown in the check's own unit
+                medians = [statistics.median(r) for r in entry.run_samples]
+                baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
         reference = bare_reference_value(context)
         if entry is not None and reference is not None and entry.references:
             # The same operation measured bare beside the check, now and in the baseline runs.
@@ -283,6 +335,12 @@ def explain(result: Result, profile: str = "") -> str:
         )
     elif base.verdict == "noisy":
         parts.append(f"noisy: {base.reason}")
+    change = result.context.get("machine_change")
+    if isinstance(change, dict) and base.verdict in ("regressed", "improved", "noisy"):
+        parts.append(
+            f"judged per unit of machine speed (the framework-free {change['component']} "
+            f"probe ran {_signed_percent(change['ratio'])} against the baseline runs)"
+        )
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:
         parts.append(reference_note(base.ratio, reference_ratio))
@@ -291,6 +349,14 @@ def explain(result: Result, profile: str = "") -> str:
     if kind == "waived":
         parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
     return "; ".join(parts)
+
+
+def machine_flag(change: dict[str, Any]) -> str:
+    """The noise flag of a machine that ran faster or slower than in its baseline runs."""
+    return (
+        f"while the machine itself ran {_signed_percent(change['ratio'])} against its "
+        f"baseline runs (framework-free {change['component']} probe)"
+    )
 
 
 def reference_note(check_ratio: float, reference_ratio: float) -> str:

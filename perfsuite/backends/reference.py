@@ -18,18 +18,13 @@ each, the best one kept.
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from perfsuite import native
 
 SAMPLES = 5
 SAMPLE_SECONDS = 0.1
@@ -117,39 +112,19 @@ def best_rate(
     return work / best
 
 
-@functools.cache
 def _c_stream() -> tuple[Any, str] | tuple[None, str]:
     """The compiled C STREAM library and how it was built, or None and why not."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or shutil.which(compiler) is None:
-        return None, f"no C compiler ({compiler or 'cc'} not found)"
-    folder = Path(tempfile.gettempdir()) / f"perfsuite-ref-{os.getuid()}"
-    folder.mkdir(exist_ok=True)
-    flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
-    digest = hashlib.sha256((C_STREAM + " ".join(flags) + compiler).encode()).hexdigest()[:12]
-    library = folder / f"stream-{digest}.so"
-    if not library.exists():
-        source = folder / f"stream-{digest}.c"
-        source.write_text(C_STREAM)
-        partial = folder / f".stream-{digest}-{os.getpid()}.so"
-        proc = subprocess.run(
-            [compiler, *flags, "-o", str(partial), str(source)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if proc.returncode != 0:
-            return None, f"{compiler} could not build the C STREAM reference: {proc.stderr[-300:]}"
-        os.replace(partial, library)
-    lib = ctypes.CDLL(str(library))
+    flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+    lib, how = native.build("stream", C_STREAM, flags)
+    if lib is None:
+        return None, how.replace("build stream", "build the C STREAM reference")
     lib.stream_best.restype = ctypes.c_double
     pointer = ctypes.POINTER(ctypes.c_double)
     lib.stream_best.argtypes = [
         ctypes.c_int, pointer, pointer, pointer, ctypes.c_long, ctypes.c_double,
         ctypes.c_int, ctypes.c_int,
     ]  # fmt: skip
-    return lib, f"C STREAM ({Path(compiler).name} {' '.join(flags[:3])})"
+    return lib, f"C STREAM ({how})"
 
 
 def c_stream_gbs(

@@ -1,0 +1,203 @@
+"""The machine probe: how fast this host is right now, measured without any framework.
+
+A shared VM's speed drifts: for minutes at a time the same code runs 20-35% slower, with no
+steal time or foreign process to show for it (its neighbours share the memory and the
+caches).  Such a spell, during a rerun or during one of the baseline runs, looks to a check
+exactly like a regression in the stack.  The probe tells the two apart: right before and
+right after each CPU check, one thread runs two short kernels that no framework is part of:
+
+* **memory**: a STREAM triad (``a = b + q*c``) over arrays four times the last-level cache
+  (64 MiB at least), best of 5 passes, in GB/s;
+* **compute**: 8 independent multiply-add chains in registers, best of 5, in GFLOP/s.
+
+Both are timed with the thread's CPU clock, so time-sharing the core with a sibling
+(pytest-xdist workers pinned to one core) does not read as a slow machine, while contention
+for memory, caches or the core's clock does.  The kernels are C, compiled on first use;
+without a compiler they are numpy's ``add``/``multiply`` and a Python loop (the record
+names which; rates from different sources are never compared).
+
+A check whose samples move with the machine is judged on *machine-adjusted* samples: each
+run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
+compute rate for the rest).  When the probe itself moved by more than twice the check's
+tolerance since the baseline runs, the result is noisy rather than a regression or an
+improvement: how closely a check follows the probe is not exact, and a machine that much
+faster or slower is not a quiet machine.  GPU checks record the probe but are not adjusted by it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from perfsuite import native
+
+PASSES = 5
+MIN_BYTES = 64 * 2**20
+MAX_BYTES = 512 * 2**20
+COMPUTE_SECONDS = 0.004  # per pass
+COMPONENTS = ("memory", "compute")
+# A probe move beyond this many tolerances makes a result noisy: a check that follows the
+# machine half as closely as the probe, or half as much again, is then still within one
+# tolerance of its adjusted value.
+GUARD_TOLERANCES = 2.0
+
+C_PROBE = r"""
+#include <time.h>
+static double cpu_now(void) {
+    struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+/* Best thread-CPU seconds of `passes` triads a = b + q*c over n doubles. */
+double probe_memory(double *a, const double *b, const double *c, long n, int passes) {
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        double t0 = cpu_now();
+        for (long i = 0; i < n; i++) a[i] = b[i] + 0.5 * c[i];
+        double t = cpu_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+/* Best thread-CPU seconds of `passes` runs of `steps` steps of 8 multiply-add chains. */
+double probe_compute(long steps, int passes, volatile double *sink) {
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        double x0 = 1.1, x1 = 1.2, x2 = 1.3, x3 = 1.4, x4 = 1.5, x5 = 1.6, x6 = 1.7, x7 = 1.8;
+        const double m = 0.9999999, q = 1e-7;
+        double t0 = cpu_now();
+        for (long i = 0; i < steps; i++) {
+            x0 = x0 * m + q; x1 = x1 * m + q; x2 = x2 * m + q; x3 = x3 * m + q;
+            x4 = x4 * m + q; x5 = x5 * m + q; x6 = x6 * m + q; x7 = x7 * m + q;
+        }
+        double t = cpu_now() - t0;
+        *sink = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+        if (t < best) best = t;
+    }
+    return best;
+}
+"""
+
+
+def component_for(unit: str) -> str:
+    """Which probe rate a check's metric follows: memory for byte rates, compute otherwise."""
+    return "memory" if unit.endswith("B/s") else "compute"
+
+
+def follows_host(params: Mapping[str, Any]) -> bool:
+    """Whether a check runs on the host CPU (a GPU check does not move with the host probe)."""
+    return str(params.get("device", "cpu")).split(":")[0] == "cpu"
+
+
+class Probe:
+    """The two probe kernels, with their buffers allocated once."""
+
+    def __init__(self, llc_bytes: int | None) -> None:
+        """Allocate and touch the triad arrays (4x the last-level cache, within bounds)."""
+        total = min(MAX_BYTES, max(MIN_BYTES, 4 * (llc_bytes or 0)))
+        n = total // (3 * 8)
+        rng = np.random.default_rng(7)
+        self._a = np.zeros(n)
+        self._b = rng.random(n)
+        self._c = rng.random(n)
+        self._n = n
+        self._steps = 0
+        lib, how = native.build("probe", C_PROBE, ("-O2", "-shared", "-fPIC"))
+        self._lib = lib
+        if lib is not None:
+            pointer = ctypes.POINTER(ctypes.c_double)
+            lib.probe_memory.restype = ctypes.c_double
+            lib.probe_memory.argtypes = [pointer, pointer, pointer, ctypes.c_long, ctypes.c_int]
+            lib.probe_compute.restype = ctypes.c_double
+            lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
+            self.source = f"C ({how}), one thread, thread CPU time"
+        else:
+            self.source = f"numpy and a Python loop, one thread ({how})"
+        self._sink = np.zeros(1)
+
+    def _memory_seconds(self) -> float:
+        if self._lib is not None:
+            pointer = ctypes.POINTER(ctypes.c_double)
+            a, b, c = (x.ctypes.data_as(pointer) for x in (self._a, self._b, self._c))
+            return float(self._lib.probe_memory(a, b, c, self._n, PASSES))
+        tmp = self._a  # a = b + 0.5*c in two passes over a; counted as one triad
+        return _best(lambda: (np.multiply(self._c, 0.5, out=tmp), np.add(tmp, self._b, out=tmp)))
+
+    def _compute_seconds(self, steps: int) -> float:
+        if self._lib is not None:
+            sink = self._sink.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+            return float(self._lib.probe_compute(steps, PASSES, sink))
+        return _best(lambda: _python_chains(steps))
+
+    def measure(self) -> dict[str, Any]:
+        """Both rates, measured now: ``{"memory": GB/s, "compute": GFLOP/s, ...}``."""
+        start = time.perf_counter()
+        memory = self._memory_seconds()
+        if not self._steps:  # size the compute kernel once, to ~4 ms per pass
+            steps = 1 << 14
+            while (once := self._compute_seconds(steps)) < COMPUTE_SECONDS / 4:
+                steps *= 4
+            self._steps = max(steps, int(steps * COMPUTE_SECONDS / max(once, 1e-9)))
+        compute = self._compute_seconds(self._steps)
+        return {
+            "memory": 3 * 8 * self._n / max(memory, 1e-9) / 1e9,
+            "compute": 16 * self._steps / max(compute, 1e-9) / 1e9,
+            "source": self.source,
+            "seconds": round(time.perf_counter() - start, 4),
+        }
+
+
+def _best(step: Callable[[], object]) -> float:
+    best = math.inf
+    for _ in range(PASSES):
+        start = time.thread_time()
+        step()
+        best = min(best, time.thread_time() - start)
+    return max(best, 1e-9)
+
+
+def _python_chains(steps: int) -> float:
+    x = [1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8]
+    for _ in range(steps // 8):
+        x = [v * 0.9999999 + 1e-7 for v in x]
+    return sum(x)
+
+
+@functools.cache
+def host_probe() -> Probe:
+    """The probe of this process (its buffers are allocated once, on first use)."""
+    from perfsuite.hardware.detect import last_level_cache_bytes
+
+    return Probe(last_level_cache_bytes())
+
+
+def combine(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """One reading for the check's interval: the geometric mean of the two, both kept."""
+    out: dict[str, Any] = {"source": before.get("source", "")}
+    for key in COMPONENTS:
+        out[key] = math.sqrt(float(before[key]) * float(after[key]))
+    out["before"] = {k: before[k] for k in COMPONENTS}
+    out["after"] = {k: after[k] for k in COMPONENTS}
+    return out
+
+
+def rate(reading: Any, component: str, source: str | None = None) -> float | None:
+    """A reading's rate for one component (only from ``source`` when given), or None."""
+    if not isinstance(reading, Mapping):
+        return None
+    if source is not None and reading.get("source") != source:
+        return None
+    value = reading.get(component)
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def adjust(samples: Sequence[float], speed: float, higher_is_better: bool) -> list[float]:
+    """Samples expressed per unit of machine speed (a rate divided, a latency multiplied)."""
+    return [s / speed if higher_is_better else s * speed for s in samples]
