@@ -91,23 +91,20 @@ class BaselineEntry:
         """Every accepted run's samples, oldest first."""
         return [r.samples for r in self.runs]
 
-    def machine_rates(self, component: str, source: str) -> list[float] | None:
-        """Each run's probe rate for ``component`` from ``source``; None unless all have one."""
-        rates = [_machine_rate(r.policy, component, source) for r in self.runs]
-        return None if any(r is None for r in rates) else [float(r or 0) for r in rates]
-
     def judged_run_samples(self) -> list[tuple[float, ...]]:
         """Every run's samples, machine-adjusted when every run carries the same probe."""
-        first = self.runs[-1].policy.get("machine")
-        if isinstance(first, Mapping):
-            component, source = str(first.get("component")), str(first.get("source"))
-            rates = self.machine_rates(component, source)
-            if rates is not None:
-                return [
-                    tuple(probe.adjust(r.samples, rate, self.higher_is_better))
-                    for r, rate in zip(self.runs, rates, strict=True)
-                ]
-        return self.run_samples
+        change = probe.machine_change(
+            self.runs[-1].policy.get("machine"), [r.policy.get("machine") for r in self.runs]
+        )
+        if change is None:
+            return self.run_samples
+        adjusted = probe.adjust_runs(self.run_samples, change["rates"], self.higher_is_better)
+        return [tuple(r) for r in adjusted]
+
+    @property
+    def machines(self) -> list[Any]:
+        """The machine-probe reading each run kept (None where it had none)."""
+        return [r.policy.get("machine") for r in self.runs]
 
     @property
     def references(self) -> list[float]:
@@ -194,9 +191,7 @@ def _entry(
                 f"{policy['reference']!r}"
             )
         machine = policy.get("machine") if isinstance(policy, dict) else None
-        if machine is not None and (
-            not isinstance(machine, dict) or not_finite_positive([machine.get("rate")])
-        ):
+        if machine is not None and probe.stored(machine) is None:
             raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
@@ -525,28 +520,10 @@ def _result_policy(result: Result) -> dict[str, Any]:
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference
-    machine = result.context.get("machine")
-    component = machine.get("component") if isinstance(machine, Mapping) else None
-    if isinstance(machine, Mapping) and component:
-        rate = probe.rate(machine, str(component))
-        if rate is not None:
-            policy["machine"] = {
-                "component": component,
-                "rate": rate,
-                "source": machine.get("source", ""),
-            }
+    machine = probe.stored(result.context.get("machine"))
+    if machine is not None:
+        policy["machine"] = machine
     return policy
-
-
-def _machine_rate(policy: Mapping[str, Any], component: str, source: str) -> float | None:
-    """A run's stored machine-probe rate, if it is of this component and source."""
-    machine = policy.get("machine")
-    if not isinstance(machine, Mapping):
-        return None
-    if machine.get("component") != component or machine.get("source") != source:
-        return None
-    value = machine.get("rate")
-    return float(value) if isinstance(value, int | float) else None
 
 
 def bare_reference_value(context: Mapping[str, Any]) -> float | None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, stats
+from perfsuite import outcome, probe, stats
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
 from perfsuite.model import BaselineVerdict, Result, RunRecord
@@ -113,9 +113,10 @@ def compare_runs(
             if rb is not None and r.unit == rb.unit:
                 runs.setdefault(r.id, []).append(r)
     common = [i for i in b_results if i in runs]
+    judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     prior = stats.fit_prior(
         [
-            stats.run_variance([r.samples for r in runs[i]], b_results[i].higher_is_better)
+            stats.run_variance(judged[i][1], b_results[i].higher_is_better)
             for i in common
             if len(runs[i]) > 1
         ],
@@ -123,8 +124,8 @@ def compare_runs(
     )
     comparisons = [
         stats.compare(
-            b_results[i].samples,
-            [r.samples for r in runs[i]],
+            judged[i][0],
+            judged[i][1],
             higher_is_better=b_results[i].higher_is_better,
             prior=prior,
         )
@@ -135,8 +136,10 @@ def compare_runs(
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]
         tol = tolerance if tolerance is not None else rb.baseline.tolerance or 0.05
+        guards = list(rb.noise.get("flags", ()))
+        flag = probe.guard(judged[node_id][2], tol)
         verdict, reason = stats.decide(
-            comparison, tolerance=tol, significant=sig, guards=rb.noise.get("flags", ())
+            comparison, tolerance=tol, significant=sig, guards=[*guards, flag] if flag else guards
         )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
@@ -146,6 +149,23 @@ def compare_runs(
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
+
+
+def _judged_samples(
+    b: Result, a_runs: Sequence[Result]
+) -> tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]:
+    """B's samples and A's runs, per unit of machine speed when every run has a probe."""
+    change = probe.machine_change(
+        b.context.get("machine"), [r.context.get("machine") for r in a_runs]
+    )
+    runs: list[Sequence[float]] = [r.samples for r in a_runs]
+    if change is None:
+        return b.samples, runs, None
+    return (
+        probe.adjust(b.samples, change["now"], b.higher_is_better),
+        list(probe.adjust_runs(runs, change["rates"], b.higher_is_better)),
+        change,
+    )
 
 
 def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:

@@ -140,32 +140,6 @@ class Judge:
             estimated=estimated,
         )
 
-    @staticmethod
-    def _machine_change(
-        entry: BaselineEntry | None,
-        values: Sequence[float],
-        machine: dict[str, Any],
-        component: str | None,
-        higher_is_better: bool,
-    ) -> dict[str, Any] | None:
-        """Machine-adjusted samples, now and in each baseline run, when all have a probe."""
-        if entry is None or component is None:
-            return None
-        source = str(machine.get("source", ""))
-        now = probe.rate(machine, component, source)
-        rates = entry.machine_rates(component, source)
-        if now is None or rates is None:
-            return None
-        return {
-            "current": probe.adjust(values, now, higher_is_better),
-            "runs": entry.judged_run_samples(),
-            "note": {
-                "component": component,
-                "ratio": now / statistics.geometric_mean(rates),
-                "baseline_runs": len(rates),
-            },
-        }
-
     def _blind(self, verdict: BaselineVerdict, plan: Plan, n: int) -> str:
         """Why a comparison cannot detect its tolerance, with what would help; or ""."""
         if verdict.detectable is None or verdict.detectable <= plan.tolerance:
@@ -205,22 +179,24 @@ class Judge:
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
         context = dict(workload.context)
-        judged, runs, guards = values, entry.run_samples if entry else None, noise.get("flags", [])
+        judged: Sequence[float] = values
+        runs: Sequence[Sequence[float]] | None = entry.run_samples if entry else None
+        guards = noise.get("flags", [])
         if machine is not None:
-            component = (
-                probe.component_for(workload.unit) if probe.follows_host(workload.params) else None
-            )
-            context["machine"] = {**machine, "component": component}
-            change = self._machine_change(
-                entry, values, machine, component, workload.higher_is_better
-            )
+            host = probe.follows_host(workload.params)
+            context["machine"] = {
+                **machine,
+                "component": probe.component_for(workload.unit) if host else None,
+            }
+            change = probe.machine_change(context["machine"], entry.machines if entry else [])
             if change is not None and entry is not None:
-                context["machine_change"] = change["note"]
-                judged, runs = change["current"], change["runs"]
-                if abs(math.log(change["note"]["ratio"])) > math.log1p(
-                    probe.GUARD_TOLERANCES * plan.tolerance
-                ):
-                    guards = [*guards, machine_flag(change["note"])]
+                context["machine_change"] = {
+                    k: change[k] for k in ("component", "ratio", "baseline_runs")
+                }
+                judged = probe.adjust(values, change["now"], workload.higher_is_better)
+                runs = probe.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
+                flag = probe.guard(change, plan.tolerance)
+                guards = [*guards, flag] if flag else guards
         baseline = stats.baseline_verdict(
             judged,
             runs,
@@ -349,14 +325,6 @@ def explain(result: Result, profile: str = "") -> str:
     if kind == "waived":
         parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
     return "; ".join(parts)
-
-
-def machine_flag(change: dict[str, Any]) -> str:
-    """The noise flag of a machine that ran faster or slower than in its baseline runs."""
-    return (
-        f"while the machine itself ran {_signed_percent(change['ratio'])} against its "
-        f"baseline runs (framework-free {change['component']} probe)"
-    )
 
 
 def reference_note(check_ratio: float, reference_ratio: float) -> str:

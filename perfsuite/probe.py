@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -198,6 +199,61 @@ def rate(reading: Any, component: str, source: str | None = None) -> float | Non
     return float(value)
 
 
+def stored(reading: Any) -> dict[str, Any] | None:
+    """What a baseline run keeps of a check's reading: its component's rate and source."""
+    component = reading.get("component") if isinstance(reading, Mapping) else None
+    value = rate(reading, str(component)) if component else None
+    if value is None:
+        return None
+    return {
+        "component": str(component),
+        str(component): value,
+        "source": str(reading.get("source", "")),
+    }
+
+
+def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:
+    """How the machine moved since the baseline runs, for the check's component.
+
+    None unless the check follows the host and the current reading and every baseline run's
+    have that component's rate from the same source.
+    """
+    component = current.get("component") if isinstance(current, Mapping) else None
+    if not component or not baseline:
+        return None
+    source = str(current.get("source", ""))
+    now = rate(current, component, source)
+    rates = [rate(r, component, source) for r in baseline]
+    if now is None or any(r is None for r in rates):
+        return None
+    known = [float(r or 0.0) for r in rates]
+    return {
+        "component": component,
+        "now": now,
+        "rates": known,
+        "ratio": now / statistics.geometric_mean(known),
+        "baseline_runs": len(known),
+    }
+
+
+def guard(change: Mapping[str, Any] | None, tolerance: float) -> str | None:
+    """The noise flag of a machine that moved beyond the guard since its baseline runs."""
+    if change is None or abs(math.log(change["ratio"])) <= math.log1p(GUARD_TOLERANCES * tolerance):
+        return None
+    percent = round((change["ratio"] - 1) * 100)
+    return (
+        f"while the machine itself ran {percent:+d}% against its baseline runs "
+        f"(framework-free {change['component']} probe)"
+    )
+
+
 def adjust(samples: Sequence[float], speed: float, higher_is_better: bool) -> list[float]:
     """Samples expressed per unit of machine speed (a rate divided, a latency multiplied)."""
     return [s / speed if higher_is_better else s * speed for s in samples]
+
+
+def adjust_runs(
+    runs: Sequence[Sequence[float]], rates: Sequence[float], higher_is_better: bool
+) -> list[list[float]]:
+    """Each run's samples per unit of that run's machine speed."""
+    return [adjust(r, v, higher_is_better) for r, v in zip(runs, rates, strict=True)]
