@@ -55,6 +55,10 @@ def _profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _signed(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.0f}%"
+
+
 def _compare(args: argparse.Namespace) -> int:
     *before_paths, after_path = args.runs
     before = [records.load_record(Path(p)) for p in before_paths]
@@ -78,13 +82,19 @@ def _compare(args: argparse.Namespace) -> int:
                 short_id(r.id),
                 f"{r.a_median:.4g} {r.unit}",
                 f"{r.b_median:.4g} {r.unit}",
-                f"{c.ratio:.3f}",
+                f"{c.ratio:.3f}{'*' if r.machine else ''}",
                 f"[{c.ci_low:.3f}, {c.ci_high:.3f}]",
                 f"{c.p_value:.2g}",
                 r.verdict,
             )
         )
     print("\n".join(format_table(table)))
+    moves = [r.machine["ratio"] for r in rows if r.machine]
+    if moves:
+        print(
+            f"* {len(moves)} check(s) judged per unit of machine speed: the framework-free "
+            f"probe moved {_signed(min(moves))} to {_signed(max(moves))} from A to B"
+        )
     for r in rows:
         if r.verdict != "ok":
             print(f"{r.verdict}: {short_id(r.id)}: {r.reason}")

@@ -36,6 +36,7 @@ class Row:
     comparison: stats.Comparison
     verdict: str
     reason: str
+    machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -144,7 +145,18 @@ def compare_runs(
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
         )
-        rows.append(Row(node_id, rb.unit, a_median, rb.summary.median, comparison, verdict, reason))
+        rows.append(
+            Row(
+                node_id,
+                rb.unit,
+                a_median,
+                rb.summary.median,
+                comparison,
+                verdict,
+                reason,
+                judged[node_id][2],
+            )
+        )
     a_ids = {r.id for record in before for r in record.results}
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))

@@ -1,0 +1,241 @@
+"""The machine probe: its readings, how a baseline keeps them, and how a verdict uses them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfsuite import probe
+from perfsuite.baseline import BaselineStore
+from perfsuite.errors import StorageError
+from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.judge import Judge
+from perfsuite.measure import Measurement, Workload
+from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
+from perfsuite.settings import Settings
+from perfsuite.tolerances import Tolerances
+
+SOURCE = "C (cc -O2), one thread, thread CPU time"
+
+READ_PROBE = """
+import json
+from perfsuite import probe
+reading = probe.host_probe().measure()
+print(json.dumps(reading))
+"""
+
+
+def reading(memory: float, compute: float, source: str = SOURCE) -> dict[str, object]:
+    return {"memory": memory, "compute": compute, "source": source}
+
+
+@pytest.mark.parametrize("compiler", ["cc", "/nonexistent/cc"])
+def test_the_probe_reads_both_rates_with_or_without_a_compiler(
+    compiler: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "CC": compiler, "TMPDIR": str(tmp_path)}
+    if compiler == "cc" and not any(
+        (Path(d) / "cc").exists() for d in os.environ.get("PATH", "").split(os.pathsep)
+    ):
+        pytest.skip("no C compiler here")
+    out = subprocess.run(
+        [sys.executable, "-c", READ_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    got = json.loads(out.stdout)
+    assert got["memory"] > 0 and got["compute"] > 0
+    if compiler == "cc":
+        assert got["source"].startswith("C (")
+    else:
+        assert got["source"].startswith("numpy and a Python loop"), got["source"]
+        assert "no C compiler" in got["source"]
+
+
+def test_a_check_follows_the_memory_or_the_compute_rate_and_only_on_the_host() -> None:
+    assert probe.component_for("GB/s") == "memory"
+    assert probe.component_for("MB/s") == "memory"
+    assert probe.component_for("TFLOP/s") == "compute"
+    assert probe.component_for("µs") == "compute"
+    assert probe.follows_host({"device": "cpu"})
+    assert probe.follows_host({"config": "cached"}), "no device: a host pipeline"
+    assert not probe.follows_host({"device": "gpu:0"})
+
+
+def test_the_machine_change_needs_the_same_component_and_source_in_every_run() -> None:
+    now = {**reading(20.0, 9.0), "component": "memory"}
+    runs = [probe.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
+    change = probe.machine_change(now, runs)
+    assert change is not None
+    assert change["rates"] == [25.0, 24.0, 26.0]
+    assert change["ratio"] == pytest.approx(20.0 / float(np.exp(np.mean(np.log([25, 24, 26])))))
+    assert probe.machine_change({**now, "component": None}, runs) is None, "a GPU check"
+    assert probe.machine_change(now, [*runs, None]) is None, "a run without a probe"
+    other = {**now, "source": "numpy and a Python loop, one thread (no C compiler)"}
+    assert probe.machine_change(other, runs) is None, "rates of different kernels"
+    assert probe.machine_change({**now, "memory": float("nan")}, runs) is None
+
+
+def test_the_guard_fires_beyond_twice_the_tolerance() -> None:
+    def change(ratio: float) -> dict[str, object]:
+        return {"component": "memory", "ratio": ratio}
+
+    assert probe.guard(change(0.91), 0.05) is None
+    assert probe.guard(change(1.09), 0.05) is None
+    assert "ran -30% against its baseline runs" in (probe.guard(change(0.70), 0.05) or "")
+    assert "+15%" in (probe.guard(change(1.15), 0.05) or "")
+    assert probe.guard(None, 0.05) is None
+
+
+def test_adjusting_divides_a_rate_and_multiplies_a_latency() -> None:
+    assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=True) == [5.0, 10.0]
+    assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=False) == [20.0, 40.0]
+
+
+def result(node_id: str, samples: list[float], machine: dict[str, object] | None) -> Result:
+    context = {} if machine is None else {"machine": {**machine, "component": "memory"}}
+    return Result(
+        id=node_id,
+        check="toy",
+        params={"device": "cpu"},
+        metric="bandwidth",
+        unit="GB/s",
+        higher_is_better=True,
+        samples=tuple(samples),
+        seconds=tuple(1 / s for s in samples),
+        summary=Summary(1.0, 1.0, 1.0, 1.0, len(samples), None),
+        work=Work(1e9, "B"),
+        floor=FloorVerdict("no-reference"),
+        baseline=BaselineVerdict("new"),
+        context=context,
+    )
+
+
+def test_each_baseline_run_keeps_its_probe_rate_and_a_bad_one_is_a_load_error(
+    tmp_path: Path,
+) -> None:
+    store = BaselineStore(tmp_path)
+    store.save("cpu", [result("a", [10.0, 11.0], reading(25.0, 9.0))], "run-1")
+    store.save("cpu", [result("a", [12.0, 13.0], None)], "run-2")
+    entry = store.load("cpu").get("a")
+    assert entry is not None
+    assert entry.machines == [{"component": "memory", "memory": 25.0, "source": SOURCE}, None]
+    assert entry.judged_run_samples() == entry.run_samples, "not every run has a probe"
+    path = tmp_path / "cpu" / "baseline.json"
+    data = json.loads(path.read_text())
+    data["entries"]["a"]["runs"][0]["policy"]["machine"]["memory"] = -1
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="machine-probe rate"):
+        store.load("cpu")
+    assert path.read_bytes() == before
+
+
+LEVELS = [1.0, 0.72, 0.95, 0.7, 1.02]
+CENTRE = float(np.exp(np.mean(np.log(LEVELS))))
+
+
+def judge_once(tmp_path: Path, drop: float, machine_drop: float, probed: bool = True) -> Result:
+    """Judge a check whose samples fell by ``drop`` while the probe fell by ``machine_drop``.
+
+    The baseline's five runs differ by up to 30% in level, and each run's probe moved with
+    it: the machine's slow and fast spells, not the check.  ``probed=False``: the baseline
+    runs kept no probe, as before there was one.
+    """
+    rng = np.random.default_rng(3)
+    store = BaselineStore(tmp_path)
+    for i, level in enumerate(LEVELS):
+        samples = list(20.0 * level * (1 + 0.005 * rng.standard_normal(10)))
+        machine = reading(25.0 * level, 9.0) if probed else None
+        store.save("cpu", [result("a", samples, machine)], f"run-{i}")
+    judge = Judge(
+        Settings(),
+        ProfileRegistry().load("a100"),
+        store.load("cpu"),
+        Tolerances(),
+        [],
+        dt.date(2026, 1, 1),
+    )
+    values = tuple(20.0 * CENTRE * (1 - drop) * (1 + 0.005 * rng.standard_normal(10)))
+    workload = Workload(
+        check="toy",
+        params={"device": "cpu"},
+        metric="bandwidth",
+        unit="GB/s",
+        work=Work(1e9, "B"),
+        run=lambda: None,
+    )
+    measurement = Measurement(seconds=tuple(1 / v for v in values), values=values, timer="t")
+    plan = judge.plan("a", workload, None)
+    machine = reading(25.0 * CENTRE * (1 - machine_drop), 9.0)
+    return judge.judge("a", workload, measurement, plan, machine=machine)
+
+
+def test_a_slowdown_of_the_check_alone_is_a_regression_despite_a_wandering_machine(
+    tmp_path: Path,
+) -> None:
+    judged = judge_once(tmp_path, drop=0.2, machine_drop=0.0)
+    assert judged.baseline.verdict == "regressed", judged.message
+    assert "judged per unit of machine speed" in judged.message
+    change = judged.context["machine_change"]
+    assert change["component"] == "memory" and change["baseline_runs"] == 5
+    assert change["ratio"] == pytest.approx(1.0)
+    assert judged.baseline.ratio == pytest.approx(0.8, rel=0.02)
+    assert judged.baseline.baseline_median == pytest.approx(20 * CENTRE, rel=0.02), (
+        "the baseline median stays in the check's own unit"
+    )
+
+
+def test_without_the_probe_the_same_baseline_cannot_see_that_slowdown(tmp_path: Path) -> None:
+    """The 30% spells in the baseline runs make their spread swallow a 20% drop."""
+    judged = judge_once(tmp_path, drop=0.2, machine_drop=0.0, probed=False)
+    assert judged.baseline.verdict != "regressed", judged.message
+    assert "machine_change" not in judged.context
+
+
+def test_a_check_that_slowed_with_the_machine_has_not_changed(tmp_path: Path) -> None:
+    judged = judge_once(tmp_path, drop=0.3, machine_drop=0.3)
+    assert judged.baseline.verdict == "ok", judged.message
+    assert judged.baseline.ratio == pytest.approx(1.0, rel=0.02), "adjusted, it did not move"
+    assert judged.context["machine_change"]["ratio"] == pytest.approx(0.7)
+
+
+def test_beyond_the_guard_a_change_is_noisy_not_a_regression(tmp_path: Path) -> None:
+    """A change measured on a machine 30% slower is not confirmed either way.
+
+    How closely a check follows the probe is not exact, and such a machine is not quiet.
+    """
+    judged = judge_once(tmp_path, drop=0.45, machine_drop=0.3)
+    assert judged.baseline.verdict == "noisy", judged.message
+    assert "the machine itself ran -30% against its baseline runs" in judged.message
+    assert judged.baseline.ratio == pytest.approx(0.55 / 0.7, rel=0.02)
+
+
+def test_a_gpu_reading_is_recorded_but_not_kept_for_adjusting() -> None:
+    assert probe.stored({**reading(25.0, 9.0), "component": None}) is None
+    assert probe.machine_change({**reading(25.0, 9.0), "component": None}, [{}]) is None
+
+
+def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None:
+    from perfsuite.compare import compare_runs
+    from perfsuite.model import RunRecord
+
+    rng = np.random.default_rng(5)
+
+    def record(run_id: str, level: float, machine_level: float) -> RunRecord:
+        samples = list(20.0 * level * (1 + 0.005 * rng.standard_normal(10)))
+        r = result("a", samples, reading(25.0 * machine_level, 9.0))
+        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+
+    before = [record(f"a{i}", level, level) for i, level in enumerate(LEVELS)]
+    rows, _, _ = compare_runs(before, record("b", CENTRE * 0.8, CENTRE))
+    assert rows[0].verdict == "regressed", rows[0].reason
+    assert rows[0].machine is not None and rows[0].machine["ratio"] == pytest.approx(1.0)
+    rows, _, _ = compare_runs(before, record("b", CENTRE * 0.55, CENTRE * 0.7))
+    assert rows[0].verdict == "noisy"
+    assert "the machine itself ran -30%" in rows[0].reason
