@@ -1,7 +1,8 @@
 """Run-to-run spread: N fresh-process runs of the quick suite, max/min of each check's median.
 
-Usage: python benchmarks/spread.py [--runs 5] [--limit 1.15] [-- extra pytest args]
-       python benchmarks/spread.py --records RUN.json [RUN.json ...]
+Usage: python benchmarks/spread.py [--runs 5] [--limit 1.15] [--per-machine-speed]
+                                  [-- extra pytest args]
+       python benchmarks/spread.py --records RUN.json [RUN.json ...] [--per-machine-speed]
 
 Each run is a new ``python -m pytest suites/ --perf-quick`` process (nothing is compared
 against a baseline).  For every check the script prints the spread of its run medians
@@ -10,6 +11,9 @@ be looked for (warm-up, thread pools, the first run of a session, machine drift)
 
 ``--records`` reads run records that already exist instead (for example the A/A reruns that
 ``benchmarks/verdicts.py`` leaves under its work folder: fresh processes, nothing changed).
+``--per-machine-speed`` also divides each CPU check's median by the machine probe's rate
+measured beside it (see ``perfsuite/probe.py``), and prints how many checks stay within the
+limit once the machine's own drift is taken out.
 """
 
 from __future__ import annotations
@@ -36,28 +40,49 @@ def main() -> None:
     parser.add_argument(
         "--records", nargs="+", type=Path, help="run records to read instead of running the suite"
     )
+    parser.add_argument("--per-machine-speed", action="store_true")
     parser.add_argument("pytest_args", nargs="*", default=["suites/"])
     args = parser.parse_args()
     medians: dict[str, list[float]] = defaultdict(list)
     units: dict[str, str] = {}
+    adjusted: dict[str, list[float]] = defaultdict(list)
     if args.records:
         args.runs = len(args.records)
-        read_records(args.records, medians, units)
+        read_records(args.records, medians, units, adjusted)
     else:
-        run_suite(args.runs, args.pytest_args, medians, units)
+        run_suite(args.runs, args.pytest_args, medians, units, adjusted)
     report(medians, units, args.runs, args.limit)
+    if args.per_machine_speed:
+        print("\nper unit of machine speed (CPU checks; each run's median over its probe rate):")
+        report(adjusted, {k: f"{units[k]} per probe unit" for k in adjusted}, args.runs, args.limit)
 
 
-def read_records(paths: list[Path], medians: dict[str, list[float]], units: dict[str, str]) -> None:
+def read_records(
+    paths: list[Path],
+    medians: dict[str, list[float]],
+    units: dict[str, str],
+    adjusted: dict[str, list[float]],
+) -> None:
     """Each check's median from each run record, in the order given."""
     for path in paths:
         for result in json.loads(path.read_text())["results"]:
-            medians[result["id"]].append(float(np.median(result["samples"])))
+            median = float(np.median(result["samples"]))
+            medians[result["id"]].append(median)
             units[result["id"]] = result["unit"]
+            machine = result.get("context", {}).get("machine") or {}
+            component = machine.get("component")
+            if component and machine.get(component):
+                speed = float(machine[component])
+                hib = result.get("higher_is_better", True)
+                adjusted[result["id"]].append(median / speed if hib else median * speed)
 
 
 def run_suite(
-    runs: int, pytest_args: list[str], medians: dict[str, list[float]], units: dict[str, str]
+    runs: int,
+    pytest_args: list[str],
+    medians: dict[str, list[float]],
+    units: dict[str, str],
+    adjusted: dict[str, list[float]],
 ) -> None:
     """Run the quick suite ``runs`` times in fresh processes and read their records."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +101,7 @@ def run_suite(
                 check=False,
                 stdout=subprocess.DEVNULL,
             )  # fmt: skip
-        read_records(sorted(reports.glob("*/*.json")), medians, units)
+        read_records(sorted(reports.glob("*/*.json")), medians, units, adjusted)
 
 
 def report(medians: dict[str, list[float]], units: dict[str, str], runs: int, limit: float) -> None:
