@@ -327,6 +327,32 @@ def explain(result: Result, profile: str = "") -> str:
     return "; ".join(parts)
 
 
+def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
+    """How far the machine probe moved against the baseline runs over a run, or "".
+
+    Empty while its median move stays within ``quiet_within`` for both components and no
+    change was left noisy for it: a quiet machine needs no note.
+    """
+    moves: dict[str, list[float]] = {}
+    for r in results:
+        change = r.context.get("machine_change")
+        if isinstance(change, dict):
+            moves.setdefault(str(change["component"]), []).append(float(change["ratio"]))
+    held = sum("the machine itself ran" in r.baseline.reason for r in results)
+    medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}
+    if not held and all(abs(m - 1) <= quiet_within for m in medians.values()):
+        return ""
+    parts = ", ".join(f"{_signed_percent(m)} ({k})" for k, m in medians.items())
+    checks = sum(len(v) for v in moves.values())
+    text = (
+        f"machine: the framework-free probe ran {parts} against the baseline runs "
+        f"(median over {checks} CPU checks, which are judged per unit of machine speed)"
+    )
+    if held:
+        text += f"; {held} change(s) left noisy because the machine itself moved that far"
+    return text
+
+
 def reference_note(check_ratio: float, reference_ratio: float) -> str:
     """Whether a check's bare reference moved with it since the baseline, in words.
 

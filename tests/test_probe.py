@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -239,3 +240,35 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.55, CENTRE * 0.7))
     assert rows[0].verdict == "noisy"
     assert "the machine itself ran -30%" in rows[0].reason
+
+
+def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_did() -> None:
+    from perfsuite.judge import machine_note
+    from perfsuite.model import RunRecord
+    from perfsuite.report.html import render
+
+    def moved(node_id: str, ratio: float, component: str, reason: str = "") -> Result:
+        r = result(node_id, [10.0, 11.0], reading(25.0, 9.0))
+        change = {"component": component, "ratio": ratio, "baseline_runs": 5}
+        return replace(
+            r,
+            context={**r.context, "machine_change": change},
+            baseline=BaselineVerdict("noisy" if reason else "ok", ratio=1.0, reason=reason),
+        )
+
+    quiet = [moved("a", 0.98, "memory"), moved("b", 1.03, "compute")]
+    assert machine_note(quiet) == ""
+    slow = [
+        moved("a", 0.70, "memory"),
+        moved("b", 0.75, "compute", reason="slower but measured while the machine itself ran"),
+        moved("c", 0.71, "compute"),
+    ]
+    note = machine_note(slow)
+    assert "ran -30% (memory)" in note and "-27% (compute)" in note, note
+    assert "median over 3 CPU checks" in note
+    assert "1 change(s) left noisy" in note
+    page = render(RunRecord("r", "2026-01-01", {"name": "cpu"}, {}, tuple(slow)))
+    assert 'id="machine-note"' in page and "ran -30% (memory)" in page
+    assert 'id="machine-note"' not in render(
+        RunRecord("r", "2026", {"name": "cpu"}, {}, tuple(quiet))
+    )

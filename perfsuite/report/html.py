@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import history as trends
 from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
-from perfsuite.judge import reference_tag
+from perfsuite.judge import machine_note, reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 from perfsuite.report.terminal import floor_label
@@ -151,6 +151,7 @@ def render(
             rows=rows,
             regressed=regressed,
             noisy=noisy,
+            machine=machine_note(record.results),
             verdicts=dict(verdicts),
             floors=dict(floors),
             outcomes=dict(outcomes),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.judge import reference_tag
+from perfsuite.judge import machine_note, reference_tag
 from perfsuite.model import Result
 
 if TYPE_CHECKING:
@@ -144,6 +144,9 @@ def note_lines(results: Sequence[Result]) -> list[str]:
             f"noise: {len(loaded)} check(s) measured under foreign load or throttling "
             f"(e.g. {short_id(loaded[0].id)}: {loaded[0].noise['flags'][0]})"
         )
+    machine = machine_note(results)
+    if machine:
+        notes.append(machine)
     for kind in ("regressed", "improved"):
         for r in results:
             if r.baseline.verdict == kind:
