@@ -80,7 +80,10 @@ def main() -> None:
         kind = folder.name.split("-")[0]
         if kind not in ("aa", "power"):
             continue
-        (path,) = folder.glob("*/*.json")
+        paths = list(folder.glob("*/*.json"))
+        if len(paths) != 1:
+            continue  # a run that was stopped before it wrote its record
+        path = paths[0]
         results = [
             r for r in json.loads(path.read_text())["results"] if r["baseline"]["verdict"] != "new"
         ]

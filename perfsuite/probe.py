@@ -4,17 +4,23 @@ A shared VM's speed drifts: for minutes at a time the same code runs 20-35% slow
 steal time or foreign process to show for it (its neighbours share the memory and the
 caches).  Such a spell, during a rerun or during one of the baseline runs, looks to a check
 exactly like a regression in the stack.  The probe tells the two apart: right before and
-right after each CPU check, one thread runs two short kernels that no framework is part of:
+right after each CPU check, it runs two short kernels that no framework is part of:
 
-* **memory**: a STREAM triad (``a = b + q*c``) over arrays four times the last-level cache
-  (64 MiB at least), best of 5 passes, in GB/s;
-* **compute**: 8 independent multiply-add chains in registers, best of 5, in GFLOP/s.
+* **memory**: one thread's STREAM triad (``a = b + q*c``) over arrays four times the
+  last-level cache (64 MiB at least), best of 5 passes, in GB/s;
+* **compute**: 12 independent chains of 4-wide vector multiply-adds in registers, on every
+  CPU the process may use at once (one thread pinned to each), best of 5 passes per CPU; the
+  rate is the *slowest* CPU's, in GFLOP/s.  A multi-threaded GEMM or convolution goes at the
+  pace of its slowest thread, and a neighbour on a CPU's SMT sibling halves what its vector
+  units give, which a single thread on an idle CPU would never see.
 
-Both are timed with the thread's CPU clock, so time-sharing the core with a sibling
+Both are timed with each thread's CPU clock, so time-sharing a core with a sibling
 (pytest-xdist workers pinned to one core) does not read as a slow machine, while contention
-for memory, caches or the core's clock does.  The kernels are C, compiled on first use;
-without a compiler they are numpy's ``add``/``multiply`` and a Python loop (the record
-names which; rates from different sources are never compared).
+for memory, caches, vector units or the core's clock does.  Both are per thread, so a run
+pinned to fewer cores (``taskset``) reads the same machine.  The kernels are C, compiled on
+first use (``-O2 -march=native``); without a compiler they are numpy's ``add``/``multiply``
+and a Python loop on one thread (the record names which; rates from different sources are
+never compared).
 
 A check whose samples move with the machine is judged on *machine-adjusted* samples: each
 run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
@@ -29,7 +35,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -65,19 +73,26 @@ double probe_memory(double *a, const double *b, const double *c, long n, int pas
     }
     return best;
 }
-/* Best thread-CPU seconds of `passes` runs of `steps` steps of 8 multiply-add chains. */
+/* Best thread-CPU seconds of `passes` runs of `steps` steps of 12 independent chains of
+   4-wide multiply-adds: enough independent work to keep the core's vector FMA units busy,
+   so a neighbour sharing them (an SMT sibling) slows it as it slows a GEMM. */
+typedef double v4 __attribute__((vector_size(32)));
 double probe_compute(long steps, int passes, volatile double *sink) {
     double best = 1e30;
     for (int p = 0; p < passes; p++) {
-        double x0 = 1.1, x1 = 1.2, x2 = 1.3, x3 = 1.4, x4 = 1.5, x5 = 1.6, x6 = 1.7, x7 = 1.8;
-        const double m = 0.9999999, q = 1e-7;
+        v4 x[12];
+        for (int k = 0; k < 12; k++) x[k] = (v4){1.0 + k, 1.1 + k, 1.2 + k, 1.3 + k};
+        const v4 m = {0.9999999, 0.9999999, 0.9999999, 0.9999999};
+        const v4 q = {1e-7, 1e-7, 1e-7, 1e-7};
         double t0 = cpu_now();
         for (long i = 0; i < steps; i++) {
-            x0 = x0 * m + q; x1 = x1 * m + q; x2 = x2 * m + q; x3 = x3 * m + q;
-            x4 = x4 * m + q; x5 = x5 * m + q; x6 = x6 * m + q; x7 = x7 * m + q;
+            #pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) x[k] = x[k] * m + q;
         }
         double t = cpu_now() - t0;
-        *sink = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+        double s = 0;
+        for (int k = 0; k < 12; k++) s += x[k][0] + x[k][1] + x[k][2] + x[k][3];
+        *sink = s;
         if (t < best) best = t;
     }
     return best;
@@ -108,7 +123,7 @@ class Probe:
         self._c = rng.random(n)
         self._n = n
         self._steps = 0
-        lib, how = native.build("probe", C_PROBE, ("-O2", "-shared", "-fPIC"))
+        lib, how = native.build("probe", C_PROBE, ("-O2", "-march=native", "-shared", "-fPIC"))
         self._lib = lib
         if lib is not None:
             pointer = ctypes.POINTER(ctypes.c_double)
@@ -116,10 +131,11 @@ class Probe:
             lib.probe_memory.argtypes = [pointer, pointer, pointer, ctypes.c_long, ctypes.c_int]
             lib.probe_compute.restype = ctypes.c_double
             lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
-            self.source = f"C ({how}), one thread, thread CPU time"
+            self.source = f"C ({how}), thread CPU time, compute on every allowed CPU"
         else:
-            self.source = f"numpy and a Python loop, one thread ({how})"
-        self._sink = np.zeros(1)
+            self.source = f"numpy and a Python loop ({how})"
+        self._cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._sinks = np.zeros(max(1, len(self._cpus)))
 
     def _memory_seconds(self) -> float:
         if self._lib is not None:
@@ -130,10 +146,30 @@ class Probe:
         return _best(lambda: (np.multiply(self._c, 0.5, out=tmp), np.add(tmp, self._b, out=tmp)))
 
     def _compute_seconds(self, steps: int) -> float:
-        if self._lib is not None:
-            sink = self._sink.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
-            return float(self._lib.probe_compute(steps, PASSES, sink))
-        return _best(lambda: _python_chains(steps))
+        """The slowest allowed CPU's best seconds, all CPUs running the kernel at once."""
+        if self._lib is None:
+            return _best(lambda: _python_chains(steps))
+        lib = self._lib
+        pointer = ctypes.POINTER(ctypes.c_double)
+        seconds = [math.inf] * max(1, len(self._cpus))
+
+        def one(i: int) -> None:
+            if self._cpus:  # pin this thread alone (pid 0: the calling thread)
+                os.sched_setaffinity(0, {self._cpus[i]})
+            sink = self._sinks[i : i + 1].ctypes.data_as(pointer)
+            seconds[i] = float(lib.probe_compute(steps, PASSES, sink))
+
+        # ctypes releases the GIL during the call, so the threads run in parallel.
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(seconds))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return max(seconds)
+
+    @property
+    def _flops_per_step(self) -> int:
+        return 8 * 12 if self._lib is not None else 16  # 12 chains x 4 lanes x (mul + add)
 
     def measure(self) -> dict[str, Any]:
         """Both rates, measured now: ``{"memory": GB/s, "compute": GFLOP/s, ...}``."""
@@ -147,7 +183,7 @@ class Probe:
         compute = self._compute_seconds(self._steps)
         return {
             "memory": 3 * 8 * self._n / max(memory, 1e-9) / 1e9,
-            "compute": 16 * self._steps / max(compute, 1e-9) / 1e9,
+            "compute": self._flops_per_step * self._steps / max(compute, 1e-9) / 1e9,
             "source": self.source,
             "seconds": round(time.perf_counter() - start, 4),
         }
