@@ -4,27 +4,32 @@ A shared VM's speed drifts: for minutes at a time the same code runs 20-35% slow
 steal time or foreign process to show for it (its neighbours share the memory and the
 caches).  Such a spell, during a rerun or during one of the baseline runs, looks to a check
 exactly like a regression in the stack.  The probe tells the two apart: right before and
-right after each CPU check, it runs two short kernels that no framework is part of:
+right after each CPU check, it runs short kernels that no framework is part of, each on
+every online CPU at once (one thread pinned to each), the rate set by the slowest CPU:
 
-* **memory**: one thread's STREAM triad (``a = b + q*c``) over arrays four times the
-  last-level cache (64 MiB at least), best of 5 passes, in GB/s;
-* **compute**: 12 independent chains of 4-wide vector multiply-adds in registers, on every
-  CPU the process may use at once (one thread pinned to each), best of 5 passes per CPU; the
-  rate is the *slowest* CPU's, in GFLOP/s.  A multi-threaded GEMM or convolution goes at the
-  pace of its slowest thread, and a neighbour on a CPU's SMT sibling halves what its vector
-  units give, which a single thread on an idle CPU would never see.
+* **memory**: a STREAM triad (``a = b + q*c``), each CPU over its share of arrays four times
+  the last-level cache (64 MiB at least), best of 5 passes, in GB/s;
+* **cache**: the same triad over arrays that fill half the last-level cache, repeated for
+  about 4 ms per pass, best of 5, in GB/s: what a GEMM's or a convolution's blocked loads
+  depend on, and what a neighbour thrashing the shared cache takes away;
+* **compute**: 12 independent chains of 4-wide vector multiply-adds in registers, best of 5
+  passes, in GFLOP/s.  A multi-threaded GEMM or convolution goes at the pace of its slowest
+  thread, and a neighbour on a CPU's SMT sibling slows what its vector units give;
+* **memory1**: one thread's triad over all of the arrays (kept in the record for comparison).
 
-Both are timed with each thread's CPU clock, so time-sharing a core with a sibling
-(pytest-xdist workers pinned to one core) does not read as a slow machine, while contention
-for memory, caches, vector units or the core's clock does.  Both are per thread, so a run
-pinned to fewer cores (``taskset``) reads the same machine.  The kernels are C, compiled on
-first use (``-O2 -march=native``); without a compiler they are numpy's ``add``/``multiply``
-and a Python loop on one thread (the record names which; rates from different sources are
-never compared).
+They are timed with each thread's CPU clock, so time-sharing a core with a sibling
+(pytest-xdist workers) does not read as a slow machine, while contention for memory,
+caches, vector units or the core's clock does.  The threads are pinned to every *online*
+CPU, not only those the process may run on, so a run restricted to fewer cores
+(``taskset``) reads the same machine as an unrestricted one: fewer cores is a change of the
+node, which the checks must show.  The kernels are C, compiled on first use (``-O2
+-march=native``); without a compiler they are numpy's ``add``/``multiply`` and a Python loop
+on one thread (the record names which; rates from different sources are never compared).
 
 A check whose samples move with the machine is judged on *machine-adjusted* samples: each
 run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
-compute rate for the rest).  When the probe itself moved by more than twice the check's
+cache rate for the rest; the compute rate is recorded, not used: a register-only loop stayed
+flat on shared VMs while GEMMs and convolutions ran at half speed).  When the probe itself moved by more than twice the check's
 tolerance since the baseline runs, the result is noisy rather than a regression or an
 improvement: how closely a check follows the probe is not exact, and a machine that much
 faster or slower is not a quiet machine.  GPU checks record the probe but are not adjusted by it.
@@ -40,6 +45,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,7 +56,8 @@ PASSES = 5
 MIN_BYTES = 64 * 2**20
 MAX_BYTES = 512 * 2**20
 COMPUTE_SECONDS = 0.004  # per pass
-COMPONENTS = ("memory", "compute")
+COMPONENTS = ("memory", "compute", "cache", "memory1")
+CACHE_MIN_N = 16 * 1024
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
 # machine half as closely as the probe, or half as much again, is then still within one
 # tolerance of its adjusted value.
@@ -62,12 +69,15 @@ static double cpu_now(void) {
     struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
-/* Best thread-CPU seconds of `passes` triads a = b + q*c over n doubles. */
-double probe_memory(double *a, const double *b, const double *c, long n, int passes) {
+/* Best thread-CPU seconds of `passes` passes of `reps` triads a = b + q*c over n doubles. */
+double probe_memory(double *a, const double *b, const double *c, long n, long reps, int passes) {
     double best = 1e30;
     for (int p = 0; p < passes; p++) {
         double t0 = cpu_now();
-        for (long i = 0; i < n; i++) a[i] = b[i] + 0.5 * c[i];
+        for (long r = 0; r < reps; r++) {
+            for (long i = 0; i < n; i++) a[i] = b[i] + 0.5 * c[i];
+            __asm__ volatile("" ::: "memory");  /* keep every repetition */
+        }
         double t = cpu_now() - t0;
         if (t < best) best = t;
     }
@@ -101,8 +111,12 @@ double probe_compute(long steps, int passes, volatile double *sink) {
 
 
 def component_for(unit: str) -> str:
-    """Which probe rate a check's metric follows: memory for byte rates, compute otherwise."""
-    return "memory" if unit.endswith("B/s") else "compute"
+    """Which probe rate a check's metric follows: memory for byte rates, cache otherwise.
+
+    GEMMs, convolutions, collectives and input pipelines move with what the shared cache
+    gives them; a register-only loop stays flat while they run at half speed.
+    """
+    return "memory" if unit.endswith("B/s") else "cache"
 
 
 def follows_host(params: Mapping[str, Any]) -> bool:
@@ -111,7 +125,7 @@ def follows_host(params: Mapping[str, Any]) -> bool:
 
 
 class Probe:
-    """The two probe kernels, with their buffers allocated once."""
+    """The probe kernels, with their buffers allocated once."""
 
     def __init__(self, llc_bytes: int | None) -> None:
         """Allocate and touch the triad arrays (4x the last-level cache, within bounds)."""
@@ -123,41 +137,44 @@ class Probe:
         self._c = rng.random(n)
         self._n = n
         self._steps = 0
+        self._reps = 0
+        self._cpus = online_cpus()
+        threads = max(1, len(self._cpus))
+        self._chunk = n // threads
+        # The cache kernel's arrays fill half the last-level cache, split over the threads.
+        self._cache_n = max(CACHE_MIN_N, (llc_bytes or 8 * 2**20) // 2 // (3 * 8 * threads))
+        self._cache_n = min(self._cache_n, self._chunk)
+        self._sinks = np.zeros(threads)
         lib, how = native.build("probe", C_PROBE, ("-O2", "-march=native", "-shared", "-fPIC"))
         self._lib = lib
         if lib is not None:
             pointer = ctypes.POINTER(ctypes.c_double)
             lib.probe_memory.restype = ctypes.c_double
-            lib.probe_memory.argtypes = [pointer, pointer, pointer, ctypes.c_long, ctypes.c_int]
+            lib.probe_memory.argtypes = [
+                pointer,
+                pointer,
+                pointer,
+                ctypes.c_long,
+                ctypes.c_long,
+                ctypes.c_int,
+            ]
             lib.probe_compute.restype = ctypes.c_double
             lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
-            self.source = f"C ({how}), thread CPU time, compute on every allowed CPU"
+            self.source = f"C ({how}), thread CPU time, every online CPU"
         else:
             self.source = f"numpy and a Python loop ({how})"
-        self._cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        self._sinks = np.zeros(max(1, len(self._cpus)))
 
-    def _memory_seconds(self) -> float:
-        if self._lib is not None:
-            pointer = ctypes.POINTER(ctypes.c_double)
-            a, b, c = (x.ctypes.data_as(pointer) for x in (self._a, self._b, self._c))
-            return float(self._lib.probe_memory(a, b, c, self._n, PASSES))
-        tmp = self._a  # a = b + 0.5*c in two passes over a; counted as one triad
-        return _best(lambda: (np.multiply(self._c, 0.5, out=tmp), np.add(tmp, self._b, out=tmp)))
-
-    def _compute_seconds(self, steps: int) -> float:
-        """The slowest allowed CPU's best seconds, all CPUs running the kernel at once."""
-        if self._lib is None:
-            return _best(lambda: _python_chains(steps))
-        lib = self._lib
-        pointer = ctypes.POINTER(ctypes.c_double)
+    def _on_every_cpu(self, kernel: Callable[[int], float]) -> float:
+        """The slowest allowed CPU's seconds, every CPU running ``kernel(i)`` at once."""
         seconds = [math.inf] * max(1, len(self._cpus))
 
         def one(i: int) -> None:
             if self._cpus:  # pin this thread alone (pid 0: the calling thread)
-                os.sched_setaffinity(0, {self._cpus[i]})
-            sink = self._sinks[i : i + 1].ctypes.data_as(pointer)
-            seconds[i] = float(lib.probe_compute(steps, PASSES, sink))
+                try:
+                    os.sched_setaffinity(0, {self._cpus[i]})
+                except OSError:  # outside the cgroup's cpuset: stay where allowed
+                    pass
+            seconds[i] = kernel(i)
 
         # ctypes releases the GIL during the call, so the threads run in parallel.
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(seconds))]
@@ -167,26 +184,104 @@ class Probe:
             t.join()
         return max(seconds)
 
+    def _triad_seconds(self, offset: int, n: int, reps: int) -> float:
+        assert self._lib is not None
+        pointer = ctypes.POINTER(ctypes.c_double)
+        a, b, c = (x[offset:].ctypes.data_as(pointer) for x in (self._a, self._b, self._c))
+        return float(self._lib.probe_memory(a, b, c, n, reps, PASSES))
+
+    def _memory_seconds(self) -> float:
+        """Every CPU's triad over its own share of the arrays."""
+        if self._lib is None:
+            return self._numpy_triad(self._n, 1)
+        return self._on_every_cpu(lambda i: self._triad_seconds(i * self._chunk, self._chunk, 1))
+
+    def _memory1_seconds(self) -> float:
+        """One thread's triad over all of the arrays."""
+        if self._lib is None:
+            return self._numpy_triad(self._n, 1)
+        return self._triad_seconds(0, self._n, 1)
+
+    def _cache_seconds(self, reps: int) -> float:
+        """Every CPU's triad, ``reps`` times, over arrays that stay in the last-level cache."""
+        if self._lib is None:
+            return self._numpy_triad(self._cache_n, reps)
+        n = self._cache_n
+        return self._on_every_cpu(lambda i: self._triad_seconds(i * self._chunk, n, reps))
+
+    def _numpy_triad(self, n: int, reps: int) -> float:
+        a, b, c = self._a[:n], self._b[:n], self._c[:n]
+
+        def step() -> None:  # a = b + 0.5*c in two passes over a; counted as one triad
+            for _ in range(reps):
+                np.multiply(c, 0.5, out=a)
+                np.add(a, b, out=a)
+
+        return _best(step)
+
+    def _compute_seconds(self, steps: int) -> float:
+        """The slowest allowed CPU's best seconds, all CPUs running the kernel at once."""
+        if self._lib is None:
+            return _best(lambda: _python_chains(steps))
+        lib = self._lib
+        pointer = ctypes.POINTER(ctypes.c_double)
+
+        def one(i: int) -> float:
+            sink = self._sinks[i : i + 1].ctypes.data_as(pointer)
+            return float(lib.probe_compute(steps, PASSES, sink))
+
+        return self._on_every_cpu(one)
+
     @property
     def _flops_per_step(self) -> int:
         return 8 * 12 if self._lib is not None else 16  # 12 chains x 4 lanes x (mul + add)
 
+    def _threads(self) -> int:
+        return max(1, len(self._cpus)) if self._lib is not None else 1
+
     def measure(self) -> dict[str, Any]:
-        """Both rates, measured now: ``{"memory": GB/s, "compute": GFLOP/s, ...}``."""
+        """Every rate, measured now: ``{"memory": GB/s, "compute": GFLOP/s, ...}``."""
         start = time.perf_counter()
+        if not self._steps:  # size the compute and cache kernels once, to ~4 ms per pass
+            self._steps = _sized(self._compute_seconds, 1 << 14)
+            self._reps = _sized(self._cache_seconds, 4)
         memory = self._memory_seconds()
-        if not self._steps:  # size the compute kernel once, to ~4 ms per pass
-            steps = 1 << 14
-            while (once := self._compute_seconds(steps)) < COMPUTE_SECONDS / 4:
-                steps *= 4
-            self._steps = max(steps, int(steps * COMPUTE_SECONDS / max(once, 1e-9)))
+        memory1 = self._memory1_seconds()
+        cache = self._cache_seconds(self._reps)
         compute = self._compute_seconds(self._steps)
+        shared = self._chunk * self._threads() if self._lib is not None else self._n
+        cache_bytes = 3 * 8 * self._cache_n * self._reps * self._threads()
+        flops = self._flops_per_step * self._steps * self._threads()
         return {
-            "memory": 3 * 8 * self._n / max(memory, 1e-9) / 1e9,
-            "compute": self._flops_per_step * self._steps / max(compute, 1e-9) / 1e9,
+            "memory": 3 * 8 * shared / max(memory, 1e-9) / 1e9,
+            "compute": flops / max(compute, 1e-9) / 1e9,
+            "cache": cache_bytes / max(cache, 1e-9) / 1e9,
+            "memory1": 3 * 8 * self._n / max(memory1, 1e-9) / 1e9,
             "source": self.source,
             "seconds": round(time.perf_counter() - start, 4),
         }
+
+
+def online_cpus() -> list[int]:
+    """The online CPUs (``/sys/devices/system/cpu/online``), or the allowed ones."""
+    if not hasattr(os, "sched_setaffinity"):
+        return []
+    try:
+        text = Path("/sys/devices/system/cpu/online").read_text().strip()
+        cpus: set[int] = set()
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+        return sorted(cpus)
+    except (OSError, ValueError):
+        return sorted(os.sched_getaffinity(0))
+
+
+def _sized(seconds: Callable[[int], float], count: int) -> int:
+    """The repetition count that makes one pass of a kernel last about COMPUTE_SECONDS."""
+    while (once := seconds(count)) < COMPUTE_SECONDS / 4:
+        count *= 4
+    return max(count, int(count * COMPUTE_SECONDS / max(once, 1e-9)))
 
 
 def _best(step: Callable[[], object]) -> float:

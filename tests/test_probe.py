@@ -38,7 +38,7 @@ def reading(memory: float, compute: float, source: str = SOURCE) -> dict[str, ob
 
 
 @pytest.mark.parametrize("compiler", ["cc", "/nonexistent/cc"])
-def test_the_probe_reads_both_rates_with_or_without_a_compiler(
+def test_the_probe_reads_every_rate_with_or_without_a_compiler(
     compiler: str, tmp_path: Path
 ) -> None:
     env = {**os.environ, "CC": compiler, "TMPDIR": str(tmp_path)}
@@ -50,7 +50,7 @@ def test_the_probe_reads_both_rates_with_or_without_a_compiler(
         [sys.executable, "-c", READ_PROBE], env=env, capture_output=True, text=True, check=True
     )
     got = json.loads(out.stdout)
-    assert got["memory"] > 0 and got["compute"] > 0
+    assert all(got[k] > 0 for k in probe.COMPONENTS), got
     if compiler == "cc":
         assert got["source"].startswith("C (")
     else:
@@ -58,11 +58,11 @@ def test_the_probe_reads_both_rates_with_or_without_a_compiler(
         assert "no C compiler" in got["source"]
 
 
-def test_a_check_follows_the_memory_or_the_compute_rate_and_only_on_the_host() -> None:
+def test_a_check_follows_the_memory_or_the_cache_rate_and_only_on_the_host() -> None:
     assert probe.component_for("GB/s") == "memory"
     assert probe.component_for("MB/s") == "memory"
-    assert probe.component_for("TFLOP/s") == "compute"
-    assert probe.component_for("µs") == "compute"
+    assert probe.component_for("TFLOP/s") == "cache"
+    assert probe.component_for("µs") == "cache"
     assert probe.follows_host({"device": "cpu"})
     assert probe.follows_host({"config": "cached"}), "no device: a host pipeline"
     assert not probe.follows_host({"device": "gpu:0"})
