@@ -5,12 +5,17 @@ Usage: python benchmarks/probe_effect.py WORK   (the ``--work DIR/MODE`` folder 
 
 For every A/A and power run under ``WORK/reports`` it prints how far the machine probe moved
 against the baseline runs (the median over the run's CPU checks, for each component), and
-replays every judged result twice from the records and the saved baseline, with the run's
-whole family at once (Benjamini-Hochberg, as ``perfsuite compare`` does):
+replays every judged result from the records and the saved baseline, with the run's whole
+family at once (Benjamini-Hochberg, as ``perfsuite compare`` does) and the run-to-run prior
+fitted over the baseline's runs as each rule sees them, under several rules:
 
 * **raw**: the check's samples against the baseline runs' samples, as before the probe;
-* **per machine speed**: both divided by the probe rate measured beside them, with the
-  probe's guard (``perfsuite/probe.py``).
+* **plugin**: both divided by the probe rate measured beside them, with the probe's guard,
+  by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
+  and the rates each baseline run stored;
+* **B+X**: byte rates follow the probe's component B (``memory``, on every CPU, or
+  ``memory1``, one thread), every other check follows X, with the baseline runs' readings
+  taken from their own run records (``WORK/reports/baseline-*``).
 
 A final-family replay counts slightly differently from the sequential rule the plugin uses;
 the plugin's own verdicts are what ``benchmarks/verdicts.py`` prints.
@@ -28,35 +33,76 @@ from typing import Any
 from perfsuite import probe, stats
 from perfsuite.baseline import Baseline, BaselineEntry, BaselineStore
 
+Readings = dict[str, dict[str, Any]]  # run id -> check id -> the probe reading beside it
 
-def replay(results: list[dict[str, Any]], baseline: Baseline, adjusted: bool) -> Counter[str]:
-    """Verdicts of one run's judged results, the family corrected at once."""
-    raw_prior = stats.fit_prior(
-        [
-            stats.run_variance(e.run_samples, e.higher_is_better)
-            for e in baseline.entries.values()
-            if len(e.runs) > 1
-        ],
-        [len(e.runs) - 1 for e in baseline.entries.values() if len(e.runs) > 1],
+
+def record(folder: Path) -> dict[str, Any] | None:
+    """The one run record in a run's folder (None for a run stopped before it wrote one)."""
+    paths = list(folder.glob("*/*.json"))
+    return json.loads(paths[0].read_text()) if len(paths) == 1 else None
+
+
+def baseline_readings(work: Path) -> Readings:
+    """The probe readings of the baseline runs, from their run records."""
+    out: Readings = {}
+    for folder in sorted((work / "reports").glob("baseline-*")):
+        rec = record(folder)
+        if rec is not None:
+            out[rec["run_id"]] = {r["id"]: r["context"].get("machine") for r in rec["results"]}
+    return out
+
+
+def judged_runs(
+    r: dict[str, Any], entry: BaselineEntry, rule: str, readings: Readings
+) -> tuple[list[float], list[tuple[float, ...]], dict[str, Any] | None]:
+    """The check's samples and the baseline's runs under a rule, and the probe's move."""
+    hib = bool(r["higher_is_better"])
+    current, runs = list(r["samples"]), entry.run_samples
+    if rule == "raw":
+        return current, runs, None
+    if rule == "plugin":
+        change = probe.machine_change(r["context"].get("machine"), entry.machines)
+    else:
+        component = r["context"].get("machine", {}).get("component")
+        if component is None:  # a check that does not follow the host
+            return current, runs, None
+        for_bytes, for_rest = rule.split("+")
+        component = for_bytes if r["unit"].endswith("B/s") else for_rest
+        now = {**r["context"]["machine"], "component": component}
+        before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
+        if any(b is None for b in before):
+            raise SystemExit(f"{r['id']}: a baseline run's record is missing under reports/")
+        change = probe.machine_change(now, [{**(b or {}), "component": component} for b in before])
+    if change is None:
+        return current, runs, None
+    adjusted = [tuple(x) for x in probe.adjust_runs(runs, change["rates"], hib)]
+    return probe.adjust(current, change["now"], hib), adjusted, change
+
+
+def replay(
+    results: list[dict[str, Any]], baseline: Baseline, rule: str, readings: Readings
+) -> Counter[str]:
+    """Verdicts of one run's judged results under a rule, the family corrected at once."""
+    judged = {}
+    for r in results:
+        entry = baseline.get(r["id"])
+        if entry is not None:
+            judged[r["id"]] = (r, entry, *judged_runs(r, entry, rule, readings))
+    many = [(e, runs) for (_, e, _, runs, _) in judged.values() if len(runs) > 1]
+    prior = stats.fit_prior(
+        [stats.run_variance(runs, e.higher_is_better) for e, runs in many],
+        [len(runs) - 1 for _, runs in many],
     )
     rows = []
-    for r in results:
-        entry: BaselineEntry | None = baseline.get(r["id"])
-        if entry is None:
-            continue
-        hib = bool(r["higher_is_better"])
-        current, runs, prior = list(r["samples"]), entry.run_samples, raw_prior
+    for r, entry, current, runs, change in judged.values():
         guards = list(r.get("noise", {}).get("flags", []))
         tol = float(r["baseline"].get("tolerance") or 0.05)
-        if adjusted:
-            change = probe.machine_change(r["context"].get("machine"), entry.machines)
-            prior = baseline.prior
-            if change is not None:
-                current = probe.adjust(current, change["now"], hib)
-                runs = [tuple(x) for x in probe.adjust_runs(runs, change["rates"], hib)]
-                flag = probe.guard(change, tol)
-                guards += [flag] if flag else []
-        comparison = stats.compare(current, runs, higher_is_better=hib, prior=prior)
+        raw = probe.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
+        flag = probe.guard(change, tol, raw)
+        guards += [flag] if flag else []
+        comparison = stats.compare(
+            current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior
+        )
         rows.append((comparison, tol, guards))
     significant = stats.correct([c.p_value for c, _, _ in rows], stats.ALPHA)
     return Counter(
@@ -66,48 +112,61 @@ def replay(results: list[dict[str, Any]], baseline: Baseline, adjusted: bool) ->
 
 
 def main() -> None:
-    """Print the probe's moves and the two replays for each run."""
+    """Print the probe's moves and the replays for each run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("work", type=Path)
     args = parser.parse_args()
-    (profile_dir,) = (args.work / "baselines").iterdir()
+    profiles = [p for p in (args.work / "baselines").iterdir() if p.is_dir()]
+    if len(profiles) != 1:
+        raise SystemExit(f"expected one profile under {args.work / 'baselines'}: {profiles}")
+    (profile_dir,) = profiles
     baseline = BaselineStore(args.work / "baselines").load(profile_dir.name)
+    readings = baseline_readings(args.work)
+    rules = [
+        "raw",
+        "plugin",
+        *(f"{b}+{o}" for b in ("memory", "memory1") for o in ("cache", "compute", "memory1")),
+    ]
     totals: dict[str, dict[str, Counter[str]]] = {}
-    print("| run | memory probe | compute probe | guard | raw: regressed / noisy | "
-          "per machine speed: regressed / noisy |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print(
+        "| run | "
+        + " | ".join(f"{c} probe" for c in probe.COMPONENTS)
+        + " | guard | "
+        + " | ".join(f"{rule}: regressed / noisy" for rule in rules)
+        + " |"
+    )
+    print("|---" * (len(probe.COMPONENTS) + len(rules) + 2) + "|")
     for folder in sorted((args.work / "reports").iterdir()):
         kind = folder.name.split("-")[0]
-        if kind not in ("aa", "power"):
+        rec = record(folder) if kind in ("aa", "power") else None
+        if rec is None:
             continue
-        paths = list(folder.glob("*/*.json"))
-        if len(paths) != 1:
-            continue  # a run that was stopped before it wrote its record
-        path = paths[0]
-        results = [
-            r for r in json.loads(path.read_text())["results"] if r["baseline"]["verdict"] != "new"
-        ]
-        moves: dict[str, list[float]] = {"memory": [], "compute": []}
-        guarded = 0
+        results = [r for r in rec["results"] if r["baseline"]["verdict"] != "new"]
+        moves: dict[str, list[float]] = {c: [] for c in probe.COMPONENTS}
         for r in results:
-            change = r["context"].get("machine_change")
-            if change:
-                moves[change["component"]].append(change["ratio"])
-            guarded += "the machine itself" in r["baseline"].get("reason", "")
-        raw, adj = replay(results, baseline, False), replay(results, baseline, True)
-        for label, counts in (("raw", raw), ("adjusted", adj)):
-            totals.setdefault(kind, {}).setdefault(label, Counter()).update(counts)
-        med = {k: f"{statistics.median(v):.3f}" if v else "-" for k, v in moves.items()}
+            entry = baseline.get(r["id"])
+            for c in probe.COMPONENTS:
+                if entry is None or r["context"].get("machine", {}).get("component") is None:
+                    continue
+                _, _, change = judged_runs(r, entry, f"{c}+{c}", readings)
+                if change is not None and change["component"] == c:
+                    moves[c].append(change["ratio"])
+        guarded = sum("the machine itself" in r["baseline"].get("reason", "") for r in results)
+        cells = []
+        for rule in rules:
+            counts = replay(results, baseline, rule, readings)
+            totals.setdefault(kind, {}).setdefault(rule, Counter()).update(counts)
+            cells.append(f"{counts['regressed']} / {counts['noisy']}")
+        med = [f"{statistics.median(v):.3f}" if v else "-" for v in moves.values()]
         n = len(results)
-        print(
-            f"| {folder.name} | {med['memory']} | {med['compute']} | {guarded} of {n} | "
-            f"{raw['regressed']} / {raw['noisy']} | {adj['regressed']} / {adj['noisy']} |"
-        )
+        print(f"| {folder.name} | {' | '.join(med)} | {guarded} of {n} | {' | '.join(cells)} |")
     for kind, by in totals.items():
-        for label, counts in by.items():
+        for rule, counts in by.items():
             total = sum(counts.values())
+            if not total:
+                continue
             print(
-                f"{kind} {label}: regressed {counts['regressed']}/{total} "
+                f"{kind} {rule}: regressed {counts['regressed']}/{total} "
                 f"({counts['regressed'] / total:.1%}), noisy {counts['noisy'] / total:.1%}"
             )
 

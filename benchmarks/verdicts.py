@@ -164,13 +164,24 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "reports" / "verdict-benchmark")
     parser.add_argument("--skip-taskset", action="store_true")
     parser.add_argument(
+        "--reuse-baseline",
+        metavar="TAG",
+        default="",
+        help="keep WORK's baseline and its runs, and judge new A/A and power runs against it, "
+        "named aa-TAG-i and power-TAG-i (after a change to the judging, not the measuring)",
+    )
+    parser.add_argument(
         "--backends",
         default="",
         help="comma-separated backends to run (--perf-backend); default: every installed one",
     )
     args = parser.parse_args()
     work = args.work / args.mode
-    shutil.rmtree(work, ignore_errors=True)
+    if not args.reuse_baseline:
+        shutil.rmtree(work, ignore_errors=True)
+    elif not (work / "baselines").is_dir():
+        sys.exit(f"--reuse-baseline: no baseline under {work}")
+    tag = f"-{args.reuse_baseline}" if args.reuse_baseline else ""
     mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
     if args.backends:
         mode_args = [*mode_args, "--perf-backend", args.backends]
@@ -187,25 +198,25 @@ def main() -> None:
         return record
 
     print(f"baseline: {args.baseline_runs} runs ({args.mode})", flush=True)
-    for i in range(args.baseline_runs):
+    for i in range(0 if tag else args.baseline_runs):
         run(f"baseline-{i}", ["--perf-save-baseline", "--perf-force-baseline"])
     base = baseline_runs(work)
     print(f"A/A: {args.reruns} reruns", flush=True)
-    aa = [run(f"aa-{i}", []) for i in range(args.reruns)]
+    aa = [run(f"aa{tag}-{i}", []) for i in range(args.reruns)]
     print(f"power: {args.power_runs} runs with a 20% slowdown", flush=True)
     slow = {"PERFSUITE_INJECT_SLOWDOWN": "0.2"}
-    power = [run(f"power-{i}", [], env=slow) for i in range(args.power_runs)]
+    power = [run(f"power{tag}-{i}", [], env=slow) for i in range(args.power_runs)]
 
     pinned: dict[str, dict[str, Any]] = {}
     compare_status: dict[str, int] = {}
     if not args.skip_taskset:
         for label, extra in (("serial", []), ("xdist", ["-n", "2"])):
             record, _wall, status = pytest_run(
-                work, f"taskset-{label}", [BANDWIDTH, *mode_args, *extra], pin=True
+                work, f"taskset{tag}-{label}", [BANDWIDTH, *mode_args, *extra], pin=True
             )
             pinned[label] = record
             a_paths = sorted((work / "reports").glob("baseline-*/*/*.json"))
-            b_path = sorted((work / "reports" / f"taskset-{label}").glob("*/*.json"))[-1]
+            b_path = sorted((work / "reports" / f"taskset{tag}-{label}").glob("*/*.json"))[-1]
             cmp = subprocess.run(
                 [sys.executable, "-m", "perfsuite", "compare", *map(str, a_paths), str(b_path)],
                 cwd=ROOT,

@@ -138,7 +138,8 @@ def compare_runs(
         rb = b_results[node_id]
         tol = tolerance if tolerance is not None else rb.baseline.tolerance or 0.05
         guards = list(rb.noise.get("flags", ()))
-        flag = probe.guard(judged[node_id][2], tol)
+        raw = probe.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
+        flag = probe.guard(judged[node_id][2], tol, raw)
         verdict, reason = stats.decide(
             comparison, tolerance=tol, significant=sig, guards=[*guards, flag] if flag else guards
         )

@@ -193,9 +193,10 @@ class Judge:
                 context["machine_change"] = {
                     k: change[k] for k in ("component", "ratio", "baseline_runs")
                 }
+                raw = probe.raw_ratio(values, entry.run_samples, workload.higher_is_better)
                 judged = probe.adjust(values, change["now"], workload.higher_is_better)
                 runs = probe.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
-                flag = probe.guard(change, plan.tolerance)
+                flag = probe.guard(change, plan.tolerance, raw)
                 guards = [*guards, flag] if flag else guards
         baseline = stats.baseline_verdict(
             judged,

@@ -4,35 +4,39 @@ A shared VM's speed drifts: for minutes at a time the same code runs 20-35% slow
 steal time or foreign process to show for it (its neighbours share the memory and the
 caches).  Such a spell, during a rerun or during one of the baseline runs, looks to a check
 exactly like a regression in the stack.  The probe tells the two apart: right before and
-right after each CPU check, it runs short kernels that no framework is part of, each on
-every online CPU at once (one thread pinned to each), the rate set by the slowest CPU:
+right after each CPU check, it runs three short kernels that no framework is part of:
 
-* **memory**: a STREAM triad (``a = b + q*c``), each CPU over its share of arrays four times
-  the last-level cache (64 MiB at least), best of 5 passes, in GB/s;
-* **cache**: the same triad over arrays that fill half the last-level cache, repeated for
-  about 4 ms per pass, best of 5, in GB/s: what a GEMM's or a convolution's blocked loads
-  depend on, and what a neighbour thrashing the shared cache takes away;
-* **compute**: 12 independent chains of 4-wide vector multiply-adds in registers, best of 5
-  passes, in GFLOP/s.  A multi-threaded GEMM or convolution goes at the pace of its slowest
-  thread, and a neighbour on a CPU's SMT sibling slows what its vector units give;
-* **memory1**: one thread's triad over all of the arrays (kept in the record for comparison).
+* **memory**: one thread's STREAM triad (``a = b + q*c``) over arrays four times the
+  last-level cache (64 MiB at least), best of 5 passes, in GB/s.  (The same triad on every
+  CPU at once swung 0.7-1.08 of its median within seconds on a 2-core VM, three times as
+  widely as one thread's, and adjusting by it added noise instead of removing it.)
+* **cache**: the same triad over arrays that fill half the last-level cache, on every online
+  CPU at once (one thread pinned to each, started together), repeated for about 4 ms per
+  pass, best of 5; the rate is set by the slowest CPU, in GB/s: what a GEMM's or a
+  convolution's blocked loads depend on, and what a neighbour thrashing the shared cache
+  takes away;
+* **compute**: 12 independent chains of 4-wide vector multiply-adds in registers on every
+  online CPU at once, best of 5 passes, in GFLOP/s (recorded, not used for judging: it stayed
+  flat while GEMMs and convolutions ran at half speed).
 
 They are timed with each thread's CPU clock, so time-sharing a core with a sibling
 (pytest-xdist workers) does not read as a slow machine, while contention for memory,
-caches, vector units or the core's clock does.  The threads are pinned to every *online*
-CPU, not only those the process may run on, so a run restricted to fewer cores
+caches, vector units or the core's clock does.  The threads pin to every *online* CPU that
+the process's cpuset allows, not only those it may run on, so a run restricted to fewer cores
 (``taskset``) reads the same machine as an unrestricted one: fewer cores is a change of the
 node, which the checks must show.  The kernels are C, compiled on first use (``-O2
 -march=native``); without a compiler they are numpy's ``add``/``multiply`` and a Python loop
-on one thread (the record names which; rates from different sources are never compared).
+on one thread (the record names which, and how many CPUs; rates from different sources are
+never compared).
 
 A check whose samples move with the machine is judged on *machine-adjusted* samples: each
 run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
-cache rate for the rest; the compute rate is recorded, not used: a register-only loop stayed
-flat on shared VMs while GEMMs and convolutions ran at half speed).  When the probe itself moved by more than twice the check's
-tolerance since the baseline runs, the result is noisy rather than a regression or an
-improvement: how closely a check follows the probe is not exact, and a machine that much
-faster or slower is not a quiet machine.  GPU checks record the probe but are not adjusted by it.
+cache rate for the rest).  When the probe itself
+moved by more than twice the check's tolerance since the baseline runs, and the check moved
+with it (or within its tolerance), the result is noisy rather than a regression or an
+improvement: how closely a check follows the probe is not exact.  A check that moved beyond
+its tolerance against the machine (slower while the machine ran faster) is judged as usual:
+the machine cannot have caused that.  GPU checks record the probe but are not adjusted by it.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ PASSES = 5
 MIN_BYTES = 64 * 2**20
 MAX_BYTES = 512 * 2**20
 COMPUTE_SECONDS = 0.004  # per pass
-COMPONENTS = ("memory", "compute", "cache", "memory1")
+COMPONENTS = ("memory", "cache", "compute")
 CACHE_MIN_N = 16 * 1024
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
 # machine half as closely as the probe, or half as much again, is then still within one
@@ -132,20 +136,22 @@ class Probe:
         total = min(MAX_BYTES, max(MIN_BYTES, 4 * (llc_bytes or 0)))
         n = total // (3 * 8)
         rng = np.random.default_rng(7)
-        self._a = np.zeros(n)
+        self._a = np.ones(n)  # written, so its pages exist before the first pass
         self._b = rng.random(n)
         self._c = rng.random(n)
         self._n = n
         self._steps = 0
         self._reps = 0
-        self._cpus = online_cpus()
+        self._cpus = pinnable(online_cpus())
         threads = max(1, len(self._cpus))
         self._chunk = n // threads
-        # The cache kernel's arrays fill half the last-level cache, split over the threads.
-        self._cache_n = max(CACHE_MIN_N, (llc_bytes or 8 * 2**20) // 2 // (3 * 8 * threads))
+        # The cache kernel's arrays fill half the last-level cache, split over the threads
+        # that run it (one without a compiler).
+        lib, how = native.build("probe", C_PROBE, ("-O2", "-march=native", "-shared", "-fPIC"))
+        runners = threads if lib is not None else 1
+        self._cache_n = max(CACHE_MIN_N, (llc_bytes or 8 * 2**20) // 2 // (3 * 8 * runners))
         self._cache_n = min(self._cache_n, self._chunk)
         self._sinks = np.zeros(threads)
-        lib, how = native.build("probe", C_PROBE, ("-O2", "-march=native", "-shared", "-fPIC"))
         self._lib = lib
         if lib is not None:
             pointer = ctypes.POINTER(ctypes.c_double)
@@ -160,20 +166,19 @@ class Probe:
             ]
             lib.probe_compute.restype = ctypes.c_double
             lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
-            self.source = f"C ({how}), thread CPU time, every online CPU"
+            self.source = f"C ({how}), thread CPU time, {threads} online CPU(s)"
         else:
             self.source = f"numpy and a Python loop ({how})"
 
     def _on_every_cpu(self, kernel: Callable[[int], float]) -> float:
-        """The slowest allowed CPU's seconds, every CPU running ``kernel(i)`` at once."""
+        """The slowest CPU's seconds, every CPU running ``kernel(i)`` at once."""
         seconds = [math.inf] * max(1, len(self._cpus))
+        start = threading.Barrier(len(seconds))
 
         def one(i: int) -> None:
             if self._cpus:  # pin this thread alone (pid 0: the calling thread)
-                try:
-                    os.sched_setaffinity(0, {self._cpus[i]})
-                except OSError:  # outside the cgroup's cpuset: stay where allowed
-                    pass
+                os.sched_setaffinity(0, {self._cpus[i]})
+            start.wait()  # every CPU's kernel starts together, so each meets the others
             seconds[i] = kernel(i)
 
         # ctypes releases the GIL during the call, so the threads run in parallel.
@@ -191,12 +196,6 @@ class Probe:
         return float(self._lib.probe_memory(a, b, c, n, reps, PASSES))
 
     def _memory_seconds(self) -> float:
-        """Every CPU's triad over its own share of the arrays."""
-        if self._lib is None:
-            return self._numpy_triad(self._n, 1)
-        return self._on_every_cpu(lambda i: self._triad_seconds(i * self._chunk, self._chunk, 1))
-
-    def _memory1_seconds(self) -> float:
         """One thread's triad over all of the arrays."""
         if self._lib is None:
             return self._numpy_triad(self._n, 1)
@@ -220,7 +219,7 @@ class Probe:
         return _best(step)
 
     def _compute_seconds(self, steps: int) -> float:
-        """The slowest allowed CPU's best seconds, all CPUs running the kernel at once."""
+        """The slowest CPU's best seconds, every CPU running the kernel at once."""
         if self._lib is None:
             return _best(lambda: _python_chains(steps))
         lib = self._lib
@@ -234,7 +233,8 @@ class Probe:
 
     @property
     def _flops_per_step(self) -> int:
-        return 8 * 12 if self._lib is not None else 16  # 12 chains x 4 lanes x (mul + add)
+        # C: 12 chains x 4 lanes x (mul + add); Python: a multiply-add per step
+        return 8 * 12 if self._lib is not None else 2
 
     def _threads(self) -> int:
         return max(1, len(self._cpus)) if self._lib is not None else 1
@@ -246,20 +246,35 @@ class Probe:
             self._steps = _sized(self._compute_seconds, 1 << 14)
             self._reps = _sized(self._cache_seconds, 4)
         memory = self._memory_seconds()
-        memory1 = self._memory1_seconds()
         cache = self._cache_seconds(self._reps)
         compute = self._compute_seconds(self._steps)
-        shared = self._chunk * self._threads() if self._lib is not None else self._n
         cache_bytes = 3 * 8 * self._cache_n * self._reps * self._threads()
         flops = self._flops_per_step * self._steps * self._threads()
         return {
-            "memory": 3 * 8 * shared / max(memory, 1e-9) / 1e9,
-            "compute": flops / max(compute, 1e-9) / 1e9,
+            "memory": 3 * 8 * self._n / max(memory, 1e-9) / 1e9,
             "cache": cache_bytes / max(cache, 1e-9) / 1e9,
-            "memory1": 3 * 8 * self._n / max(memory1, 1e-9) / 1e9,
+            "compute": flops / max(compute, 1e-9) / 1e9,
             "source": self.source,
             "seconds": round(time.perf_counter() - start, 4),
         }
+
+
+def pinnable(cpus: list[int]) -> list[int]:
+    """The CPUs a thread may pin itself to (a container's cpuset may hold fewer than online)."""
+    ok: list[int] = []
+
+    def trial() -> None:  # a throwaway thread, so no other thread's affinity changes
+        for cpu in cpus:
+            try:
+                os.sched_setaffinity(0, {cpu})
+                ok.append(cpu)
+            except OSError:
+                pass
+
+    t = threading.Thread(target=trial)
+    t.start()
+    t.join()
+    return ok
 
 
 def online_cpus() -> list[int]:
@@ -367,10 +382,33 @@ def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | No
     }
 
 
-def guard(change: Mapping[str, Any] | None, tolerance: float) -> str | None:
-    """The noise flag of a machine that moved beyond the guard since its baseline runs."""
-    if change is None or abs(math.log(change["ratio"])) <= math.log1p(GUARD_TOLERANCES * tolerance):
+def raw_ratio(
+    samples: Sequence[float], runs: Sequence[Sequence[float]], higher_is_better: bool
+) -> float:
+    """The check's own move against the baseline runs, unadjusted (above 1: faster)."""
+    ratio = statistics.median(samples) / statistics.geometric_mean(
+        [statistics.median(r) for r in runs]
+    )
+    return ratio if higher_is_better else 1 / ratio
+
+
+def guard(
+    change: Mapping[str, Any] | None, tolerance: float, raw: float | None = None
+) -> str | None:
+    """The noise flag of a machine that moved beyond the guard since its baseline runs.
+
+    ``raw`` is the check's own move (above 1: faster), unadjusted.  When the check moved
+    beyond its tolerance *against* the machine (slower on a faster machine, or faster on a
+    slower one), the machine cannot have caused it, and no flag is raised; when it moved
+    with the machine, or within its tolerance, how much of its move is the machine's cannot
+    be told, and the result is noisy.
+    """
+    band = math.log1p(GUARD_TOLERANCES * tolerance)
+    if change is None or abs(math.log(change["ratio"])) <= band:
         return None
+    if raw is not None and (raw - 1) * (change["ratio"] - 1) < 0:
+        if abs(math.log(raw)) > math.log1p(tolerance):
+            return None
     percent = round((change["ratio"] - 1) * 100)
     return (
         f"while the machine itself ran {percent:+d}% against its baseline runs "

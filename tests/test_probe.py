@@ -93,6 +93,25 @@ def test_the_guard_fires_beyond_twice_the_tolerance() -> None:
     assert probe.guard(None, 0.05) is None
 
 
+def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> None:
+    """Slower beyond the tolerance on a faster machine: the machine cannot have caused it."""
+
+    def change(ratio: float) -> dict[str, object]:
+        return {"component": "cache", "ratio": ratio}
+
+    assert probe.guard(change(1.15), 0.05, raw=0.80) is None
+    assert probe.guard(change(0.80), 0.05, raw=1.10) is None, "faster on a slower machine"
+    assert probe.guard(change(1.15), 0.05, raw=0.97) is not None, "within its tolerance"
+    assert probe.guard(change(0.80), 0.05, raw=0.70) is not None, "slower with the machine"
+    assert probe.guard(change(1.15), 0.05, raw=1.20) is not None, "faster with the machine"
+
+
+def test_the_raw_ratio_is_the_check_against_the_baseline_runs_unadjusted() -> None:
+    runs = [[10.0, 10.0], [40.0, 40.0]]  # geometric mean of the run medians: 20
+    assert probe.raw_ratio([16.0, 16.0], runs, higher_is_better=True) == pytest.approx(0.8)
+    assert probe.raw_ratio([25.0, 25.0], runs, higher_is_better=False) == pytest.approx(0.8)
+
+
 def test_adjusting_divides_a_rate_and_multiplies_a_latency() -> None:
     assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=True) == [5.0, 10.0]
     assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=False) == [20.0, 40.0]
@@ -215,6 +234,13 @@ def test_beyond_the_guard_a_change_is_noisy_not_a_regression(tmp_path: Path) -> 
     assert judged.baseline.verdict == "noisy", judged.message
     assert "the machine itself ran -30% against its baseline runs" in judged.message
     assert judged.baseline.ratio == pytest.approx(0.55 / 0.7, rel=0.02)
+
+
+def test_a_slowdown_on_a_faster_machine_is_a_regression_not_noise(tmp_path: Path) -> None:
+    """The probe ran 30% faster and the check 25% slower: no machine spell explains that."""
+    judged = judge_once(tmp_path, drop=0.25, machine_drop=-0.3)
+    assert judged.baseline.verdict == "regressed", judged.message
+    assert "the machine itself" not in judged.message
 
 
 def test_a_gpu_reading_is_recorded_but_not_kept_for_adjusting() -> None:
