@@ -13,9 +13,10 @@ fitted over the baseline's runs as each rule sees them, under several rules:
 * **plugin**: both divided by the probe rate measured beside them, with the probe's guard,
   by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
   and the rates each baseline run stored;
-* **B+X**: byte rates follow the probe's component B (``memory``, on every CPU, or
-  ``memory1``, one thread), every other check follows X, with the baseline runs' readings
-  taken from their own run records (``WORK/reports/baseline-*``).
+* **B+X**: byte rates follow the probe's component B, every other check follows X, for
+  every pair of components the records carry (records from an older probe may carry others,
+  such as ``memory1``), with the baseline runs' readings taken from their own run records
+  (``WORK/reports/baseline-*``).
 
 A final-family replay counts slightly differently from the sequential rule the plugin uses;
 the plugin's own verdicts are what ``benchmarks/verdicts.py`` prints.
@@ -116,36 +117,49 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("work", type=Path)
     args = parser.parse_args()
+    for folder in ("baselines", "reports"):
+        if not (args.work / folder).is_dir():
+            raise SystemExit(f"{args.work}: no {folder}/ (give the --work DIR/MODE folder)")
     profiles = [p for p in (args.work / "baselines").iterdir() if p.is_dir()]
     if len(profiles) != 1:
         raise SystemExit(f"expected one profile under {args.work / 'baselines'}: {profiles}")
     (profile_dir,) = profiles
     baseline = BaselineStore(args.work / "baselines").load(profile_dir.name)
     readings = baseline_readings(args.work)
+    components = sorted(  # the rates the records carry (numbers, not the source or parts)
+        {
+            k
+            for run in readings.values()
+            for m in run.values()
+            if m
+            for k, v in m.items()
+            if isinstance(v, int | float)
+        }
+    )
     rules = [
         "raw",
         "plugin",
-        *(f"{b}+{o}" for b in ("memory", "memory1") for o in ("cache", "compute", "memory1")),
+        *(f"{b}+{o}" for b in components if "memory" in b for o in components),
     ]
     totals: dict[str, dict[str, Counter[str]]] = {}
     print(
         "| run | "
-        + " | ".join(f"{c} probe" for c in probe.COMPONENTS)
+        + " | ".join(f"{c} probe" for c in components)
         + " | guard | "
         + " | ".join(f"{rule}: regressed / noisy" for rule in rules)
         + " |"
     )
-    print("|---" * (len(probe.COMPONENTS) + len(rules) + 2) + "|")
+    print("|---" * (len(components) + len(rules) + 2) + "|")
     for folder in sorted((args.work / "reports").iterdir()):
         kind = folder.name.split("-")[0]
         rec = record(folder) if kind in ("aa", "power") else None
         if rec is None:
             continue
         results = [r for r in rec["results"] if r["baseline"]["verdict"] != "new"]
-        moves: dict[str, list[float]] = {c: [] for c in probe.COMPONENTS}
+        moves: dict[str, list[float]] = {c: [] for c in components}
         for r in results:
             entry = baseline.get(r["id"])
-            for c in probe.COMPONENTS:
+            for c in components:
                 if entry is None or r["context"].get("machine", {}).get("component") is None:
                     continue
                 _, _, change = judged_runs(r, entry, f"{c}+{c}", readings)

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import native
+from perfsuite import native, stats
 
 PASSES = 5
 MIN_BYTES = 64 * 2**20
@@ -386,10 +386,8 @@ def raw_ratio(
     samples: Sequence[float], runs: Sequence[Sequence[float]], higher_is_better: bool
 ) -> float:
     """The check's own move against the baseline runs, unadjusted (above 1: faster)."""
-    ratio = statistics.median(samples) / statistics.geometric_mean(
-        [statistics.median(r) for r in runs]
-    )
-    return ratio if higher_is_better else 1 / ratio
+    level = statistics.geometric_mean([statistics.median(r) for r in runs])
+    return stats.oriented_ratio(statistics.median(samples), level, higher_is_better)
 
 
 def guard(
