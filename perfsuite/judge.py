@@ -265,6 +265,68 @@ class Judge:
         return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
 
 
+def finalize(
+    results: Sequence[Result],
+    *,
+    alpha: float = stats.ALPHA,
+    correction: str = stats.DEFAULT_CORRECTION,
+    profile: str = "",
+) -> tuple[list[Result], list[str]]:
+    """Every comparison's significance over the session's whole family, once it is all in.
+
+    While the session runs, each check is judged when it ends, against the p-values seen so
+    far (in its own process, under xdist); at the end, the family's correction is applied to
+    all of them at once (a step-up correction with a fixed family size can only add to what
+    was significant before).  A change that was beyond its tolerance and only lacked
+    significance becomes regressed (or improved); everything else keeps its verdict.  Returns
+    the results, final, and the ids whose outcome changed.
+    """
+    judged = [
+        (i, r)
+        for i, r in enumerate(results)
+        if r.baseline.verdict != "new" and r.baseline.p_value is not None
+    ]
+    out = list(results)
+    if not judged:
+        return out, []
+    size = max([len(judged), *(r.baseline.family_size or 1 for _, r in judged)])
+    final = stats.correct(
+        [float(r.baseline.p_value or 1.0) for _, r in judged], alpha, size, correction
+    )
+    changed = []
+    for (i, r), significant in zip(judged, final, strict=True):
+        b = r.baseline
+        if b.significant or not significant:
+            out[i] = replace(r, baseline=replace(b, significant=bool(b.significant), final=True))
+            continue
+        comparison = stats.comparison_of(b, len(r.samples))
+        verdict, reason = stats.decide(
+            comparison, tolerance=b.tolerance or 0.0, significant=True, guards=b.guards
+        )
+        if verdict != b.verdict:
+            reason += (
+                f"; significant once the session's whole family of {size} was in "
+                f"({stats.CORRECTION_NAMES[correction]}), after its test had ended"
+            )
+        new = replace(
+            r,
+            baseline=replace(b, verdict=verdict, reason=reason, significant=True, final=True),
+            waiver=_waiver_status(r.waiver, verdict),
+        )
+        new = new.with_outcome(outcome.of(new), explain(new, profile))
+        if new.outcome != r.outcome:
+            changed.append(r.id)
+        out[i] = new
+    return out, changed
+
+
+def _waiver_status(waiver: Any, verdict: str) -> Any:
+    """A stale waiver applies once its check's verdict is a regression."""
+    if waiver and waiver.get("status") == "stale" and verdict == "regressed":
+        return {**waiver, "status": "applied"}
+    return waiver
+
+
 def explain(result: Result, profile: str = "") -> str:
     """One line on why a result has its outcome (empty for a plain pass)."""
     kind = outcome.of(result)

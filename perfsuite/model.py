@@ -24,6 +24,12 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
+    known = _known(BaselineVerdict, data)
+    known["guards"] = tuple(known.get("guards", ()))
+    return BaselineVerdict(**known)
+
+
 @dataclass(frozen=True)
 class Work:
     """The work one repetition does, counted by the check's documented convention."""
@@ -73,7 +79,7 @@ class BaselineVerdict:
     ci_low: float | None = None  # confidence interval of the ratio
     ci_high: float | None = None
     p_value: float | None = None  # Mann-Whitney U, two-sided
-    significant: bool | None = None  # after the run's Holm correction
+    significant: bool | None = None  # after the family's correction (see ``final``)
     n_baseline: int | None = None
     few_samples: bool = False
     confidence: float = 0.95
@@ -86,6 +92,8 @@ class BaselineVerdict:
     family_size: int | None = None  # the Holm family this verdict was judged in
     threshold: float | None = None  # the family's first (strictest) threshold
     blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
+    guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
+    final: bool = False  # significance decided over the session's whole family
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ class Result:
             summary=Summary(**data["summary"]),
             work=Work(**data["work"]),
             floor=FloorVerdict(**data["floor"]),
-            baseline=BaselineVerdict(**_known(BaselineVerdict, data["baseline"])),
+            baseline=_baseline_verdict(data["baseline"]),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
             context=dict(data.get("context", {})),

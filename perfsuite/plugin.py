@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from perfsuite import environment, noise, options, outcome
+from perfsuite import environment, late, noise, options, outcome
 from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
@@ -139,6 +139,7 @@ def pytest_runtest_makereport(
     return report
 
 
+@pytest.hookimpl(tryfirst=True)  # before JUnit XML is written
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Controller: write record, reports and baseline; workers: report what they loaded."""
     config = session.config
@@ -157,6 +158,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
     env["software"] = environment.merge_software(env["software"], from_workers)
     done = config.stash[FINISHED_KEY] = finish(perf_session, env)
+    final = {r.id: r for r in perf_session.results}
+    late.amend(config, {i: final[i] for i in done.late}, perf_session.settings.fail_on)
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
     if (done.errors or failing) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -26,7 +26,7 @@ from perfsuite.baseline import Baseline, BaselineStore
 from perfsuite.errors import ProfileError, StorageError
 from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
-from perfsuite.judge import Judge
+from perfsuite.judge import Judge, finalize
 from perfsuite.model import Result, RunRecord
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
@@ -153,6 +153,20 @@ class PerfSession:
         """Keep a result (from this process or from an xdist worker)."""
         self.results.append(result)
 
+    def finalize(self) -> list[str]:
+        """Decide every result's significance over the whole family (all xdist workers').
+
+        Returns the ids whose outcome changed (see :func:`perfsuite.judge.finalize`).
+        """
+        results, changed = finalize(
+            self.results,
+            alpha=self.settings.alpha,
+            correction=self.settings.correction,
+            profile=self.profile.name,
+        )
+        self.results = results
+        return changed
+
     def record(self, environment: Mapping[str, Any]) -> RunRecord:
         """Assemble the run record of everything collected so far."""
         judged = [r for r in self.results if r.baseline.verdict != "new"]
@@ -167,6 +181,7 @@ class PerfSession:
             "alpha": self.settings.alpha,
             "correction": self.settings.correction,
             "first_threshold": self.settings.alpha / max(size, 1),
+            "final": all(r.baseline.final for r in judged),
         }
         return RunRecord(
             run_id=self.run_id,
@@ -249,6 +264,7 @@ class Finished:
     saved: int = 0
     refused: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)  # outcomes changed by the whole family
 
 
 def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
@@ -260,8 +276,9 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
     from perfsuite.errors import PerfsuiteError
     from perfsuite.report.markdown import render_markdown
 
+    late = session.finalize()
     record = session.record(environment)
-    done = Finished(record)
+    done = Finished(record, late=late)
     try:
         done.record_path = session.write_record(record)
     except PerfsuiteError as exc:

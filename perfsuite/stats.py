@@ -323,6 +323,25 @@ def compare(
     )
 
 
+def comparison_of(verdict: BaselineVerdict, n_current: int) -> Comparison:
+    """The comparison a stored verdict was decided from (what :func:`decide` reads of it)."""
+    if verdict.ratio is None or verdict.p_value is None:
+        raise ValueError(f"a {verdict.verdict!r} verdict holds no comparison")
+    return Comparison(
+        ratio=verdict.ratio,
+        ci_low=verdict.ci_low if verdict.ci_low is not None else verdict.ratio,
+        ci_high=verdict.ci_high if verdict.ci_high is not None else verdict.ratio,
+        p_value=verdict.p_value,
+        n_current=n_current,
+        n_baseline=verdict.n_baseline or 0,
+        runs=verdict.baseline_runs or 1,
+        spread=None if verdict.run_spread is None else math.log1p(verdict.run_spread),
+        between_sd=verdict.between_run_sd,
+        within_sd=verdict.within_run_sd or 0.0,
+        between_source=verdict.between_source or "unknown",
+    )
+
+
 def critical_t(threshold: float, df: float) -> float:
     """The two-sided critical value of Student's t at significance ``threshold``."""
     return float(sps.t.ppf(1 - threshold / 2, max(df, 1e-9)))
@@ -553,4 +572,5 @@ def baseline_verdict(
         detectable=detect,
         family_size=family.m if family else 1,
         threshold=threshold,
+        guards=tuple(guards),
     )

@@ -209,3 +209,46 @@ def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
         any(stats.benjamini_hochberg(list(rng.uniform(0, 1, 126)))) for _ in range(runs)
     )
     assert any_rejection / runs <= stats.ALPHA + 3 * np.sqrt(stats.ALPHA / runs)
+
+
+def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None:
+    """Sequential BH left the first of four equal p-values noisy; the whole family does not.
+
+    A guarded change stays noisy whatever its p-value, and nothing that was significant is
+    taken back.
+    """
+    from perfsuite.judge import finalize
+    from perfsuite.model import FloorVerdict, Result, Work
+
+    rng = np.random.default_rng(1)
+    baseline = [list(1000 * np.exp(rng.normal(s, 0.01, 5))) for s in (0, 0.4, -0.35, 0.25, -0.2)]
+    prior = stats.fit_prior([stats.run_variance(baseline, True)] * 3, [4] * 3)
+    family = stats.SequentialFamily(4, alpha=0.2)
+    results = []
+    for i, guards in enumerate(([], [], ["under foreign load"], [])):
+        current = [500.0 * (1 + 0.002 * k) for k in range(5)]
+        verdict = stats.baseline_verdict(
+            current, baseline, higher_is_better=True, tolerance=0.3, family=family,
+            guards=guards, prior=prior,
+        )  # fmt: skip
+        r = Result(
+            id=f"t[{i}]", check="rate", params={}, metric="rate", unit="1/s",
+            higher_is_better=True, samples=tuple(current), seconds=(1.0,) * 5,
+            summary=stats.summarize(current), work=Work(1.0, "loops"),
+            floor=FloorVerdict("no-reference"), baseline=verdict,
+        )  # fmt: skip
+        results.append(r.with_outcome("noisy" if verdict.verdict == "noisy" else "regressed"))
+    p = results[0].baseline.p_value
+    assert p is not None and 0.2 / 4 < p < 0.2 * 2 / 4  # the design: first alone is not enough
+    before = [r.baseline.verdict for r in results]
+    assert before == ["noisy", "regressed", "noisy", "regressed"]
+    final, changed = finalize(results, alpha=0.2, correction="fdr")
+    assert [r.baseline.verdict for r in final] == ["regressed", "regressed", "noisy", "regressed"]
+    assert changed == ["t[0]"]
+    assert [r.outcome for r in final] == ["regressed", "regressed", "noisy", "regressed"]
+    assert all(r.baseline.final for r in final)
+    assert "whole family of 4" in final[0].baseline.reason
+    assert final[2].baseline.guards == ("under foreign load",)
+    # Final already: nothing changes a second time.
+    again, changed = finalize(final, alpha=0.2, correction="fdr")
+    assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]

@@ -341,3 +341,51 @@ def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> Non
         "a reference moving the other way is no excuse"
     )
     assert "held" in reference_note(0.50, 0.90), "less than half the check's move (log scale)"
+
+
+def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -> None:
+    """A check judged first, before the family's other p-values were in, is decided again.
+
+    Every check runs at half its baseline, whose runs scatter by about 30% (so p is about
+    0.09 each).  Benjamini-Hochberg at alpha 0.2 over 3: the first check alone needs 0.067
+    and is noisy when its test ends; with the second in, 0.133 suffices.  At the end of the
+    session all three are regressed everywhere: record, terminal, pytest and JUnit.
+    """
+    ids = {
+        n: f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    }
+    scatter = (1.0, 1.5, 0.7, 1.3, 0.8)
+
+    def runs(level: float) -> list[list[float]]:
+        return [
+            [level * f * (1 + 0.005 * ((i + j) % 3 - 1)) for j in range(5)]
+            for i, f in enumerate(scatter)
+        ]
+
+    write_baseline(
+        project.path,
+        {ids["fast"]: runs(960.0), ids["slow"]: runs(480.0), ids["other"]: runs(960.0)},
+    )
+    result = project.runpytest(
+        "-p", "no:cacheprovider", "--perf-alpha=0.2", "--perf-tolerance=0.3",
+        "--perf-samples=5", "--junitxml=junit.xml",
+    )  # fmt: skip
+    record = by_name(last_record(project))
+    first = record["fast"]["baseline"]
+    assert 0.2 / 3 < first["p_value"] < 0.2 * 2 / 3, first  # the design holds on this machine
+    assert {n: r["outcome"] for n, r in record.items()} == dict.fromkeys(ids, "regressed")
+    assert all(r["baseline"]["final"] and r["baseline"]["significant"] for r in record.values())
+    assert "once the session's whole family of 3 was in" in first["reason"]
+    assert last_record(project)["settings"]["family"]["final"] is True
+    result.assert_outcomes(failed=3)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["whole family: 1 regressed once all 3 comparisons were in*"])
+    props = [
+        p.get("value")
+        for p in ET.parse(project.path / "junit.xml").iter("property")
+        if p.get("name") == "perf_outcome"
+    ]
+    assert props == ["regressed"] * 3
+    suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
+    assert suite.get("failures") == "3"

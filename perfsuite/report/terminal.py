@@ -196,5 +196,17 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
             )
     for error in done.errors:
         lines.append((f"ERROR: {error}", {"red": True, "bold": True}))
+    if done.late:
+        late = Counter(r.outcome for r in results if r.id in set(done.late))
+        size = max((r.baseline.family_size or 1 for r in results), default=1)
+        lines.append(
+            (
+                "whole family: "
+                + ", ".join(f"{n} {kind}" for kind, n in late.most_common())
+                + f" once all {size} comparisons were in (significant only then; their "
+                "tests are counted with that outcome)",
+                {"yellow": True},
+            )
+        )
     lines += verdict_lines(results, session.settings.fail_on)
     return lines
