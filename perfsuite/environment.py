@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from perfsuite import __version__
+from perfsuite import __version__, allocator
 
 # Variables that change performance, by exact name or by a prefix that only performance
 # settings use.  TensorFlow's are listed by name: ``TF_*`` also matches Terraform's
@@ -157,6 +157,7 @@ def _host() -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "malloc": allocator.state(),
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite import outcome, stats
+from perfsuite import allocator, outcome, stats
 from perfsuite.baseline import DEFAULT_WINDOW
 from perfsuite.settings import DEFAULT_TOLERANCE, MIN_SAMPLES, Settings
 
@@ -74,6 +74,18 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         },
         "string",
         str(DEFAULT_WINDOW),
+    ),
+    (
+        "--perf-malloc-threshold",
+        "perf_malloc_threshold",
+        {
+            "metavar": "MIB",
+            "help": "pin glibc's mmap threshold to this many MiB in every pytest process, so "
+            "framework temporaries are allocated alike in every run (0: glibc's own policy; "
+            f"default: {allocator.DEFAULT_MIB})",
+        },
+        "string",
+        str(allocator.DEFAULT_MIB),
     ),
     ("--perf-quick", "perf_quick", _flag("quick mode: fewer repetitions and cases"), "bool", False),
     (
@@ -445,6 +457,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         force_baseline=bool(option("perf_force_baseline")),
         baseline_runs=_parse(
             "--perf-baseline-runs", option("perf_baseline_runs"), _count(1), "a whole number >= 1"
+        ),
+        malloc_threshold=_parse(
+            "--perf-malloc-threshold",
+            option("perf_malloc_threshold"),
+            _count(0),
+            "a whole number of MiB >= 0",
         ),
         quick=bool(option("perf_quick")),
         backends=_parse(

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from perfsuite import environment, late, noise, options, outcome
+from perfsuite import allocator, environment, late, noise, options, outcome
 from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
@@ -58,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SESSION_KEY] = PerfSession(options.settings_from_config(config))
     except (PerfsuiteError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
+    allocator.pin(config.stash[SESSION_KEY].settings.malloc_threshold)
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
     if not _is_worker(config):

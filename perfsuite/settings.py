@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome, stats
+from perfsuite import allocator, outcome, stats
 from perfsuite.baseline import DEFAULT_WINDOW
 from perfsuite.measure import FULL, QUICK, Policy
 
@@ -25,6 +25,7 @@ class Settings:
     save_baseline: bool = False
     force_baseline: bool = False
     baseline_runs: int = DEFAULT_WINDOW
+    malloc_threshold: int = allocator.DEFAULT_MIB  # MiB; 0 leaves glibc's own policy
     quick: bool = False
     backends: tuple[str, ...] = ()  # run only these backends; empty: all
     samples: int | None = None  # repetitions per check, overriding the mode's
@@ -57,6 +58,8 @@ class Settings:
             )
         if self.samples is not None and self.samples < MIN_SAMPLES:
             raise ValueError(f"samples must be at least {MIN_SAMPLES}, got {self.samples}")
+        if self.malloc_threshold < 0:
+            raise ValueError(f"the malloc threshold is a size, got {self.malloc_threshold}")
         if self.baseline_runs < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {self.baseline_runs}")
         unknown = set(self.fail_on) - set(outcome.CHOOSABLE)

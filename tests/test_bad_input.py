@@ -345,6 +345,8 @@ PLUGIN_ROWS = [
         "--perf-fail-on"),
     Row("baseline-runs-0", (*ON_SLOWGPU, "--perf-baseline-runs", "0"), PYTEST_USAGE,
         "--perf-baseline-runs"),
+    Row("malloc-threshold-negative", (*ON_SLOWGPU, "--perf-malloc-threshold", "-1"),
+        PYTEST_USAGE, "--perf-malloc-threshold: expected a whole number of MiB >= 0"),
     Row("html-maybe", (*ON_SLOWGPU, "--perf-html", "maybe"), PYTEST_USAGE, "--perf-html"),
     Row("backend-unregistered", (*ON_SLOWGPU, "--perf-backend", "numpy,jax"), PYTEST_USAGE,
         "'jax' is not a registered backend; registered: numpy (installed)"),

@@ -1,0 +1,74 @@
+"""The C allocator's policy, pinned for the whole session.
+
+Framework kernels on the CPU allocate their outputs and scratch buffers on every call:
+TensorFlow's eager ops cannot write into a buffer they are given, and a convolution's
+backward pass takes a large im2col buffer (38 MiB for a 128x128x64 input) each time.  glibc
+serves a block above its *mmap threshold* with a fresh ``mmap``, which the kernel then
+zero-fills page by page on first touch, on every call.  That threshold moves by itself: it
+rises to the size of the largest mapped block freed so far (up to 32 MiB), so whether a
+check pays those page faults depended on what had run before in the same process.  On a
+2-core VM the TensorFlow conv backward passes of that layer took 17 and 25 ms per call in
+some processes and 11 and 16 ms in others, a spread of up to 1.75x between fresh runs with
+nothing changed, from this alone.
+
+:func:`pin` sets the threshold once, at the start of the session, in every pytest process
+(xdist workers included), so large temporaries are reused from the heap in every process
+alike (``mallopt(M_MMAP_THRESHOLD)``, which also stops the threshold from moving).  The run
+record keeps what was set (``environment.host.malloc``).  ``--perf-malloc-threshold 0``
+leaves glibc's own policy.  Elsewhere (not glibc, not Linux) nothing is changed and the
+record says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+from typing import Any
+
+M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers
+M_MMAP_THRESHOLD = -3
+DEFAULT_MIB = 256
+
+_state: dict[str, Any] = {"pinned": False, "reason": "not set (glibc's own policy)"}
+
+
+def pin(mib: int) -> dict[str, Any]:
+    """Set glibc's mmap threshold to ``mib`` MiB (0: leave it); return what happened."""
+    global _state
+    if mib <= 0:
+        _state = {"pinned": False, "reason": "--perf-malloc-threshold 0: glibc's own policy"}
+        return dict(_state)
+    mallopt = _mallopt()
+    if mallopt is None:
+        _state = {"pinned": False, "reason": "not glibc: the C allocator's policy is its own"}
+        return dict(_state)
+    value = mib * 2**20
+    if mallopt(M_MMAP_THRESHOLD, value) != 1 or mallopt(M_TRIM_THRESHOLD, 2 * value) != 1:
+        _state = {"pinned": False, "reason": f"glibc refused an mmap threshold of {mib} MiB"}
+        return dict(_state)
+    _state = {"pinned": True, "mmap_threshold_bytes": value, "trim_threshold_bytes": 2 * value}
+    return dict(_state)
+
+
+def state() -> dict[str, Any]:
+    """What :func:`pin` did in this process."""
+    return dict(_state)
+
+
+def _mallopt() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        version = libc.gnu_get_libc_version  # glibc only
+    except (OSError, AttributeError):
+        return None
+    version.restype = ctypes.c_char_p
+    mallopt = libc.mallopt
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt
