@@ -5,7 +5,7 @@ It runs the real suite in fresh processes and counts verdicts from the run recor
 1. a baseline of ``--baseline-runs`` runs (quick mode, forced into the baseline);
 2. A/A: ``--reruns`` further runs of the same code against it: any "regressed" is a false
    alarm, and "noisy" is the share of checks left undecided;
-3. power: ``--power-runs`` runs with a 20% slowdown injected into every timed repetition
+3. power: ``--power-runs`` runs with a 20% slowdown injected into every measured duration
    (``benchmarks/slowdown.py``): the share of checks called "regressed";
 4. a real one: the bandwidth checks pinned to one core (``taskset -c 0``), serially and under
    ``-n 2``, against the same baseline, and ``perfsuite compare``'s exit status on it;

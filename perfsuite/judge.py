@@ -3,6 +3,7 @@
 The :class:`Judge` knows the family of comparisons a run makes, so it can say before a check
 measures how many samples it needs to detect its tolerance (and take more, within the
 policy's caps), and after it measured whether the comparison could see a change that size.
+:func:`finalize` decides every verdict again over the whole family when the session ends.
 """
 
 from __future__ import annotations

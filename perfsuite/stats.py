@@ -26,8 +26,10 @@ For one check:
 A verdict (see :func:`decide`) needs a change that is **material** (beyond the tolerance and
 beyond the baseline's own run-to-run spread, the largest distance of a baseline run from the
 centre) and **significant** after the family's correction for many comparisons
-(Benjamini-Hochberg by default, or Holm).  :func:`detectable` gives the smallest change a
-comparison can detect at a threshold, before anything is measured.
+(Benjamini-Hochberg by default, or Holm): :class:`SequentialFamily` while the checks run,
+then the whole family at once when the session ends (``judge.finalize``).  :func:`detectable`
+gives the smallest change a comparison can detect at a threshold, before anything is
+measured.
 """
 
 from __future__ import annotations

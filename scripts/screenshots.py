@@ -2,13 +2,15 @@
 
 Usage: python scripts/screenshots.py [--out docs/screenshots]
 
-It runs the numpy checks of the suite (memory bandwidth and GEMM) in quick mode on this
-machine, into a temporary directory:
+It runs a few checks of the suite in quick mode on this machine, into a temporary directory:
+torch's GEMMs and forward convolutions when torch is installed (the checks whose run
+medians moved least between fresh processes on the 2-core VMs, within 1.05), else numpy's
+memory bandwidth and GEMMs:
 
-1. three baseline runs, saved (quick runs are forced into the baseline);
+1. five baseline runs (the default window), saved (quick runs are forced into the baseline);
 2. a run judged against them, with nothing changed: passing, or inconclusive where the
    machine is noisy;
-3. a run with a 40% slowdown injected into every timed repetition
+3. a run with a 40% slowdown injected into every measured duration
    (``benchmarks/slowdown.py``): the report with regressions;
 4. ``perfsuite compare`` of the passing run against the slowed one, as HTML: the A/B view.
 
@@ -19,15 +21,20 @@ verdict is, 1400 px wide).  Needs Chromium (``apt-get install chromium``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ["suites/test_memory_bandwidth.py", "suites/test_gemm.py", "-k", "numpy"]
+NUMPY = ["suites/test_memory_bandwidth.py", "suites/test_gemm.py", "-k", "numpy"]
+TORCH = ["suites/test_gemm.py", "suites/test_conv_roofline.py", "-k", "torch and (gemm or forward)"]
+CHECKS = TORCH if importlib.util.find_spec("torch") else NUMPY
 
 
 def _pytest(workdir: Path, *extra: str, env: dict[str, str] | None = None) -> Path:
@@ -74,10 +81,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "baselines").mkdir()
-        for _ in range(3):
+        print("checks:", " ".join(CHECKS))
+        for _ in range(5):
             _pytest(work, "--perf-save-baseline", "--perf-force-baseline")
         unchanged = _pytest(work)
         slowed = _pytest(work, env={"PERFSUITE_INJECT_SLOWDOWN": "0.4"})
+        for name, record in (("unchanged", unchanged), ("slowed", slowed)):
+            results = json.loads(record.read_text())["results"]
+            outcomes = Counter(r["outcome"] for r in results)
+            changes = ", ".join(f"{r['baseline']['ratio'] - 1:+.0%}" for r in results)
+            print(f"{name}: {dict(outcomes)}; changes {changes}")
         ab = work / "ab.html"
         subprocess.run(
             [sys.executable, "-m", "perfsuite", "compare", str(unchanged), str(slowed),
