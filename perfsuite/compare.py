@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, probe, stats
+from perfsuite import outcome, probe, stats, waivers
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
 from perfsuite.model import BaselineVerdict, Result, RunRecord
@@ -37,6 +37,8 @@ class Row:
     verdict: str
     reason: str
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
+    significant: bool = False  # after the correction over every compared check
+    guards: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -140,9 +142,9 @@ def compare_runs(
         guards = list(rb.noise.get("flags", ()))
         raw = probe.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
         flag = probe.guard(judged[node_id][2], tol, raw)
-        verdict, reason = stats.decide(
-            comparison, tolerance=tol, significant=sig, guards=[*guards, flag] if flag else guards
-        )
+        if flag:
+            guards.append(flag)
+        verdict, reason = stats.decide(comparison, tolerance=tol, significant=sig, guards=guards)
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
         )
@@ -156,6 +158,8 @@ def compare_runs(
                 verdict,
                 reason,
                 judged[node_id][2],
+                bool(sig),
+                tuple(guards),
             )
         )
     a_ids = {r.id for record in before for r in record.results}
@@ -201,7 +205,7 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             ci_low=c.ci_low,
             ci_high=c.ci_high,
             p_value=c.p_value,
-            significant=row.verdict in ("regressed", "improved"),
+            significant=row.significant,
             n_baseline=c.n_baseline,
             few_samples=c.few_samples,
             baseline_runs=c.runs,
@@ -209,7 +213,10 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             within_run_sd=c.within_sd,
             run_spread=None if c.spread is None else math.exp(c.spread) - 1,
             between_source=c.between_source,
+            family_size=len(rows),
+            guards=row.guards,
+            final=True,
         )
-        judged = replace(r, baseline=verdict)
+        judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
         results.append(judged.with_outcome(outcome.of(judged), row.reason))
     return replace(b, results=tuple(results))

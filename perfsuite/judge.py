@@ -312,20 +312,13 @@ def finalize(
         new = replace(
             r,
             baseline=replace(b, verdict=verdict, reason=reason, significant=True, final=True),
-            waiver=_waiver_status(r.waiver, verdict),
+            waiver=waivers.rejudged(r.waiver, verdict),
         )
         new = new.with_outcome(outcome.of(new), explain(new, profile))
         if new.outcome != r.outcome:
             changed.append(r.id)
         out[i] = new
     return out, changed
-
-
-def _waiver_status(waiver: Any, verdict: str) -> Any:
-    """A stale waiver applies once its check's verdict is a regression."""
-    if waiver and waiver.get("status") == "stale" and verdict == "regressed":
-        return {**waiver, "status": "applied"}
-    return waiver
 
 
 def explain(result: Result, profile: str = "") -> str:

@@ -1,72 +1,133 @@
 """Outcomes that change once the session's whole family is in.
 
 Each check's pytest report is written when its test ends; its significance is final only at
-the end of the session (:func:`perfsuite.judge.finalize`).  A check whose change only became
-significant then is regressed (or improved) in the run record, the reports and the exit
-status; here the pytest report and JUnit XML that were written before are brought in line,
-so that every view counts the same outcomes.
+the end of the session (:func:`perfsuite.judge.finalize`).  There a check left ``noisy``
+(beyond its tolerance, not yet significant) can become ``regressed`` or ``improved``; it
+never goes the other way.  The run record, the reports and the exit status are written
+after that; here the pytest reports and the JUnit XML file that were written before are
+brought in line, so that every view counts the same outcomes:
+
+* a passed check whose new outcome fails the session (``--perf-fail-on``) becomes a failure;
+* a check that failed only for being ``noisy`` (``--perf-fail-on noisy``) and whose new
+  outcome does not fail the session becomes a pass.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from perfsuite.model import Result
+from perfsuite.storage import write_text_atomic
+
+WAS = "noisy"  # the only outcome a late decision changes
 
 
-def amend(config: pytest.Config, late: Mapping[str, Result], fail_on: frozenset[str]) -> None:
-    """Fail the tests whose new outcome fails the session; update their JUnit properties."""
+def _fails_for_noise(text: str) -> bool:
+    return f"{WAS}: " in text
+
+
+def amend_reports(
+    config: pytest.Config, late: Mapping[str, Result], fail_on: frozenset[str]
+) -> None:
+    """Move the call reports of checks whose outcome changed between passed and failed."""
     if not late:
         return
-    failing = {node_id: r for node_id, r in late.items() if r.outcome in fail_on}
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     stats: dict[str, list[Any]] = getattr(terminal, "stats", {})
-    for report in list(stats.get("passed", ())):
-        result = failing.get(report.nodeid)
+    for report in list(stats.get("passed", ())) + list(stats.get("failed", ())):
+        result = late.get(report.nodeid)
         if result is None or report.when != "call":
             continue
-        stats["passed"].remove(report)
-        report.outcome = "failed"
-        report.longrepr = f"{result.outcome}: {result.message}"
-        stats.setdefault("failed", []).append(report)
-    # JUnit XML is written after this hook; its test cases were frozen when they ended.
-    with contextlib.suppress(ImportError, AttributeError, KeyError, TypeError):
-        _amend_junit(config, late, failing)
+        fails = result.outcome in fail_on
+        if report.outcome == "passed" and fails:
+            stats["passed"].remove(report)
+            report.outcome = "failed"
+            report.longrepr = f"{result.outcome}: {result.message}"
+            stats.setdefault("failed", []).append(report)
+        elif report.outcome == "failed" and not fails and _fails_for_noise(report.longreprtext):
+            stats["failed"].remove(report)
+            report.outcome = "passed"
+            report.longrepr = None
+            stats.setdefault("passed", []).append(report)
 
 
-def _amend_junit(
-    config: pytest.Config, late: Mapping[str, Result], failing: Mapping[str, Result]
-) -> None:
-    from _pytest import junitxml
+def junit_path(config: pytest.Config) -> Path | None:
+    """Where pytest writes its JUnit XML (``--junitxml``), resolved as pytest resolves it."""
+    xmlpath = getattr(config.option, "xmlpath", None)
+    if not xmlpath:
+        return None
+    return Path(os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))))
 
-    xml = config.stash.get(junitxml.xml_key, None)
-    if xml is None:
-        return
-    prefix = getattr(xml, "prefix", None)
 
-    def key(node_id: str) -> tuple[str, str]:
-        names = junitxml.mangle_test_address(node_id)
-        classnames = ([prefix] if prefix else []) + names[:-1]
-        return ".".join(classnames), names[-1]
+def junit_address(node_id: str, prefix: str | None = None) -> tuple[str, str]:
+    """The (classname, name) under which pytest's JUnit XML lists a test.
 
-    wanted = {key(node_id): node_id for node_id in late}
-    for reporter in xml.node_reporters_ordered:
-        case: ET.Element = reporter.to_xml()
-        node_id = wanted.get((case.get("classname", ""), case.get("name", "")))
-        if node_id is None:
-            continue
-        result = late[node_id]
-        for prop in case.iter("property"):
-            if prop.get("name") == "perf_outcome":
-                prop.set("value", result.outcome)
-            if prop.get("name") == "perf_baseline":
-                prop.set("value", result.baseline.verdict)
-        if node_id in failing and case.find("failure") is None:
-            ET.SubElement(case, "failure", message=f"{result.outcome}: {result.message}")
-            xml.stats["passed"] -= 1
-            xml.stats["failure"] += 1
+    As pytest does: the file path is cut off at the first ``::``, the parameters at the
+    first ``[`` of the rest (they may hold ``::`` and ``/`` themselves).
+    """
+    path, _, tail = node_id.partition("::")
+    name, bracket, params = tail.partition("[")
+    names = [re.sub(r"\.py$", "", path.replace("/", ".")), *name.split("::")]
+    if bracket:
+        names[-1] += f"[{params}"
+    return ".".join(([prefix] if prefix else []) + names[:-1]), names[-1]
+
+
+def amend_junit(
+    path: Path, late: Mapping[str, Result], fail_on: frozenset[str], prefix: str | None = None
+) -> int:
+    """Rewrite a JUnit XML file for outcomes decided after its test cases were written.
+
+    Updates each late check's ``perf_outcome`` and ``perf_baseline`` properties, adds a
+    ``<failure>`` where the new outcome fails the session (or drops the one it had for being
+    noisy where it no longer does), and keeps the suite's failure count in step.  Returns
+    how many test cases changed; a missing or unreadable file is left alone.
+    """
+    if not late:
+        return 0
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return 0
+    wanted = {junit_address(node_id, prefix): r for node_id, r in late.items()}
+    changed = 0
+    for suite in tree.iter("testsuite"):
+        failures = int(suite.get("failures", "0"))
+        for case in suite.iter("testcase"):
+            result = wanted.get((case.get("classname", ""), case.get("name", "")))
+            if result is None:
+                continue
+            changed += 1
+            for prop in case.iter("property"):
+                if prop.get("name") == "perf_outcome":
+                    prop.set("value", result.outcome)
+                if prop.get("name") == "perf_baseline":
+                    prop.set("value", result.baseline.verdict)
+            failure = case.find("failure")
+            if result.outcome in fail_on and failure is None:
+                added = ET.SubElement(
+                    case, "failure", message=f"{result.outcome}: {result.message}"
+                )
+                added.text = result.message
+                failures += 1
+            elif (
+                result.outcome not in fail_on
+                and failure is not None
+                and _fails_for_noise(failure.get("message", "") + (failure.text or ""))
+            ):
+                case.remove(failure)
+                failures -= 1
+        suite.set("failures", str(failures))
+    if changed:
+        text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(
+            tree.getroot(), encoding="unicode"
+        )
+        write_text_atomic(path, text)
+    return changed

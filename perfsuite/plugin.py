@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -29,6 +30,8 @@ WORKER_SOFTWARE_KEY = pytest.StashKey[dict[str, Any]]()
 RESULT_PROPERTY = "perfsuite.result"
 SELECTED_PROPERTY = "perfsuite.selected"
 SELECTED_KEY = pytest.StashKey[list[str]]()
+LATE_KEY = pytest.StashKey[dict[str, Result]]()
+JUNIT_KEY = pytest.StashKey[Path | None]()
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
@@ -59,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except (PerfsuiteError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     allocator.pin(config.stash[SESSION_KEY].settings.malloc_threshold)
+    config.stash[JUNIT_KEY] = late.junit_path(config)  # resolved now, as pytest resolves it
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
     if not _is_worker(config):
@@ -140,7 +144,7 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.hookimpl(tryfirst=True)  # before JUnit XML is written
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Controller: write record, reports and baseline; workers: report what they loaded."""
     config = session.config
@@ -160,10 +164,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     env["software"] = environment.merge_software(env["software"], from_workers)
     done = config.stash[FINISHED_KEY] = finish(perf_session, env)
     final = {r.id: r for r in perf_session.results}
-    late.amend(config, {i: final[i] for i in done.late}, perf_session.settings.fail_on)
+    changed = config.stash[LATE_KEY] = {i: final[i] for i in done.late}
+    late.amend_reports(config, changed, perf_session.settings.fail_on)
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
     if (done.errors or failing) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Bring the JUnit XML file (written at session finish) in line with late outcomes."""
+    xmlpath = config.stash.get(JUNIT_KEY, None)
+    changed: dict[str, Result] = config.stash.get(LATE_KEY, {})
+    if xmlpath is not None and changed:
+        late.amend_junit(
+            xmlpath,
+            changed,
+            config.stash[SESSION_KEY].settings.fail_on,
+            getattr(config.option, "junitprefix", None),
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -17,6 +17,7 @@ does not apply and is reported as expired.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -50,6 +51,19 @@ class Waiver:
             "expires": self.expires.isoformat() if self.expires else None,
             "status": status,
         }
+
+
+def rejudged(waiver: Mapping[str, Any] | None, verdict: str) -> dict[str, Any] | None:
+    """A recorded waiver's status once its check's baseline verdict is decided again.
+
+    A waiver that was in force (applied or stale) applies to a regression and is stale
+    otherwise; an expired one stays expired.
+    """
+    if not waiver:
+        return None
+    if waiver.get("status") not in ("applied", "stale"):
+        return dict(waiver)
+    return {**waiver, "status": "applied" if verdict == "regressed" else "stale"}
 
 
 def _header_lines(text: str) -> list[int]:

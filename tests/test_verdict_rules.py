@@ -389,3 +389,55 @@ def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -
     assert props == ["regressed"] * 3
     suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
     assert suite.get("failures") == "3"
+
+
+def test_late_outcomes_rewrite_a_junit_file(tmp_path: Path) -> None:
+    """The JUnit file written at session finish is amended in place; a broken one is left."""
+    from dataclasses import replace
+
+    from perfsuite.late import amend_junit, junit_address
+    from perfsuite.model import Result
+
+    data = json.loads((FIXTURES / "report-run.json").read_text())
+    result = Result.from_dict(data["results"][0])
+    late = replace(
+        result, outcome="regressed", baseline=replace(result.baseline, verdict="regressed")
+    )
+    classname, name = junit_address(result.id, "nightly")
+    assert classname == "nightly.suites.test_conv_roofline" and name.startswith("test_conv[")
+    assert junit_address("a/b.py::TestX::test_y[1]") == ("a.b.TestX", "test_y[1]")
+    assert junit_address("t.py::test_x[a::b/c]") == ("t", "test_x[a::b/c]")
+    path = tmp_path / "junit.xml"
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite failures="0" tests="2">'
+        f'<testcase classname="{classname}" name="{name}"><properties>'
+        '<property name="perf_outcome" value="noisy"/><property name="perf_baseline" value="noisy"/>'
+        '</properties></testcase><testcase classname="x" name="y"/></testsuite></testsuites>'
+    )
+    assert amend_junit(path, {result.id: late}, frozenset({"regressed"}), "nightly") == 1
+    suite = next(ET.parse(path).iter("testsuite"))
+    assert suite.get("failures") == "1"
+    values = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert values == {"perf_outcome": "regressed", "perf_baseline": "regressed"}
+    assert len(list(suite.iter("failure"))) == 1
+    # With --perf-fail-on noisy, a check that failed for being noisy passes once improved.
+    improved = replace(late, outcome="pass", baseline=replace(late.baseline, verdict="improved"))
+    assert amend_junit(path, {result.id: improved}, frozenset({"regressed"}), "nightly") == 1
+    path.write_text(path.read_text().replace('message="regressed: ', 'message="noisy: ', 1))
+    assert amend_junit(path, {result.id: improved}, frozenset({"noisy"}), "nightly") == 1
+    suite = next(ET.parse(path).iter("testsuite"))
+    assert suite.get("failures") == "0" and not list(suite.iter("failure"))
+    path.write_text("<not xml")
+    assert amend_junit(path, {result.id: late}, frozenset({"regressed"})) == 0
+    assert path.read_text() == "<not xml"
+
+
+def test_a_waiver_follows_the_verdict_decided_again() -> None:
+    """Session end and perfsuite compare decide a verdict again; the waiver follows it."""
+    from perfsuite.waivers import rejudged
+
+    waiver = {"test": "t", "reason": "known", "expires": None, "status": "stale"}
+    assert rejudged(waiver, "regressed") == {**waiver, "status": "applied"}
+    assert rejudged({**waiver, "status": "applied"}, "ok") == waiver
+    assert rejudged({**waiver, "status": "expired"}, "regressed")["status"] == "expired"  # type: ignore[index]
+    assert rejudged(None, "regressed") is None
