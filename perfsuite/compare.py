@@ -116,6 +116,15 @@ def compare_runs(
             if rb is not None and r.unit == rb.unit:
                 runs.setdefault(r.id, []).append(r)
     common = [i for i in b_results if i in runs]
+    link_flags: dict[str, str] = {}
+    for i in common:
+        if probe.follows_link(b_results[i].params):  # like with like, as the plugin does
+            same, flag = probe.link_state(
+                b_results[i].context.get("machine"), [r.context.get("machine") for r in runs[i]]
+            )
+            runs[i] = runs[i] if same is None else [runs[i][k] for k in same]
+            if flag:
+                link_flags[i] = flag
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     prior = stats.fit_prior(
         [
@@ -140,6 +149,8 @@ def compare_runs(
         rb = b_results[node_id]
         tol = tolerance if tolerance is not None else rb.baseline.tolerance or 0.05
         guards = list(rb.noise.get("flags", ()))
+        if node_id in link_flags:
+            guards.append(link_flags[node_id])
         raw = probe.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
         flag = probe.guard(judged[node_id][2], tol, raw)
         if flag:

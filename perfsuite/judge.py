@@ -182,6 +182,8 @@ class Judge:
         context = dict(workload.context)
         judged: Sequence[float] = values
         runs: Sequence[Sequence[float]] | None = entry.run_samples if entry else None
+        machines: list[Any] = entry.machines if entry else []
+        compared = runs  # the baseline runs compared with, in the check's own unit
         guards = noise.get("flags", [])
         if machine is not None:
             host = probe.follows_host(workload.params)
@@ -189,12 +191,19 @@ class Judge:
                 **machine,
                 "component": probe.component_for(workload.unit) if host else None,
             }
-            change = probe.machine_change(context["machine"], entry.machines if entry else [])
+            if entry is not None and probe.follows_link(workload.params):
+                same, flag = probe.link_state(context["machine"], machines)
+                guards = [*guards, flag] if flag else guards
+                if same is not None:  # like with like: the runs in the link's state now
+                    runs = compared = [entry.run_samples[i] for i in same]
+                    machines = [machines[i] for i in same]
+                    context["link_state"] = {"baseline_runs": len(same), "of": len(entry.runs)}
+            change = probe.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
                 context["machine_change"] = {
                     k: change[k] for k in ("component", "ratio", "baseline_runs")
                 }
-                raw = probe.raw_ratio(values, entry.run_samples, workload.higher_is_better)
+                raw = probe.raw_ratio(values, runs or [], workload.higher_is_better)
                 judged = probe.adjust(values, change["now"], workload.higher_is_better)
                 runs = probe.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
                 flag = probe.guard(change, plan.tolerance, raw)
@@ -212,8 +221,8 @@ class Judge:
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
-            if judged is not values:  # the median is shown in the check's own unit
-                medians = [statistics.median(r) for r in entry.run_samples]
+            if runs is not entry.run_samples:  # the median is shown in the check's own unit
+                medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
         reference = bare_reference_value(context)
         if entry is not None and reference is not None and entry.references:
@@ -373,6 +382,12 @@ def explain(result: Result, profile: str = "") -> str:
         parts.append(
             f"judged per unit of machine speed (the framework-free {change['component']} "
             f"probe ran {_signed_percent(change['ratio'])} against the baseline runs)"
+        )
+    link = result.context.get("link_state")
+    if isinstance(link, dict) and base.verdict in ("regressed", "improved", "noisy"):
+        parts.append(
+            f"compared with the {link['baseline_runs']} of {link['of']} baseline runs measured "
+            "with the CPUs' link in the state it was in now"
         )
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:

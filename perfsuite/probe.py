@@ -18,6 +18,14 @@ right after each CPU check, it runs three short kernels that no framework is par
 * **compute**: 12 independent chains of 4-wide vector multiply-adds in registers on every
   online CPU at once, best of 5 passes, in GFLOP/s (recorded, not used for judging: it stayed
   flat while GEMMs and convolutions ran at half speed).
+* **link** (where there are two CPUs and a compiler): a cache line handed back and forth
+  between the first and the last online CPU, best of 7 passes, in millions of one-way
+  handoffs per second.  A hypervisor moves virtual CPUs between physical cores: two that
+  share a cache and two on different chiplets differ about 4x here, and collectives between
+  ranks on this host follow the state, not proportionally (MPI's 64 KiB allreduce 2x, its
+  1 MiB allreduce 3.6x on a 2-core AMD EPYC VM).  So a check whose ranks talk across CPUs
+  is compared only with the baseline runs measured in the same link state (like with
+  like), and is noisy when there is none or the state changed while it ran.
 
 They are timed with each thread's CPU clock, so time-sharing a core with a sibling
 (pytest-xdist workers) does not read as a slow machine, while contention for memory,
@@ -61,6 +69,11 @@ MIN_BYTES = 64 * 2**20
 MAX_BYTES = 512 * 2**20
 COMPUTE_SECONDS = 0.004  # per pass
 COMPONENTS = ("memory", "cache", "compute")
+# Read where the machine allows (two CPUs and a compiler), recorded beside the components.
+LINK = "link"
+LINK_ROUNDS = 2000
+LINK_PASSES = 7
+LINK_STATES = 2.0  # two link readings further apart than this are different states
 CACHE_MIN_N = 16 * 1024
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
 # machine half as closely as the probe, or half as much again, is then still within one
@@ -111,6 +124,35 @@ double probe_compute(long steps, int passes, volatile double *sink) {
     }
     return best;
 }
+/* One side of a cache-line ping-pong between two CPUs: side 0 starts each of `passes`
+   passes of `rounds` round trips and returns the best pass's wall seconds per one-way
+   handoff; side 1 answers.  Both sides must run at once, each pinned to its CPU. */
+#include <stdatomic.h>
+double probe_link(_Atomic long *flag, int side, long rounds, int passes) {
+    struct timespec t;
+    double best = 1e30;
+    for (int p = 0; p < passes; p++) {
+        long base = (long)p * 2 * rounds;
+        if (side == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            double t0 = t.tv_sec + t.tv_nsec * 1e-9;
+            for (long i = 0; i < rounds; i++) {
+                atomic_store_explicit(flag, base + 2 * i + 1, memory_order_release);
+                while (atomic_load_explicit(flag, memory_order_acquire) != base + 2 * i + 2) {}
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            double dt = t.tv_sec + t.tv_nsec * 1e-9 - t0;
+            if (dt < best) best = dt;
+        } else {
+            best = 0.0;
+            for (long i = 0; i < rounds; i++) {
+                while (atomic_load_explicit(flag, memory_order_acquire) != base + 2 * i + 1) {}
+                atomic_store_explicit(flag, base + 2 * i + 2, memory_order_release);
+            }
+        }
+    }
+    return best / (2.0 * rounds);
+}
 """
 
 
@@ -121,6 +163,21 @@ def component_for(unit: str) -> str:
     gives them; a register-only loop stays flat while they run at half speed.
     """
     return "memory" if unit.endswith("B/s") else "cache"
+
+
+def follows_link(params: Mapping[str, Any]) -> bool:
+    """Whether a check's work crosses between this host's CPUs (ranks that talk to each other).
+
+    On a VM the hypervisor moves virtual CPUs between physical cores: two of them sharing a
+    cache and two on different chiplets hand a cache line over 4x apart, and shared-memory
+    collectives follow (on a 2-core AMD EPYC VM, MPI's 64 KiB allreduce took 25 us in one
+    state and 52-67 us in the other, within the same minute).
+    """
+    try:
+        ranks = int(params.get("ranks", 1) or 1)
+    except (TypeError, ValueError):
+        return False
+    return follows_host(params) and ranks > 1
 
 
 def follows_host(params: Mapping[str, Any]) -> bool:
@@ -153,6 +210,11 @@ class Probe:
         self._cache_n = min(self._cache_n, self._chunk)
         self._sinks = np.zeros(threads)
         self._lib = lib
+        # The link: the first and the last online CPU (on a larger host, likely the farthest
+        # apart); its flag sits alone in a cache line.
+        self._pair = [self._cpus[0], self._cpus[-1]] if len(self._cpus) > 1 and lib else []
+        self._flag_words = np.zeros(32, dtype=np.int64)
+        self._flag_at = (-self._flag_words.ctypes.data % 64) // 8
         if lib is not None:
             pointer = ctypes.POINTER(ctypes.c_double)
             lib.probe_memory.restype = ctypes.c_double
@@ -166,18 +228,28 @@ class Probe:
             ]
             lib.probe_compute.restype = ctypes.c_double
             lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
+            lib.probe_link.restype = ctypes.c_double
+            lib.probe_link.argtypes = [
+                ctypes.POINTER(ctypes.c_long),
+                ctypes.c_int,
+                ctypes.c_long,
+                ctypes.c_int,
+            ]
             self.source = f"C ({how}), thread CPU time, {threads} online CPU(s)"
         else:
             self.source = f"numpy and a Python loop ({how})"
 
-    def _on_every_cpu(self, kernel: Callable[[int], float]) -> float:
-        """The slowest CPU's seconds, every CPU running ``kernel(i)`` at once."""
-        seconds = [math.inf] * max(1, len(self._cpus))
+    def _on_every_cpu(
+        self, kernel: Callable[[int], float], cpus: Sequence[int] | None = None
+    ) -> float:
+        """The slowest CPU's seconds, every CPU (or each of ``cpus``) running ``kernel(i)``."""
+        cpus = self._cpus if cpus is None else cpus
+        seconds = [math.inf] * max(1, len(cpus))
         start = threading.Barrier(len(seconds))
 
         def one(i: int) -> None:
-            if self._cpus:  # pin this thread alone (pid 0: the calling thread)
-                os.sched_setaffinity(0, {self._cpus[i]})
+            if cpus:  # pin this thread alone (pid 0: the calling thread)
+                os.sched_setaffinity(0, {cpus[i]})
             start.wait()  # every CPU's kernel starts together, so each meets the others
             seconds[i] = kernel(i)
 
@@ -231,6 +303,16 @@ class Probe:
 
         return self._on_every_cpu(one)
 
+    def _link_seconds(self) -> float:
+        """Best seconds per one-way cache-line handoff between the pair's two CPUs."""
+        assert self._lib is not None
+        lib = self._lib
+        self._flag_words[:] = 0
+        flag = self._flag_words[self._flag_at :].ctypes.data_as(ctypes.POINTER(ctypes.c_long))
+        return self._on_every_cpu(
+            lambda side: float(lib.probe_link(flag, side, LINK_ROUNDS, LINK_PASSES)), self._pair
+        )
+
     @property
     def _flops_per_step(self) -> int:
         # C: 12 chains x 4 lanes x (mul + add); Python: a multiply-add per step
@@ -250,13 +332,14 @@ class Probe:
         compute = self._compute_seconds(self._steps)
         cache_bytes = 3 * 8 * self._cache_n * self._reps * self._threads()
         flops = self._flops_per_step * self._steps * self._threads()
-        return {
+        reading: dict[str, Any] = {
             "memory": 3 * 8 * self._n / max(memory, 1e-9) / 1e9,
             "cache": cache_bytes / max(cache, 1e-9) / 1e9,
             "compute": flops / max(compute, 1e-9) / 1e9,
-            "source": self.source,
-            "seconds": round(time.perf_counter() - start, 4),
         }
+        if self._pair:
+            reading[LINK] = 1e-6 / max(self._link_seconds(), 1e-12)
+        return {**reading, "source": self.source, "seconds": round(time.perf_counter() - start, 4)}
 
 
 def pinnable(cpus: list[int]) -> list[int]:
@@ -326,10 +409,11 @@ def host_probe() -> Probe:
 def combine(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """One reading for the check's interval: the geometric mean of the two, both kept."""
     out: dict[str, Any] = {"source": before.get("source", "")}
-    for key in COMPONENTS:
+    keys = [*COMPONENTS, *([LINK] if LINK in before and LINK in after else [])]
+    for key in keys:
         out[key] = math.sqrt(float(before[key]) * float(after[key]))
-    out["before"] = {k: before[k] for k in COMPONENTS}
-    out["after"] = {k: after[k] for k in COMPONENTS}
+    out["before"] = {k: before[k] for k in keys}
+    out["after"] = {k: after[k] for k in keys}
     return out
 
 
@@ -346,16 +430,58 @@ def rate(reading: Any, component: str, source: str | None = None) -> float | Non
 
 
 def stored(reading: Any) -> dict[str, Any] | None:
-    """What a baseline run keeps of a check's reading: its component's rate and source."""
+    """What a baseline run keeps of a check's reading: its component's rate and source.
+
+    The CPUs' link rate is kept beside it where it was read.
+    """
     component = reading.get("component") if isinstance(reading, Mapping) else None
     value = rate(reading, str(component)) if component else None
     if value is None:
         return None
-    return {
+    out = {
         "component": str(component),
         str(component): value,
         "source": str(reading.get("source", "")),
     }
+    link = rate(reading, LINK)
+    if link is not None:
+        out[LINK] = link
+    return out
+
+
+def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None, str | None]:
+    """The baseline runs measured with the CPUs' link in the state it is in now.
+
+    Returns ``(indices, flag)``.  ``indices`` is None when every run was in the same state
+    as now, or when some reading has no link rate (judged as before); ``flag`` is a noise
+    flag when the link changed state during the check, or when no baseline run was
+    measured in the state it is in now: like can then not be compared with like.  Two
+    readings are in the same state when they are within a factor of ``LINK_STATES``.
+    """
+    now = rate(current, LINK)
+    if now is None:
+        return None, None
+    edges = [rate(current.get(k), LINK) for k in ("before", "after")]
+    band = math.log(LINK_STATES)
+    if edges[0] is not None and edges[1] is not None and abs(math.log(edges[1] / edges[0])) > band:
+        return None, (
+            f"while the CPUs' link changed state during the measurement "
+            f"({edges[0]:.3g} to {edges[1]:.3g} M handoffs/s)"
+        )
+    source = str(current.get("source", ""))
+    rates = [rate(r, LINK, source) for r in baseline]
+    known = [r for r in rates if r is not None]
+    if not known or len(known) < len(rates):
+        return None, None
+    same = [i for i, r in enumerate(known) if abs(math.log(r / now)) <= band]
+    if len(same) == len(known):
+        return None, None
+    if not same:
+        return None, (
+            f"while the CPUs' link ran at {now:.3g} M handoffs/s, another state than in every "
+            f"baseline run ({min(known):.3g}-{max(known):.3g})"
+        )
+    return same, None
 
 
 def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:

@@ -53,6 +53,8 @@ def test_the_probe_reads_every_rate_with_or_without_a_compiler(
     assert all(got[k] > 0 for k in probe.COMPONENTS), got
     if compiler == "cc":
         assert got["source"].startswith("C (")
+        if len(probe.pinnable(probe.online_cpus())) > 1:
+            assert got["link"] > 0, "two CPUs: the link between them is read"
     else:
         assert got["source"].startswith("numpy and a Python loop"), got["source"]
         assert "no C compiler" in got["source"]
@@ -298,3 +300,93 @@ def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_
     assert 'id="machine-note"' not in render(
         RunRecord("r", "2026", {"name": "cpu"}, {}, tuple(quiet))
     )
+
+
+def linked(link: float, before: float | None = None) -> dict[str, object]:
+    """A reading with the CPUs' link rate (M handoffs/s), steady unless ``before`` differs."""
+    base = {"memory": 25.0, "cache": 100.0, "compute": 9.0, "source": SOURCE}
+    edge = {"before": {**base, "link": before or link}, "after": {**base, "link": link}}
+    return {**base, "link": link, **edge}
+
+
+def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> None:
+    runs = [linked(25.0), linked(6.0), linked(24.0), linked(5.8), linked(26.0)]
+    assert probe.link_state(linked(24.5), runs) == ([0, 2, 4], None)
+    assert probe.link_state(linked(6.1), runs) == ([1, 3], None)
+    assert probe.link_state(linked(25.0), [linked(25.0), linked(20.0)]) == (None, None)
+    same, flag = probe.link_state(linked(60.0), runs)
+    assert same is None and flag is not None and "another state than in every" in flag
+    same, flag = probe.link_state(linked(6.0, before=25.0), runs)
+    assert same is None and flag is not None and "changed state during" in flag
+    older = [{k: v for k, v in linked(25.0).items() if k != "link"}, linked(6.0)]
+    assert probe.link_state(linked(6.0), older) == (None, None), "a run without it: as before"
+    assert probe.link_state({"memory": 1.0}, runs) == (None, None)
+    assert probe.follows_link({"device": "cpu", "ranks": 2})
+    assert not probe.follows_link({"device": "cpu", "ranks": 1})
+    assert not probe.follows_link({"device": "gpu:0", "ranks": 2})
+    assert not probe.follows_link({"device": "cpu"})
+
+
+def collective(samples: list[float], link: float) -> Result:
+    """A two-rank latency check (µs) with a probe reading of the CPUs' link."""
+    r = result("ar", samples, None)
+    return replace(
+        r,
+        params={"device": "cpu", "ranks": 2},
+        metric="latency",
+        unit="µs",
+        higher_is_better=False,
+        context={"machine": {**linked(link), "component": "cache"}},
+    )
+
+
+def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path) -> None:
+    """Baseline runs in two link states (25 and 55 µs): each state is judged on its own."""
+    rng = np.random.default_rng(11)
+    store = BaselineStore(tmp_path)
+    for i, (latency, link) in enumerate([(25, 25.0), (55, 6.0), (25, 24.0), (56, 5.9), (25, 26.0)]):
+        samples = list(latency * (1 + 0.01 * rng.standard_normal(10)))
+        store.save("cpu", [collective(samples, link)], f"run-{i}")
+    judge = Judge(
+        Settings(), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
+        dt.date(2026, 1, 1),
+    )  # fmt: skip
+    workload = Workload(
+        check="toy", params={"device": "cpu", "ranks": 2}, metric="latency", unit="µs",
+        work=Work(1.0, "op"), run=lambda: None, higher_is_better=False,
+    )  # fmt: skip
+
+    def judged(latency: float, link: float) -> Result:
+        values = tuple(latency * (1 + 0.01 * rng.standard_normal(10)))
+        measurement = Measurement(seconds=values, values=values, timer="t")
+        plan = judge.plan("ar", workload, None)
+        machine = linked(link)
+        return judge.judge("ar", workload, measurement, plan, machine=machine)
+
+    slower = judged(30.0, 25.0)
+    assert slower.baseline.verdict == "regressed", slower.message
+    assert slower.context["link_state"] == {"baseline_runs": 3, "of": 5}
+    assert "3 of 5 baseline runs measured with the CPUs' link" in slower.message
+    assert slower.baseline.baseline_median == pytest.approx(25.0, rel=0.02)
+    assert judged(55.0, 6.0).baseline.verdict == "ok"
+    elsewhere = judged(120.0, 60.0)
+    assert elsewhere.baseline.verdict == "noisy", elsewhere.message
+    assert "another state than in every baseline run" in elsewhere.message
+
+
+def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
+    from perfsuite.compare import compare_runs
+    from perfsuite.model import RunRecord
+
+    rng = np.random.default_rng(13)
+
+    def record(run_id: str, latency: float, link: float) -> RunRecord:
+        r = collective(list(latency * (1 + 0.01 * rng.standard_normal(10))), link)
+        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+
+    states = [(25, 25.0), (55, 6.0), (25, 24.0), (56, 5.9), (25, 26.0)]
+    before = [record(f"a{i}", latency, link) for i, (latency, link) in enumerate(states)]
+    rows, _, _ = compare_runs(before, record("b", 30.0, 25.0))
+    assert rows[0].verdict == "regressed", rows[0].reason
+    rows, _, _ = compare_runs(before, record("b", 55.0, 6.0))
+    assert rows[0].verdict == "ok", rows[0].reason
