@@ -148,11 +148,11 @@ class Baseline:
         """The run-to-run variance shared by this baseline's checks (see :mod:`stats`)."""
         variances, dfs = [], []
         for entry in self.entries.values():
-            if len(entry.runs) >= 2:
-                variances.append(
-                    stats.run_variance(entry.judged_run_samples(), entry.higher_is_better)
-                )
-                dfs.append(len(entry.runs) - 1)
+            for variance, df in probe.run_variances(
+                entry.judged_run_samples(), entry.machines, entry.higher_is_better
+            ):
+                variances.append(variance)
+                dfs.append(df)
         return stats.fit_prior(variances, dfs)
 
 
@@ -191,7 +191,10 @@ def _entry(
                 f"{policy['reference']!r}"
             )
         machine = policy.get("machine") if isinstance(policy, dict) else None
-        if machine is not None and probe.stored(machine) is None:
+        if machine is not None and (
+            probe.stored(machine) is None
+            or (probe.LINK in machine and probe.rate(machine, probe.LINK) is None)
+        ):
             raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
@@ -520,7 +523,7 @@ def _result_policy(result: Result) -> dict[str, Any]:
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference
-    machine = probe.stored(result.context.get("machine"))
+    machine = probe.stored(result.context.get("machine"), link=probe.follows_link(result.params))
     if machine is not None:
         policy["machine"] = machine
     return policy

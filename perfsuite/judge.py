@@ -181,7 +181,8 @@ class Judge:
         noise["cv"] = summary.cv
         context = dict(workload.context)
         judged: Sequence[float] = values
-        runs: Sequence[Sequence[float]] | None = entry.run_samples if entry else None
+        every_run = entry.run_samples if entry else None
+        runs: Sequence[Sequence[float]] | None = every_run
         machines: list[Any] = entry.machines if entry else []
         compared = runs  # the baseline runs compared with, in the check's own unit
         guards = noise.get("flags", [])
@@ -221,7 +222,7 @@ class Judge:
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
-            if runs is not entry.run_samples:  # the median is shown in the check's own unit
+            if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
         reference = bare_reference_value(context)

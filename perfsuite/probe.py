@@ -74,6 +74,8 @@ LINK = "link"
 LINK_ROUNDS = 2000
 LINK_PASSES = 7
 LINK_STATES = 2.0  # two link readings further apart than this are different states
+LINK_ON_CPU = 0.9  # a pass counts when both sides ran at least this share of it on their CPU
+LINK_LIMIT_S = 1.0  # a side that waits longer than this gives up
 CACHE_MIN_N = 16 * 1024
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
 # machine half as closely as the probe, or half as much again, is then still within one
@@ -124,34 +126,41 @@ double probe_compute(long steps, int passes, volatile double *sink) {
     }
     return best;
 }
-/* One side of a cache-line ping-pong between two CPUs: side 0 starts each of `passes`
-   passes of `rounds` round trips and returns the best pass's wall seconds per one-way
-   handoff; side 1 answers.  Both sides must run at once, each pinned to its CPU. */
+/* One side of a cache-line ping-pong between two CPUs, `passes` passes of `rounds` round
+   trips; side 0 starts each round trip, side 1 answers.  Both sides run at once, each pinned
+   to its CPU, and write each pass's wall and thread-CPU seconds into `wall` and `cpu`: a
+   pass in which either side was off its CPU (time-shared) is told by its CPU time falling
+   short of its wall time.  A wait longer than `limit` seconds gives up: returns -1, after
+   which the other side gives up too. */
 #include <stdatomic.h>
-double probe_link(_Atomic long *flag, int side, long rounds, int passes) {
-    struct timespec t;
-    double best = 1e30;
+static double wall_now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+static int wait_for(_Atomic long *flag, long value, double deadline) {
+    for (long spins = 1;; spins++) {
+        if (atomic_load_explicit(flag, memory_order_acquire) == value) return 0;
+        if ((spins & 0xffff) == 0 && wall_now() > deadline) return -1;
+    }
+}
+int probe_link(_Atomic long *flag, int side, long rounds, int passes, double limit,
+               double *wall, double *cpu) {
     for (int p = 0; p < passes; p++) {
         long base = (long)p * 2 * rounds;
-        if (side == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            double t0 = t.tv_sec + t.tv_nsec * 1e-9;
-            for (long i = 0; i < rounds; i++) {
+        double w0 = wall_now(), c0 = cpu_now(), deadline = w0 + limit;
+        for (long i = 0; i < rounds; i++) {
+            if (side == 0) {
                 atomic_store_explicit(flag, base + 2 * i + 1, memory_order_release);
-                while (atomic_load_explicit(flag, memory_order_acquire) != base + 2 * i + 2) {}
-            }
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            double dt = t.tv_sec + t.tv_nsec * 1e-9 - t0;
-            if (dt < best) best = dt;
-        } else {
-            best = 0.0;
-            for (long i = 0; i < rounds; i++) {
-                while (atomic_load_explicit(flag, memory_order_acquire) != base + 2 * i + 1) {}
+                if (wait_for(flag, base + 2 * i + 2, deadline)) return -1;
+            } else {
+                if (wait_for(flag, base + 2 * i + 1, deadline)) return -1;
                 atomic_store_explicit(flag, base + 2 * i + 2, memory_order_release);
             }
         }
+        wall[p] = wall_now() - w0;
+        cpu[p] = cpu_now() - c0;
     }
-    return best / (2.0 * rounds);
+    return 0;
 }
 """
 
@@ -228,12 +237,15 @@ class Probe:
             ]
             lib.probe_compute.restype = ctypes.c_double
             lib.probe_compute.argtypes = [ctypes.c_long, ctypes.c_int, pointer]
-            lib.probe_link.restype = ctypes.c_double
+            lib.probe_link.restype = ctypes.c_int
             lib.probe_link.argtypes = [
                 ctypes.POINTER(ctypes.c_long),
                 ctypes.c_int,
                 ctypes.c_long,
                 ctypes.c_int,
+                ctypes.c_double,
+                pointer,
+                pointer,
             ]
             self.source = f"C ({how}), thread CPU time, {threads} online CPU(s)"
         else:
@@ -245,12 +257,16 @@ class Probe:
         """The slowest CPU's seconds, every CPU (or each of ``cpus``) running ``kernel(i)``."""
         cpus = self._cpus if cpus is None else cpus
         seconds = [math.inf] * max(1, len(cpus))
-        start = threading.Barrier(len(seconds))
+        start = threading.Barrier(len(seconds), timeout=10.0)
 
         def one(i: int) -> None:
-            if cpus:  # pin this thread alone (pid 0: the calling thread)
-                os.sched_setaffinity(0, {cpus[i]})
-            start.wait()  # every CPU's kernel starts together, so each meets the others
+            try:
+                if cpus:  # pin this thread alone (pid 0: the calling thread)
+                    os.sched_setaffinity(0, {cpus[i]})
+                start.wait()  # every CPU's kernel starts together, so each meets the others
+            except (OSError, threading.BrokenBarrierError):
+                start.abort()  # a CPU this thread cannot run on: no reading, no hang
+                return
             seconds[i] = kernel(i)
 
         # ctypes releases the GIL during the call, so the threads run in parallel.
@@ -303,15 +319,31 @@ class Probe:
 
         return self._on_every_cpu(one)
 
-    def _link_seconds(self) -> float:
-        """Best seconds per one-way cache-line handoff between the pair's two CPUs."""
+    def _link_seconds(self) -> float | None:
+        """Best seconds per one-way cache-line handoff between the pair's two CPUs.
+
+        Only passes in which both sides stayed on their CPUs count (thread CPU time at least
+        ``LINK_ON_CPU`` of wall time); None when none did, or a side could not run.
+        """
         assert self._lib is not None
         lib = self._lib
+        pointer = ctypes.POINTER(ctypes.c_double)
+        times = np.zeros((2, 2, LINK_PASSES))  # side, (wall, cpu), pass
         self._flag_words[:] = 0
         flag = self._flag_words[self._flag_at :].ctypes.data_as(ctypes.POINTER(ctypes.c_long))
-        return self._on_every_cpu(
-            lambda side: float(lib.probe_link(flag, side, LINK_ROUNDS, LINK_PASSES)), self._pair
-        )
+
+        def side(i: int) -> float:
+            wall, cpu = (times[i, k].ctypes.data_as(pointer) for k in (0, 1))
+            status = lib.probe_link(flag, i, LINK_ROUNDS, LINK_PASSES, LINK_LIMIT_S, wall, cpu)
+            return 0.0 if status == 0 else math.inf
+
+        if not math.isfinite(self._on_every_cpu(side, self._pair)):
+            return None
+        wall, cpu = times[:, 0, :], times[:, 1, :]
+        steady = np.all(cpu >= LINK_ON_CPU * wall, axis=0) & np.all(wall > 0, axis=0)
+        if not steady.any():
+            return None
+        return float(wall[0, steady].min()) / (2 * LINK_ROUNDS)
 
     @property
     def _flops_per_step(self) -> int:
@@ -337,8 +369,9 @@ class Probe:
             "cache": cache_bytes / max(cache, 1e-9) / 1e9,
             "compute": flops / max(compute, 1e-9) / 1e9,
         }
-        if self._pair:
-            reading[LINK] = 1e-6 / max(self._link_seconds(), 1e-12)
+        link = self._link_seconds() if self._pair else None
+        if link is not None:
+            reading[LINK] = 1e-6 / max(link, 1e-12)
         return {**reading, "source": self.source, "seconds": round(time.perf_counter() - start, 4)}
 
 
@@ -429,10 +462,12 @@ def rate(reading: Any, component: str, source: str | None = None) -> float | Non
     return float(value)
 
 
-def stored(reading: Any) -> dict[str, Any] | None:
+def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
     """What a baseline run keeps of a check's reading: its component's rate and source.
 
-    The CPUs' link rate is kept beside it where it was read.
+    With ``link`` (a check that follows the CPUs' link), the link rate is kept beside it,
+    where it was read and held one state over the check (a run measured across two states
+    belongs to neither).
     """
     component = reading.get("component") if isinstance(reading, Mapping) else None
     value = rate(reading, str(component)) if component else None
@@ -443,38 +478,83 @@ def stored(reading: Any) -> dict[str, Any] | None:
         str(component): value,
         "source": str(reading.get("source", "")),
     }
-    link = rate(reading, LINK)
-    if link is not None:
-        out[LINK] = link
+    value = rate(reading, LINK) if link else None
+    if value is not None and _link_steady(reading):
+        out[LINK] = value
     return out
+
+
+def _link_steady(reading: Mapping[str, Any]) -> bool:
+    """Whether the link stayed in one state from the reading before to the one after."""
+    edges = [rate(reading.get(k), LINK) for k in ("before", "after")]
+    if edges[0] is None or edges[1] is None:
+        return True  # one reading (a stored one): nothing to tell
+    return abs(math.log(edges[1] / edges[0])) <= math.log(LINK_STATES)
+
+
+def link_groups(machines: Sequence[Any]) -> list[list[int]] | None:
+    """The runs grouped by the state their link reading was in, or None without readings.
+
+    Sorted by rate, a new group starts where the next reading is more than ``LINK_STATES``
+    above the group's first.
+    """
+    rates = [rate(m, LINK) for m in machines]
+    if not rates or any(r is None for r in rates):
+        return None
+    order = sorted(range(len(rates)), key=lambda i: float(rates[i] or 0.0))
+    groups: list[list[int]] = []
+    for i in order:
+        value = float(rates[i] or 0.0)
+        if groups and value <= LINK_STATES * float(rates[groups[-1][0]] or 0.0):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def run_variances(
+    run_samples: Sequence[Sequence[float]], machines: Sequence[Any], higher_is_better: bool
+) -> list[tuple[float, int]]:
+    """A check's run-to-run variances and their degrees of freedom, for the shared prior.
+
+    Where the runs carry link readings in more than one state, each state's runs give their
+    own variance (a check compared like with like varies only within its state).
+    """
+    groups = link_groups(machines) or [list(range(len(run_samples)))]
+    return [
+        (stats.run_variance([run_samples[i] for i in g], higher_is_better), len(g) - 1)
+        for g in groups
+        if len(g) > 1
+    ]
 
 
 def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None, str | None]:
     """The baseline runs measured with the CPUs' link in the state it is in now.
 
     Returns ``(indices, flag)``.  ``indices`` is None when every run was in the same state
-    as now, or when some reading has no link rate (judged as before); ``flag`` is a noise
-    flag when the link changed state during the check, or when no baseline run was
+    as now, or when no run has a link reading (a baseline from before it was read: judged
+    as before); a run without one (measured across two states) is in no state.  ``flag`` is
+    a noise flag when the link changed state during the check, or when no baseline run was
     measured in the state it is in now: like can then not be compared with like.  Two
     readings are in the same state when they are within a factor of ``LINK_STATES``.
     """
     now = rate(current, LINK)
     if now is None:
         return None, None
-    edges = [rate(current.get(k), LINK) for k in ("before", "after")]
     band = math.log(LINK_STATES)
-    if edges[0] is not None and edges[1] is not None and abs(math.log(edges[1] / edges[0])) > band:
+    if not _link_steady(current):
+        before, after = (current[k][LINK] for k in ("before", "after"))
         return None, (
             f"while the CPUs' link changed state during the measurement "
-            f"({edges[0]:.3g} to {edges[1]:.3g} M handoffs/s)"
+            f"({before:.3g} to {after:.3g} M handoffs/s)"
         )
     source = str(current.get("source", ""))
     rates = [rate(r, LINK, source) for r in baseline]
     known = [r for r in rates if r is not None]
-    if not known or len(known) < len(rates):
+    if not known:
         return None, None
-    same = [i for i, r in enumerate(known) if abs(math.log(r / now)) <= band]
-    if len(same) == len(known):
+    same = [i for i, r in enumerate(rates) if r is not None and abs(math.log(r / now)) <= band]
+    if len(same) == len(rates):
         return None, None
     if not same:
         return None, (

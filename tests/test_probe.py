@@ -318,8 +318,11 @@ def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> 
     assert same is None and flag is not None and "another state than in every" in flag
     same, flag = probe.link_state(linked(6.0, before=25.0), runs)
     assert same is None and flag is not None and "changed state during" in flag
-    older = [{k: v for k, v in linked(25.0).items() if k != "link"}, linked(6.0)]
-    assert probe.link_state(linked(6.0), older) == (None, None), "a run without it: as before"
+    unread = {k: v for k, v in linked(25.0).items() if k != "link"}
+    assert probe.link_state(linked(6.0), [unread, linked(6.0)]) == ([1], None), (
+        "a run without a reading is in no state"
+    )
+    assert probe.link_state(linked(6.0), [unread, unread]) == (None, None), "older: as before"
     assert probe.link_state({"memory": 1.0}, runs) == (None, None)
     assert probe.follows_link({"device": "cpu", "ranks": 2})
     assert not probe.follows_link({"device": "cpu", "ranks": 1})
@@ -390,3 +393,23 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     assert rows[0].verdict == "regressed", rows[0].reason
     rows, _, _ = compare_runs(before, record("b", 55.0, 6.0))
     assert rows[0].verdict == "ok", rows[0].reason
+
+
+def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:
+    steady = {**linked(6.0), "component": "cache"}
+    assert probe.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
+    assert "link" not in (probe.stored(steady) or {}), "a check that does not follow it"
+    changed = {**linked(6.0, before=25.0), "component": "cache"}
+    assert "link" not in (probe.stored(changed, link=True) or {}), "measured across two states"
+
+
+def test_the_prior_sees_each_link_state_of_a_collective_on_its_own() -> None:
+    """Runs in two states 2x apart vary little within each: the prior gets both variances."""
+    machines = [{"link": v} for v in (25.0, 6.0, 24.0, 5.9, 26.0)]
+    assert probe.link_groups(machines) == [[3, 1], [2, 0, 4]]
+    assert probe.link_groups([{"link": 6.0}, None]) is None
+    runs = [[25.0], [55.0], [25.5], [56.0], [24.5]]
+    split = probe.run_variances(runs, machines, higher_is_better=False)
+    assert [df for _, df in split] == [1, 2] and all(v < 1e-3 for v, _ in split)
+    (whole,) = probe.run_variances(runs, [None] * 5, higher_is_better=False)
+    assert whole[1] == 4 and whole[0] > 0.1
