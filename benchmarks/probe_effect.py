@@ -13,6 +13,11 @@ fitted over the baseline's runs as each rule sees them, under several rules:
 * **plugin**: both divided by the probe rate measured beside them, with the probe's guard,
   by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
   and the rates each baseline run stored;
+* **plugin+link:KINDS** (``--link KINDS``): the plugin's rule, with the kinds of checks
+  named (``ranks``: collectives; ``stream``: host memory bandwidth; ``pipeline``: input
+  pipelines; ``all``: every host check) compared only with the baseline runs measured in
+  the CPUs' link state they were measured in (``probe.link_state``), from the baseline
+  runs' own records;
 * **B+X**: byte rates follow the probe's component B, every other check follows X, for
   every pair of components the records carry (records from an older probe may carry others,
   such as ``memory1``), with the baseline runs' readings taken from their own run records
@@ -53,6 +58,31 @@ def baseline_readings(work: Path) -> Readings:
     return out
 
 
+# Which checks a "plugin+link:..." rule compares like with like by the CPUs' link state.
+LINK_KINDS: dict[str, Any] = {
+    "ranks": lambda r: probe.follows_link(r["params"]),
+    "stream": lambda r: r["check"] == "memory_bandwidth" and probe.follows_host(r["params"]),
+    "pipeline": lambda r: r["check"] in ("input_pipeline", "input_bound", "storage_read"),
+    "all": lambda r: probe.follows_host(r["params"]),
+}
+
+
+def link_selected(
+    r: dict[str, Any], entry: BaselineEntry, rule: str, readings: Readings
+) -> tuple[BaselineEntry, str | None]:
+    """The baseline runs in the check's link state now, under a "+link:kinds" rule."""
+    kinds = rule.partition("+link:")[2]
+    if not kinds or not any(LINK_KINDS[k](r) for k in kinds.split(",")):
+        return entry, None
+    before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
+    kept = [probe.stored(b, link=True) if b else None for b in before]
+    same, flag = probe.link_state(r["context"].get("machine"), kept)
+    if same is None:
+        return entry, flag
+    return BaselineEntry(entry.metric, entry.unit, entry.higher_is_better,
+                         tuple(entry.runs[i] for i in same)), flag  # fmt: skip
+
+
 def judged_runs(
     r: dict[str, Any], entry: BaselineEntry, rule: str, readings: Readings
 ) -> tuple[list[float], list[tuple[float, ...]], dict[str, Any] | None]:
@@ -61,7 +91,7 @@ def judged_runs(
     current, runs = list(r["samples"]), entry.run_samples
     if rule == "raw":
         return current, runs, None
-    if rule == "plugin":
+    if rule.startswith("plugin"):
         change = probe.machine_change(r["context"].get("machine"), entry.machines)
     else:
         component = r["context"].get("machine", {}).get("component")
@@ -85,9 +115,12 @@ def replay(
 ) -> Counter[str]:
     """Verdicts of one run's judged results under a rule, the family corrected at once."""
     judged = {}
+    link_flags = {}
     for r in results:
         entry = baseline.get(r["id"])
         if entry is not None:
+            entry, flag = link_selected(r, entry, rule, readings)
+            link_flags[r["id"]] = [flag] if flag else []
             judged[r["id"]] = (r, entry, *judged_runs(r, entry, rule, readings))
     many = [(e, runs) for (_, e, _, runs, _) in judged.values() if len(runs) > 1]
     prior = stats.fit_prior(
@@ -96,7 +129,7 @@ def replay(
     )
     rows = []
     for r, entry, current, runs, change in judged.values():
-        guards = list(r.get("noise", {}).get("flags", []))
+        guards = list(r.get("noise", {}).get("flags", [])) + link_flags[r["id"]]
         tol = float(r["baseline"].get("tolerance") or 0.05)
         raw = probe.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
         flag = probe.guard(change, tol, raw)
@@ -116,7 +149,19 @@ def main() -> None:
     """Print the probe's moves and the replays for each run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("work", type=Path)
+    parser.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        metavar="KINDS",
+        help="also replay the plugin's rule with these checks compared like with like by the "
+        f"CPUs' link state (comma-separated: {', '.join(LINK_KINDS)}); repeatable",
+    )
     args = parser.parse_args()
+    for kinds in args.link:
+        unknown = set(kinds.split(",")) - set(LINK_KINDS)
+        if unknown:
+            parser.error(f"--link: unknown kind(s) {', '.join(sorted(unknown))}")
     for folder in ("baselines", "reports"):
         if not (args.work / folder).is_dir():
             raise SystemExit(f"{args.work}: no {folder}/ (give the --work DIR/MODE folder)")
@@ -139,7 +184,8 @@ def main() -> None:
     rules = [
         "raw",
         "plugin",
-        *(f"{b}+{o}" for b in components if "memory" in b for o in components),
+        *(f"{b}+{o}" for b in components if "memory" in b for o in components if o != "link"),
+        *(f"plugin+link:{kinds}" for kinds in args.link),
     ]
     totals: dict[str, dict[str, Counter[str]]] = {}
     print(
