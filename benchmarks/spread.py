@@ -26,8 +26,11 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from perfsuite import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +44,11 @@ def main() -> None:
         "--records", nargs="+", type=Path, help="run records to read instead of running the suite"
     )
     parser.add_argument("--per-machine-speed", action="store_true")
+    parser.add_argument(
+        "--per-link-state",
+        action="store_true",
+        help="also the spread within each state of the CPUs' link (see perfsuite/probe.py)",
+    )
     parser.add_argument("pytest_args", nargs="*", default=["suites/"])
     args = parser.parse_args()
     medians: dict[str, list[float]] = defaultdict(list)
@@ -52,9 +60,14 @@ def main() -> None:
     else:
         run_suite(args.runs, args.pytest_args, medians, units, adjusted)
     report(medians, units, args.runs, args.limit)
+    if args.per_link_state:
+        report_per_link_state(medians, args.runs, args.limit)
     if args.per_machine_speed:
         print("\nper unit of machine speed (CPU checks; each run's median over its probe rate):")
         report(adjusted, {k: f"{units[k]} per probe unit" for k in adjusted}, args.runs, args.limit)
+
+
+LINKS: dict[str, list[dict[str, Any] | None]] = defaultdict(list)  # check -> kept readings
 
 
 def read_records(
@@ -70,6 +83,7 @@ def read_records(
             medians[result["id"]].append(median)
             units[result["id"]] = result["unit"]
             machine = result.get("context", {}).get("machine") or {}
+            LINKS[result["id"]].append(probe.stored(machine, link=True))
             component = machine.get("component")
             if component and machine.get(component):
                 speed = float(machine[component])
@@ -116,6 +130,24 @@ def report(medians: dict[str, list[float]], units: dict[str, str], runs: int, li
         mark = "  " if spread <= limit else "> "
         shown = ", ".join(f"{v:.4g}" for v in values)
         print(f"{mark}{spread:6.3f}  {node.split('::')[-1]}  [{shown}] {units[node]}")
+
+
+def report_per_link_state(medians: dict[str, list[float]], runs: int, limit: float) -> None:
+    """The spread within each CPUs'-link state (like with like), for every check."""
+    within, rows = 0, []
+    for node, values in medians.items():
+        groups = probe.link_groups(LINKS[node]) if len(values) == runs else None
+        if groups is None:
+            continue  # a run without a steady link reading: no states to split by
+        spreads = [
+            max(values[i] for i in g) / min(values[i] for i in g) for g in groups if len(g) > 1
+        ]
+        worst = max(spreads, default=1.0)
+        within += worst <= limit
+        rows.append((worst, node, [len(g) for g in groups]))
+    print(f"\n{within} of {len(rows)} checks within {limit} inside every link state")
+    for worst, node, sizes in sorted(rows, reverse=True)[:15]:
+        print(f"  {worst:6.3f}  {node.split('::')[-1]}  (runs per state: {sizes})")
 
 
 if __name__ == "__main__":
