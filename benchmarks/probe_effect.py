@@ -170,6 +170,14 @@ def main() -> None:
         f"CPUs' link state (comma-separated: {', '.join(LINK_KINDS)}); repeatable",
     )
     parser.add_argument(
+        "--link-base",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="the rule(s) --link is added to: plugin (default) or a records-based pair such as "
+        "memory+compute; repeatable",
+    )
+    parser.add_argument(
         "--combine",
         choices=["mean", "max"],
         default="mean",
@@ -178,6 +186,7 @@ def main() -> None:
         "with max, compare the records-based rules (memory+cache is the plugin's choice)",
     )
     args = parser.parse_args()
+    args.link_base = args.link_base or ["plugin"]
     for kinds in args.link:
         unknown = set(kinds.split(",")) - set(LINK_KINDS)
         if unknown:
@@ -210,8 +219,7 @@ def main() -> None:
         "raw",
         "plugin",
         *(f"{b}+{o}" for b in components if "memory" in b for o in components if o != "link"),
-        *(f"plugin+link:{kinds}" for kinds in args.link),
-        *(f"memory+cache+link:{kinds}" for kinds in args.link if args.combine == "max"),
+        *(f"{base}+link:{kinds}" for base in args.link_base for kinds in args.link),
     ]
     totals: dict[str, dict[str, Counter[str]]] = {}
     print(
