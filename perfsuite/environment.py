@@ -7,6 +7,7 @@ imported them.  Nothing here imports TensorFlow, MPI or NVML just to describe th
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -244,12 +245,16 @@ def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def software() -> dict[str, Any]:
     """Versions of the Python stack, loaded modules described from the module itself."""
     libs = {name: _library(name, dists) for name, dists in _LIBRARIES.items()}
-    return {
+    facts = {
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
         "perfsuite": __version__,
         **libs,
     }
+    # Plain JSON types only: an xdist worker sends this to the controller, and execnet
+    # refuses str subclasses such as torch's TorchVersion.
+    plain: dict[str, Any] = json.loads(json.dumps(facts, default=str))
+    return plain
 
 
 def fingerprint() -> dict[str, Any]:

@@ -383,3 +383,14 @@ def test_profile_names_are_case_insensitive_with_suggestions(project: pytest.Pyt
     wrong = project.runpytest("--hw=slowgp")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR
     assert "did you mean slowgpu" in "\n".join(wrong.errlines)
+
+
+def test_what_a_worker_sends_about_its_software_crosses_to_the_controller() -> None:
+    """Xdist sends it through execnet, which refuses str subclasses (torch's TorchVersion)."""
+    execnet = pytest.importorskip("execnet")
+    pytest.importorskip("torch")
+    from perfsuite import environment
+
+    software = environment.software()
+    assert software["torch"]["loaded"] and type(software["torch"]["version"]) is str
+    assert execnet.loads(execnet.dumps(software)) == software
