@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import pytest
 
-from perfsuite import noise, probe, stats
+from perfsuite import noise, outcome, probe, stats
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
@@ -167,7 +167,7 @@ class Perf:
                 }
             )
         if result.outcome in self._session.settings.fail_on:
-            _fail(f"{result.outcome}: {result.message}")
+            _fail(outcome.failure_text(result))
         if result.outcome == "waived":
             pytest.xfail(result.message)
         return result

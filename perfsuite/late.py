@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from perfsuite import outcome
 from perfsuite.model import Result
 from perfsuite.storage import write_text_atomic
 
@@ -30,7 +31,8 @@ WAS = "noisy"  # the only outcome a late decision changes
 
 
 def _fails_for_noise(text: str) -> bool:
-    return f"{WAS}: " in text
+    """Whether a failure's text is the one a ``noisy`` check fails with."""
+    return f"{WAS}: " in text  # outcome.failure_text of a noisy result
 
 
 def amend_reports(
@@ -49,7 +51,7 @@ def amend_reports(
         if report.outcome == "passed" and fails:
             stats["passed"].remove(report)
             report.outcome = "failed"
-            report.longrepr = f"{result.outcome}: {result.message}"
+            report.longrepr = outcome.failure_text(result)
             stats.setdefault("failed", []).append(report)
         elif report.outcome == "failed" and not fails and _fails_for_noise(report.longreprtext):
             stats["failed"].remove(report)
@@ -112,9 +114,7 @@ def amend_junit(
                     prop.set("value", result.baseline.verdict)
             failure = case.find("failure")
             if result.outcome in fail_on and failure is None:
-                added = ET.SubElement(
-                    case, "failure", message=f"{result.outcome}: {result.message}"
-                )
+                added = ET.SubElement(case, "failure", message=outcome.failure_text(result))
                 added.text = result.message
                 failures += 1
             elif (

@@ -90,3 +90,8 @@ def exit_code(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_O
     if any(of(r) == "noisy" for r in items):
         return EXIT_INCONCLUSIVE
     return EXIT_OK
+
+
+def failure_text(result: Result) -> str:
+    """How a check that fails the session says so (its pytest failure, its JUnit failure)."""
+    return f"{result.outcome}: {result.message}"
