@@ -116,31 +116,31 @@ def compare_runs(
             if rb is not None and r.unit == rb.unit:
                 runs.setdefault(r.id, []).append(r)
     common = [i for i in b_results if i in runs]
-    # The prior over every run of A, each kept as a baseline would keep it (see baseline.py).
+    judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
+    # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
+    kept = {
+        i: [
+            probe.stored(r.context.get("machine"), link=probe.follows_link(b_results[i].params))
+            for r in runs[i]
+        ]
+        for i in common
+    }
+    # The prior over every run of A, as the plugin fits it over a baseline's runs.
     pairs = [
         pair
         for i in common
-        for pair in probe.run_variances(
-            _judged_samples(b_results[i], runs[i])[1],
-            [
-                probe.stored(r.context.get("machine"), link=probe.follows_link(r.params))
-                for r in runs[i]
-            ],
-            b_results[i].higher_is_better,
-        )
+        for pair in probe.run_variances(judged[i][1], kept[i], b_results[i].higher_is_better)
     ]
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     link_flags: dict[str, str] = {}
     for i in common:
         if probe.follows_link(b_results[i].params):  # like with like, as the plugin does
-            same, flag = probe.link_state(
-                b_results[i].context.get("machine"),
-                [probe.stored(r.context.get("machine"), link=True) for r in runs[i]],
-            )
-            runs[i] = runs[i] if same is None else [runs[i][k] for k in same]
+            same, flag = probe.link_state(b_results[i].context.get("machine"), kept[i])
+            if same is not None:
+                runs[i] = [runs[i][k] for k in same]
+                judged[i] = _judged_samples(b_results[i], runs[i])
             if flag:
                 link_flags[i] = flag
-    judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     comparisons = [
         stats.compare(
             judged[i][0],
