@@ -413,3 +413,18 @@ def test_the_prior_sees_each_link_state_of_a_collective_on_its_own() -> None:
     assert [df for _, df in split] == [1, 2] and all(v < 1e-3 for v, _ in split)
     (whole,) = probe.run_variances(runs, [None] * 5, higher_is_better=False)
     assert whole[1] == 4 and whole[0] > 0.1
+
+
+def test_a_corrupt_stored_link_rate_is_a_load_error_and_the_file_is_left(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save("cpu", [collective([25.0, 26.0], 25.0)], "run-1")
+    path = tmp_path / "cpu" / "baseline.json"
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"].values()
+    assert entry["runs"][0]["policy"]["machine"]["link"] == 25.0
+    entry["runs"][0]["policy"]["machine"]["link"] = "fast"
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="machine-probe rate"):
+        store.load("cpu")
+    assert path.read_bytes() == before
