@@ -35,7 +35,11 @@ def main() -> None:
     args = parser.parse_args()
     rows: list[tuple[str, float, float, bool]] = []  # check, link, median, higher is better
     for path in args.records:
-        for r in json.loads(path.read_text())["results"]:
+        try:
+            results = json.loads(path.read_text())["results"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"{path}: not a readable run record ({type(exc).__name__}: {exc})")
+        for r in results:
             machine = r.get("context", {}).get("machine")
             kept = probe.stored(machine, link=True) or {}
             if probe.LINK not in kept or not r.get("samples"):

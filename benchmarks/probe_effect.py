@@ -215,6 +215,13 @@ def main() -> None:
             if isinstance(v, int | float)
         }
     )
+    for base in args.link_base:
+        parts = base.split("+")
+        if base != "plugin" and (len(parts) != 2 or not set(parts) <= set(components)):
+            parser.error(
+                f"--link-base {base!r}: give plugin or two of the records' rates joined by + "
+                f"({', '.join(components)})"
+            )
     rules = [
         "raw",
         "plugin",

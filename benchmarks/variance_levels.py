@@ -94,7 +94,10 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.records) < 3:
         parser.error("give at least 3 run records of the same code")
-    runs = load(args.records)
+    try:
+        runs = load(args.records)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"cannot read the run records: {type(exc).__name__}: {exc}")
     order, dev, within = deviations(runs)
     run_wide = np.median(dev, axis=1, keepdims=True)
     resid = dev - run_wide
