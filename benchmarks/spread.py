@@ -14,23 +14,41 @@ be looked for (warm-up, thread pools, the first run of a session, machine drift)
 ``--per-machine-speed`` also divides each CPU check's median by the machine probe's rate
 measured beside it (see ``perfsuite/probe.py``), and prints how many checks stay within the
 limit once the machine's own drift is taken out.
+
+Every check above the limit gets a reason from the evidence in the records:
+
+* a check with a bare reference (the same operation written bare, measured right before it
+  in the same process, see ``perfsuite/backends/reference.py``): when the reference's own
+  spread is as large (at least 0.8 of the check's, in log terms), the spread is the
+  machine's, since the harness is not in the reference; when the reference stayed within
+  the limit and the check did not, it is the harness's; in between, both.  Check ÷ reference
+  is printed too: on a machine whose speed changes within seconds, it can spread more than
+  either, because the two are measured seconds apart;
+* a collective over ranks: within the limit inside each state of the CPUs' link, or not;
+* any other: within the limit per unit of the machine probe's speed, or unexplained.
+
+It also prints each check's fidelity (best ÷ reference, ``derived.fidelity``) over the runs:
+median, lowest and highest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfsuite import probe
+from perfsuite.baseline import bare_reference_value
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +78,8 @@ def main() -> None:
     else:
         run_suite(args.runs, args.pytest_args, medians, units, adjusted)
     report(medians, units, args.runs, args.limit)
+    report_reasons(medians, adjusted, args.runs, args.limit)
+    report_fidelity(args.runs)
     if args.per_link_state:
         report_per_link_state(medians, args.runs, args.limit)
     if args.per_machine_speed:
@@ -68,6 +88,8 @@ def main() -> None:
 
 
 LINKS: dict[str, list[dict[str, Any] | None]] = defaultdict(list)  # check -> kept readings
+REFERENCES: dict[str, list[float | None]] = defaultdict(list)  # check -> bare reference rates
+FIDELITY: dict[str, list[float]] = defaultdict(list)  # check -> best / reference, per run
 
 
 def read_records(
@@ -78,12 +100,17 @@ def read_records(
 ) -> None:
     """Each check's median from each run record, in the order given."""
     for path in paths:
-        for result in json.loads(path.read_text())["results"]:
+        record = json.loads(path.read_text())
+        for row in (record.get("derived", {}).get("fidelity") or {}).get("checks", []):
+            if row.get("fidelity"):
+                FIDELITY[row["id"]].append(float(row["fidelity"]))
+        for result in record["results"]:
             median = float(np.median(result["samples"]))
             medians[result["id"]].append(median)
             units[result["id"]] = result["unit"]
             machine = result.get("context", {}).get("machine") or {}
             LINKS[result["id"]].append(probe.stored(machine, link=True))
+            REFERENCES[result["id"]].append(bare_reference_value(result.get("context", {})))
             component = machine.get("component")
             if component and machine.get(component):
                 speed = float(machine[component])
@@ -130,6 +157,74 @@ def report(medians: dict[str, list[float]], units: dict[str, str], runs: int, li
         mark = "  " if spread <= limit else "> "
         shown = ", ".join(f"{v:.4g}" for v in values)
         print(f"{mark}{spread:6.3f}  {node.split('::')[-1]}  [{shown}] {units[node]}")
+
+
+SAME_SHARE = 0.8  # a reference whose log-spread is this share of the check's "spread as much"
+
+
+def spread_of(values: list[float]) -> float:
+    """The largest value over the smallest (all positive)."""
+    return max(values) / min(values)
+
+
+def reason(node: str, values: list[float], adjusted: list[float], runs: int, limit: float) -> str:
+    """What the records say about why a check's run medians spread beyond ``limit``."""
+    refs = REFERENCES.get(node, [])
+    if len(refs) == runs and all(r for r in refs):
+        ref_spread = spread_of([float(r or 0.0) for r in refs])
+        ratio_spread = spread_of([v / float(r or 1.0) for v, r in zip(values, refs, strict=True)])
+        figures = f"bare reference {ref_spread:.3f}, check / reference {ratio_spread:.3f}"
+        if ref_spread <= limit:
+            return f"harness: the bare reference held, the check did not ({figures})"
+        if math.log(ref_spread) >= SAME_SHARE * math.log(spread_of(values)):
+            return f"machine: the bare operation beside it spread as much ({figures})"
+        return f"machine, and more in the check: the bare reference spread less ({figures})"
+    groups = probe.link_groups(LINKS.get(node, [])) if len(LINKS.get(node, [])) == runs else None
+    if groups is not None and len(groups) > 1:
+        worst = max((spread_of([values[i] for i in g]) for g in groups if len(g) > 1), default=1.0)
+        sizes = "/".join(str(len(g)) for g in groups)
+        if worst <= limit:
+            return f"the CPUs' link state: {worst:.3f} within each state (runs per state {sizes})"
+        return f"the link state explains part: {worst:.3f} within a state (runs {sizes})"
+    if len(adjusted) == runs:
+        per_speed = spread_of(adjusted)
+        if per_speed <= limit:
+            return f"machine: {per_speed:.3f} per unit of the probe's speed"
+        return f"unexplained: no bare reference, {per_speed:.3f} per unit of the probe's speed"
+    return "unexplained: no bare reference and no probe reading"
+
+
+def report_reasons(
+    medians: dict[str, list[float]], adjusted: dict[str, list[float]], runs: int, limit: float
+) -> None:
+    """Each check beyond ``limit``, with the reason the records give, and a count per reason."""
+    rows = sorted(
+        (
+            (spread_of(v), k, reason(k, v, adjusted.get(k, []), runs, limit))
+            for k, v in medians.items()
+            if len(v) == runs and spread_of(v) > limit
+        ),
+        reverse=True,
+    )
+    if not rows:
+        return
+    kinds = Counter(text.split(":")[0] for _, _, text in rows)
+    print(f"\nwhy {len(rows)} checks spread beyond {limit}: " + ", ".join(
+        f"{n} {kind}" for kind, n in kinds.most_common()
+    ))  # fmt: skip
+    for spread, node, text in rows:
+        print(f"  {spread:6.3f}  {node.split('::')[-1]}: {text}")
+
+
+def report_fidelity(runs: int) -> None:
+    """Each check's fidelity over the runs: median [lowest, highest]."""
+    rows = [(k, v) for k, v in FIDELITY.items() if len(v) == runs]
+    if not rows:
+        return
+    print(f"\nfidelity (best / bare reference) over {runs} runs: median [lowest, highest]")
+    for node, values in sorted(rows):
+        low, mid, high = min(values), statistics.median(values), max(values)
+        print(f"  {mid:5.2f} [{low:.2f}, {high:.2f}]  {node.split('::')[-1]}")
 
 
 def report_per_link_state(medians: dict[str, list[float]], runs: int, limit: float) -> None:
