@@ -12,17 +12,22 @@ each session against the others (leave one out) in two ways, from the same recor
   the other sessions' fastest runs.
 
 Power is the same with ``--slowdown`` applied to the judged session's samples (a rate times
-1 - s, a latency over it, as ``benchmarks/slowdown.py`` does).  Every session is judged with
-the plugin's two-level test, the run-to-run prior fitted across checks, and the family
-corrected at once (Benjamini-Hochberg), without the machine probe or the load guard, so the
-two ways differ only in what a session keeps.  On a machine whose slow spells last longer
-than a check, the slow runs form a long tail that one pass cannot step over; the fastest of
-passes minutes apart can, unless a spell catches every pass.
+1 - s, a latency over it, as ``benchmarks/slowdown.py`` does).  With ``--rule raw`` (the
+default) every session is judged with the plugin's two-level test, the run-to-run prior
+fitted across checks, and the family corrected at once (Benjamini-Hochberg), without the
+machine probe or the load guard, so the two ways differ only in what a session keeps.  With
+``--rule compare`` it is judged as ``perfsuite compare --passes N`` judges it: the probe's
+adjustment and guard, the link state, the load flags, all of it.
+
+On a machine whose slow spells last longer than a check, the slow runs form a long tail that
+one pass cannot step over; the fastest of passes minutes apart can, unless a spell catches
+every pass.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 from collections import Counter
@@ -30,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import stats
+from perfsuite.compare import compare_runs, sessions
+from perfsuite.model import RunRecord
 
 Run = dict[str, dict[str, Any]]  # check id -> result
+RECORDS: list[dict[str, Any]] = []  # the runs' whole records, oldest first
 
 
 def runs_in_time_order(work: Path) -> list[Run]:
@@ -49,12 +57,13 @@ def runs_in_time_order(work: Path) -> list[Run]:
             raise SystemExit(f"{paths[0]}: not a readable run record ({exc})") from exc
         records.append(record)
     records.sort(key=lambda r: r["created"])
+    RECORDS[:] = records
     return [{r["id"]: r for r in rec["results"] if r.get("samples")} for rec in records]
 
 
 def level(result: dict[str, Any]) -> float:
     """A run's median, oriented so that higher is faster."""
-    median = statistics.median(result["samples"])
+    median = float(statistics.median(result["samples"]))
     return median if result["higher_is_better"] else -median
 
 
@@ -70,7 +79,7 @@ def slowed(result: dict[str, Any], slowdown: float) -> list[float]:
 
 
 def judge(
-    sessions: list[tuple[Run, ...]],
+    groups: list[tuple[Run, ...]],
     i: int,
     checks: list[str],
     best: bool,
@@ -78,15 +87,15 @@ def judge(
     tol: float,
 ) -> Counter[str]:
     """Verdicts of session ``i`` against all the others, the family corrected at once."""
-    others = [s for j, s in enumerate(sessions) if j != i]
+    others = [s for j, s in enumerate(groups) if j != i]
     baseline = {c: [kept(s, c, best)["samples"] for s in others] for c in checks}
-    hib = {c: bool(sessions[i][0][c]["higher_is_better"]) for c in checks}
+    hib = {c: bool(groups[i][0][c]["higher_is_better"]) for c in checks}
     prior = stats.fit_prior(
         [stats.run_variance(baseline[c], hib[c]) for c in checks], [len(others) - 1] * len(checks)
     )
     comparisons = []
     for c in checks:
-        result = kept(sessions[i], c, best)
+        result = kept(groups[i], c, best)
         current = slowed(result, slowdown) if slowdown else result["samples"]
         comparisons.append(
             stats.compare(current, baseline[c], higher_is_better=hib[c], prior=prior)
@@ -98,6 +107,29 @@ def judge(
     )
 
 
+def slowed_record(record: RunRecord, slowdown: float) -> RunRecord:
+    """A record whose every check's work was ``slowdown`` slower."""
+    results = []
+    for r in record.results:
+        factor = 1 - slowdown if r.higher_is_better else 1 / (1 - slowdown)
+        results.append(dataclasses.replace(r, samples=tuple(s * factor for s in r.samples)))
+    return dataclasses.replace(record, results=tuple(results))
+
+
+def judge_compare(
+    records: list[RunRecord], passes: int, i: int, slowdown: float, best: bool
+) -> Counter[str]:
+    """Session ``i`` against the others, as ``perfsuite compare`` judges them."""
+    count = len(records) // passes
+    groups = [records[k * passes : (k + 1) * passes] for k in range(count)]
+    if not best:
+        groups = [g[:1] for g in groups]
+    kept = [sessions(g, len(g))[0] for g in groups]
+    after = slowed_record(kept[i], slowdown) if slowdown else kept[i]
+    rows, _, _ = compare_runs([s for j, s in enumerate(kept) if j != i], after)
+    return Counter(row.verdict for row in rows)
+
+
 def main() -> None:
     """Print the A/A and power counts of both ways."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -105,16 +137,18 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--slowdown", type=float, default=0.2)
     parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--rule", choices=["raw", "compare"], default="raw")
     args = parser.parse_args()
     if args.passes < 2 or not 0 < args.slowdown < 1 or args.tolerance <= 0:
         parser.error("--passes must be 2 or more, --slowdown in (0, 1), --tolerance positive")
     if not (args.work / "reports").is_dir():
         raise SystemExit(f"{args.work}: no reports/ (give the --work DIR/MODE folder)")
     runs = runs_in_time_order(args.work)
+    records = [RunRecord.from_dict(r) for r in RECORDS]
     count = len(runs) // args.passes
     if count < 3:
         raise SystemExit(f"{len(runs)} runs make {count} sessions of {args.passes}; need 3")
-    sessions = [tuple(runs[k * args.passes : (k + 1) * args.passes]) for k in range(count)]
+    groups = [tuple(runs[k * args.passes : (k + 1) * args.passes]) for k in range(count)]
     checks = sorted(set.intersection(*(set(run) for run in runs[: count * args.passes])))
     print(
         f"{len(runs)} runs, {count} sessions of {args.passes} passes, {len(checks)} checks; "
@@ -126,8 +160,12 @@ def main() -> None:
         aa: Counter[str] = Counter()
         power: Counter[str] = Counter()
         for i in range(count):
-            aa.update(judge(sessions, i, checks, best, 0.0, args.tolerance))
-            power.update(judge(sessions, i, checks, best, args.slowdown, args.tolerance))
+            if args.rule == "compare":
+                aa.update(judge_compare(records, args.passes, i, 0.0, best))
+                power.update(judge_compare(records, args.passes, i, args.slowdown, best))
+                continue
+            aa.update(judge(groups, i, checks, best, 0.0, args.tolerance))
+            power.update(judge(groups, i, checks, best, args.slowdown, args.tolerance))
         n = sum(aa.values())
         way = f"best of {args.passes}" if best else "one pass"
         print(

@@ -18,7 +18,7 @@ from pathlib import Path
 from perfsuite import history as hist
 from perfsuite import outcome, records, stats
 from perfsuite.baseline import DEFAULT_WINDOW, BaselineStore, safe_profile_name
-from perfsuite.compare import compare_runs, compared_record, environment_diff
+from perfsuite.compare import compare_runs, compared_record, environment_diff, sessions
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
@@ -60,9 +60,12 @@ def _signed(ratio: float) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    *before_paths, after_path = args.runs
-    before = [records.load_record(Path(p)) for p in before_paths]
-    b = records.load_record(Path(after_path))
+    *before, b = sessions([records.load_record(Path(p)) for p in args.runs], args.passes)
+    if args.passes > 1:
+        print(
+            f"sessions of {args.passes} passes: each check kept from its fastest pass, "
+            "before and after alike"
+        )
     rows, only_a, only_b = compare_runs(
         before, b, tolerance=args.tolerance, alpha=args.alpha, correction=args.correction
     )
@@ -259,6 +262,7 @@ examples:
   perfsuite profiles show h100-sxm        print one profile's figures
   perfsuite compare old.json new.json     pre-upgrade A/B: exit 1 on a regression
   perfsuite compare a1.json a2.json b.json --html ab.html
+  perfsuite compare a1.json a2.json a3.json a4.json b1.json b2.json --passes 2
   perfsuite report reports/a100/RUN.json  render a run record as HTML
   perfsuite history -k gemm               trends and change points of this machine's runs
   perfsuite baseline accept reports/a100/RUN.json -k tensorflow
@@ -315,6 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=frozenset({"regressed"}),
         metavar="OUTCOMES",
         help="outcomes that make the exit status 1 (default: regressed)",
+    )
+    comp.add_argument(
+        "--passes",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="every N consecutive records are passes of one session (the last N are B): each "
+        "check is judged by its fastest pass, before and after alike (default 1)",
     )
     comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
     comp.set_defaults(func=_compare)

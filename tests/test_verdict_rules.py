@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -221,6 +222,65 @@ def test_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "compare: INCONCLUSIVE, noisy checks only (exit 3)" in out
     assert "3 run(s) before" in out
+
+
+def _session(tmp_path: Path, name: str, levels: list[float]) -> list[Path]:
+    """One session in passes: each pass the same tight samples at its own level."""
+    tight = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2]
+    return [
+        _record(tmp_path, f"{name}-{k}", {"x::t": [v * level for v in tight]})
+        for k, level in enumerate(levels)
+    ]
+
+
+def test_compare_passes_keeps_each_checks_fastest_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spell that slows one pass of a session is stepped over; a slowdown of every pass is not."""
+    before = [
+        p
+        for i, levels in enumerate([[1.0, 0.6], [0.55, 1.003], [1.006, 0.98]])
+        for p in _session(tmp_path, f"a{i}", levels)
+    ]
+    spell = _session(tmp_path, "spell", [0.6, 1.002])
+    slower = _session(tmp_path, "slower", [0.7, 0.69])
+    assert main(["compare", *map(str, before + spell), "--passes", "2"]) == outcome.EXIT_OK
+    assert main(["compare", *map(str, before + slower), "--passes", "2"]) == (
+        outcome.EXIT_REGRESSED
+    )
+    out = capsys.readouterr().out
+    assert "sessions of 2 passes: each check kept from its fastest pass" in out
+    assert "3 run(s) before" in out
+    # One pass alone, against the passes that missed the spells: the spell is a regression.
+    calm = [before[0], before[3], before[4]]
+    assert main(["compare", *map(str, calm), str(spell[0])]) == outcome.EXIT_REGRESSED
+
+
+def test_fastest_passes_orients_latency_and_says_which_pass(tmp_path: Path) -> None:
+    from perfsuite.compare import fastest_passes
+    from perfsuite.records import load_record
+
+    paths = _session(tmp_path, "s", [1.0, 0.8, 1.2])
+    for path in paths:  # the same samples read as latencies: lower is faster
+        data = json.loads(path.read_text())
+        data["results"][0]["higher_is_better"] = False
+        path.write_text(json.dumps(data))
+    merged = fastest_passes([load_record(p) for p in paths])
+    (result,) = merged.results
+    assert statistics.median(result.samples) == pytest.approx(80.1, rel=1e-3)
+    assert result.context["passes"]["kept"] == "s-1"
+    assert sorted(result.context["passes"]["medians"]) == ["s-0", "s-1", "s-2"]
+    assert merged.run_id == "s-0+s-1+s-2"
+
+
+def test_compare_passes_that_do_not_make_whole_sessions_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = [str(p) for p in _session(tmp_path, "s", [1.0, 1.0, 1.0, 1.0, 1.0])]
+    assert main(["compare", *paths, "--passes", "2"]) == outcome.EXIT_USAGE
+    assert "do not make whole sessions of 2 passes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["compare", *paths, "--passes", "0"])
 
 
 @pytest.mark.parametrize(
