@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import stats
-from perfsuite.compare import compare_runs, sessions
+from perfsuite.compare import compare_runs, fastest_passes
 from perfsuite.model import RunRecord
 
 Run = dict[str, dict[str, Any]]  # check id -> result
@@ -124,7 +124,7 @@ def judge_compare(
     groups = [records[k * passes : (k + 1) * passes] for k in range(count)]
     if not best:
         groups = [g[:1] for g in groups]
-    kept = [sessions(g, len(g))[0] for g in groups]
+    kept = [fastest_passes(g) for g in groups]
     after = slowed_record(kept[i], slowdown) if slowdown else kept[i]
     rows, _, _ = compare_runs([s for j, s in enumerate(kept) if j != i], after)
     return Counter(row.verdict for row in rows)
