@@ -117,7 +117,7 @@ def slowed_record(record: RunRecord, slowdown: float) -> RunRecord:
 
 
 def judge_compare(
-    records: list[RunRecord], passes: int, i: int, slowdown: float, best: bool
+    records: list[RunRecord], passes: int, i: int, slowdown: float, best: bool, tol: float
 ) -> Counter[str]:
     """Session ``i`` against the others, as ``perfsuite compare`` judges them."""
     count = len(records) // passes
@@ -126,7 +126,7 @@ def judge_compare(
         groups = [g[:1] for g in groups]
     kept = [fastest_passes(g) for g in groups]
     after = slowed_record(kept[i], slowdown) if slowdown else kept[i]
-    rows, _, _ = compare_runs([s for j, s in enumerate(kept) if j != i], after)
+    rows, _, _ = compare_runs([s for j, s in enumerate(kept) if j != i], after, tolerance=tol)
     return Counter(row.verdict for row in rows)
 
 
@@ -161,8 +161,10 @@ def main() -> None:
         power: Counter[str] = Counter()
         for i in range(count):
             if args.rule == "compare":
-                aa.update(judge_compare(records, args.passes, i, 0.0, best))
-                power.update(judge_compare(records, args.passes, i, args.slowdown, best))
+                aa.update(judge_compare(records, args.passes, i, 0.0, best, args.tolerance))
+                power.update(
+                    judge_compare(records, args.passes, i, args.slowdown, best, args.tolerance)
+                )
                 continue
             aa.update(judge(groups, i, checks, best, 0.0, args.tolerance))
             power.update(judge(groups, i, checks, best, args.slowdown, args.tolerance))

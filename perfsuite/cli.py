@@ -1,7 +1,7 @@
 """The ``perfsuite`` command.
 
 * ``perfsuite profiles [show NAME]``: list hardware profiles, or print one;
-* ``perfsuite compare A.json B.json [--html FILE]``: the pre-upgrade A/B table and
+* ``perfsuite compare A.json B.json [--html FILE] [--passes N]``: the pre-upgrade A/B table and
   environment diff;
 * ``perfsuite report RUN.json [--baseline RUN.json] [-o FILE]``: render the HTML report;
 * ``perfsuite history``: each check's trend over the run records, with change points;
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def _compare(args: argparse.Namespace) -> int:
             f"sessions of {args.passes} passes: each check kept from its fastest pass, "
             "before and after alike"
         )
+        for session in [*before, b]:
+            kept = Counter(r.context["passes"]["kept"] for r in session.results)
+            print(f"  {session.run_id}: " + ", ".join(f"{n} from {k}" for k, n in kept.items()))
     rows, only_a, only_b = compare_runs(
         before, b, tolerance=args.tolerance, alpha=args.alpha, correction=args.correction
     )
@@ -74,7 +78,8 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"B: {b.run_id} ({b.created})")
     profile = b.hardware_profile.get("name")
     print(
-        f"profile: {profile}; {len(before)} run(s) before; "
+        f"profile: {profile}; {len(before)} {'session(s)' if args.passes > 1 else 'run(s)'} "
+        "before; "
         f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]

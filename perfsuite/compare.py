@@ -92,38 +92,47 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
     long tail; the fastest of passes minutes apart steps over a spell unless it catches them
     all (see ``benchmarks/best_of_passes.py``).  Judge a session kept this way only against
     baselines kept the same way.  Each kept result says which pass it came from and every
-    pass's median (``context.passes``).
+    pass's median (``context.passes``).  A check missing from a pass, or measured there in
+    another unit, is left out of the session (compare then lists it as only on one side).
+    The passes must share the profile and the environment (the stack under test); the
+    merged record has the first pass's metadata and no derived sections.
     """
     if not passes:
         raise PerfsuiteError("a session needs at least one pass")
+    ids = [p.run_id for p in passes]
+    if len(set(ids)) != len(ids):
+        raise PerfsuiteError(f"a run record is given twice in one session: {', '.join(ids)}")
     names = {p.hardware_profile.get("name") for p in passes}
     if len(names) != 1:
         raise PerfsuiteError(
             f"the passes of one session ran on different hardware profiles: "
-            f"{', '.join(sorted(map(str, names)))} ({', '.join(p.run_id for p in passes)})"
+            f"{', '.join(sorted(map(str, names)))} ({', '.join(ids)})"
         )
-    first = passes[0]
-    order = list(dict.fromkeys(r.id for p in passes for r in p.results))
+    for p in passes[1:]:
+        diff = environment_diff(passes[0].environment, p.environment)
+        if diff:
+            key, old, new = diff[0]
+            raise PerfsuiteError(
+                f"{passes[0].run_id} and {p.run_id} are not passes of one session: their "
+                f"environments differ ({key}: {old!r} -> {new!r}{', ...' if len(diff) > 1 else ''})"
+                "; give each session's records together, before's first"
+            )
     results = []
-    for node_id in order:
-        found = [
-            (k, r) for k, p in enumerate(passes) for r in p.results if r.id == node_id and r.samples
-        ]
-        unit = found[0][1].unit if found else None
-        same = [(k, r) for k, r in found if r.unit == unit]
-        if not same:
-            continue
-        k, best = max(same, key=lambda kr: _speed(kr[1]))
-        medians = {passes[j].run_id: statistics.median(r.samples) for j, r in same}
-        context = {**best.context, "passes": {"kept": passes[k].run_id, "medians": medians}}
+    for first in passes[0].results:
+        found = [r for p in passes for r in p.results if r.id == first.id]
+        if len(found) != len(passes) or any(r.unit != first.unit or not r.samples for r in found):
+            continue  # not measured alike in every pass: not compared
+        k, best = max(enumerate(found), key=lambda kr: _speed(kr[1]))
+        medians = {ids[j]: statistics.median(r.samples) for j, r in enumerate(found)}
+        context = {**best.context, "passes": {"kept": ids[k], "medians": medians}}
         results.append(replace(best, context=context))
+    durations = [p.duration_s for p in passes]
     return replace(
-        first,
-        run_id="+".join(p.run_id for p in passes),
-        environment=passes[-1].environment,
+        passes[0],
+        run_id="+".join(ids),
         results=tuple(results),
-        duration_s=sum(p.duration_s or 0.0 for p in passes) or None,
-        derived=passes[-1].derived,
+        duration_s=None if None in durations else sum(d or 0.0 for d in durations),
+        derived={},  # roofline, knob speedups: each pass's own; a merged session has none
     )
 
 

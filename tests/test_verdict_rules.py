@@ -250,7 +250,8 @@ def test_compare_passes_keeps_each_checks_fastest_pass(
     )
     out = capsys.readouterr().out
     assert "sessions of 2 passes: each check kept from its fastest pass" in out
-    assert "3 run(s) before" in out
+    assert "a1-0+a1-1: 1 from a1-1" in out  # the pass that missed the spell
+    assert "3 session(s) before" in out
     # One pass alone, against the passes that missed the spells: the spell is a regression.
     calm = [before[0], before[3], before[4]]
     assert main(["compare", *map(str, calm), str(spell[0])]) == outcome.EXIT_REGRESSED
@@ -279,8 +280,34 @@ def test_compare_passes_that_do_not_make_whole_sessions_is_a_usage_error(
     paths = [str(p) for p in _session(tmp_path, "s", [1.0, 1.0, 1.0, 1.0, 1.0])]
     assert main(["compare", *paths, "--passes", "2"]) == outcome.EXIT_USAGE
     assert "do not make whole sessions of 2 passes" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         main(["compare", *paths, "--passes", "0"])
+    assert exc.value.code == outcome.EXIT_USAGE
+    # The same record twice in one session, and a session whose passes ran different stacks.
+    assert main(["compare", paths[0], paths[0], *paths[2:4], "--passes", "2"]) == (
+        outcome.EXIT_USAGE
+    )
+    assert "given twice in one session" in capsys.readouterr().err
+    data = json.loads(Path(paths[1]).read_text())
+    data["environment"] = {**data["environment"], "packages": {"tensorflow": "9.9.9"}}
+    Path(paths[1]).write_text(json.dumps(data))
+    assert main(["compare", *paths[:4], "--passes", "2"]) == outcome.EXIT_USAGE
+    assert "are not passes of one session: their environments differ" in capsys.readouterr().err
+
+
+def test_a_check_missing_from_a_pass_is_left_out_of_the_session(tmp_path: Path) -> None:
+    from perfsuite.compare import fastest_passes
+    from perfsuite.records import load_record
+
+    tight = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2]
+    one = _record(tmp_path, "p0", {"x::t": tight, "x::u": tight})
+    two = _record(tmp_path, "p1", {"x::t": [v * 0.9 for v in tight]})
+    merged = fastest_passes([load_record(one), load_record(two)])
+    assert [r.id for r in merged.results] == ["x::t"]
+    assert merged.results[0].context["passes"]["medians"] == pytest.approx(
+        {"p0": 100.1, "p1": 90.09}
+    )
+    assert merged.derived == {}
 
 
 @pytest.mark.parametrize(
