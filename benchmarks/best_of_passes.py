@@ -28,83 +28,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from perfsuite import stats
 from perfsuite.compare import compare_runs, fastest_passes
+from perfsuite.errors import PerfsuiteError
 from perfsuite.model import RunRecord
-
-Run = dict[str, dict[str, Any]]  # check id -> result
-RECORDS: list[dict[str, Any]] = []  # the runs' whole records, oldest first
+from perfsuite.records import load_record
 
 
-def runs_in_time_order(work: Path) -> list[Run]:
-    """The baseline and A/A runs' results, oldest first."""
+def runs_in_time_order(work: Path) -> list[RunRecord]:
+    """The baseline and A/A runs' records, oldest first."""
     records = []
     for folder in sorted((work / "reports").iterdir()):
         if folder.name.split("-")[0] not in ("baseline", "aa"):
             continue
-        paths = [p for p in folder.glob("*/*.json")]
+        paths = list(folder.glob("*/*.json"))
         if len(paths) != 1:
             continue  # a run stopped before it wrote its record
         try:
-            record = json.loads(paths[0].read_text())
-        except (OSError, ValueError) as exc:
-            raise SystemExit(f"{paths[0]}: not a readable run record ({exc})") from exc
-        records.append(record)
-    records.sort(key=lambda r: r["created"])
-    RECORDS[:] = records
-    return [{r["id"]: r for r in rec["results"] if r.get("samples")} for rec in records]
-
-
-def level(result: dict[str, Any]) -> float:
-    """A run's median, oriented so that higher is faster."""
-    median = float(statistics.median(result["samples"]))
-    return median if result["higher_is_better"] else -median
-
-
-def kept(session: tuple[Run, ...], check: str, best: bool) -> dict[str, Any]:
-    """The session's result for a check: its first pass, or its fastest."""
-    return max((run[check] for run in session), key=level) if best else session[0][check]
-
-
-def slowed(result: dict[str, Any], slowdown: float) -> list[float]:
-    """The samples with the check's work made ``slowdown`` slower."""
-    factor = 1 - slowdown if result["higher_is_better"] else 1 / (1 - slowdown)
-    return [s * factor for s in result["samples"]]
-
-
-def judge(
-    groups: list[tuple[Run, ...]],
-    i: int,
-    checks: list[str],
-    best: bool,
-    slowdown: float,
-    tol: float,
-) -> Counter[str]:
-    """Verdicts of session ``i`` against all the others, the family corrected at once."""
-    others = [s for j, s in enumerate(groups) if j != i]
-    baseline = {c: [kept(s, c, best)["samples"] for s in others] for c in checks}
-    hib = {c: bool(groups[i][0][c]["higher_is_better"]) for c in checks}
-    prior = stats.fit_prior(
-        [stats.run_variance(baseline[c], hib[c]) for c in checks], [len(others) - 1] * len(checks)
-    )
-    comparisons = []
-    for c in checks:
-        result = kept(groups[i], c, best)
-        current = slowed(result, slowdown) if slowdown else result["samples"]
-        comparisons.append(
-            stats.compare(current, baseline[c], higher_is_better=hib[c], prior=prior)
-        )
-    significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
-    return Counter(
-        stats.decide(c, tolerance=tol, significant=s)[0]
-        for c, s in zip(comparisons, significant, strict=True)
-    )
+            records.append(load_record(paths[0]))
+        except PerfsuiteError as exc:
+            raise SystemExit(str(exc)) from exc
+    return sorted(records, key=lambda r: r.created)
 
 
 def slowed_record(record: RunRecord, slowdown: float) -> RunRecord:
@@ -116,17 +63,33 @@ def slowed_record(record: RunRecord, slowdown: float) -> RunRecord:
     return dataclasses.replace(record, results=tuple(results))
 
 
-def judge_compare(
-    records: list[RunRecord], passes: int, i: int, slowdown: float, best: bool, tol: float
-) -> Counter[str]:
-    """Session ``i`` against the others, as ``perfsuite compare`` judges them."""
-    count = len(records) // passes
-    groups = [records[k * passes : (k + 1) * passes] for k in range(count)]
-    if not best:
-        groups = [g[:1] for g in groups]
-    kept = [fastest_passes(g) for g in groups]
+def judge_raw(before: list[RunRecord], after: RunRecord, tol: float) -> Counter[str]:
+    """The two-level test alone over the checks every session kept, the family at once."""
+    runs = [{r.id: r for r in record.results} for record in before]
+    current = [r for r in after.results if all(r.id in run for run in runs)]
+    baseline = [[run[r.id].samples for run in runs] for r in current]
+    prior = stats.fit_prior(
+        [stats.run_variance(b, r.higher_is_better) for r, b in zip(current, baseline, strict=True)],
+        [len(before) - 1] * len(current),
+    )
+    comparisons = [
+        stats.compare(r.samples, b, higher_is_better=r.higher_is_better, prior=prior)
+        for r, b in zip(current, baseline, strict=True)
+    ]
+    significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
+    return Counter(
+        stats.decide(c, tolerance=tol, significant=s)[0]
+        for c, s in zip(comparisons, significant, strict=True)
+    )
+
+
+def judge(kept: list[RunRecord], i: int, slowdown: float, tol: float, rule: str) -> Counter[str]:
+    """Session ``i`` against all the others, by the raw test or as ``perfsuite compare``."""
+    before = [s for j, s in enumerate(kept) if j != i]
     after = slowed_record(kept[i], slowdown) if slowdown else kept[i]
-    rows, _, _ = compare_runs([s for j, s in enumerate(kept) if j != i], after, tolerance=tol)
+    if rule == "raw":
+        return judge_raw(before, after, tol)
+    rows, _, _ = compare_runs(before, after, tolerance=tol)
     return Counter(row.verdict for row in rows)
 
 
@@ -144,12 +107,11 @@ def main() -> None:
     if not (args.work / "reports").is_dir():
         raise SystemExit(f"{args.work}: no reports/ (give the --work DIR/MODE folder)")
     runs = runs_in_time_order(args.work)
-    records = [RunRecord.from_dict(r) for r in RECORDS]
     count = len(runs) // args.passes
     if count < 3:
         raise SystemExit(f"{len(runs)} runs make {count} sessions of {args.passes}; need 3")
-    groups = [tuple(runs[k * args.passes : (k + 1) * args.passes]) for k in range(count)]
-    checks = sorted(set.intersection(*(set(run) for run in runs[: count * args.passes])))
+    groups = [runs[k * args.passes : (k + 1) * args.passes] for k in range(count)]
+    checks = set.intersection(*({r.id for r in run.results} for run in runs[: count * args.passes]))
     print(
         f"{len(runs)} runs, {count} sessions of {args.passes} passes, {len(checks)} checks; "
         f"each session against the other {count - 1}"
@@ -157,17 +119,12 @@ def main() -> None:
     print("| way | A/A regressed | A/A noisy | power (regressed) | power noisy |")
     print("|---|---|---|---|---|")
     for best in (False, True):
+        kept = [fastest_passes(g if best else g[:1]) for g in groups]
         aa: Counter[str] = Counter()
         power: Counter[str] = Counter()
         for i in range(count):
-            if args.rule == "compare":
-                aa.update(judge_compare(records, args.passes, i, 0.0, best, args.tolerance))
-                power.update(
-                    judge_compare(records, args.passes, i, args.slowdown, best, args.tolerance)
-                )
-                continue
-            aa.update(judge(groups, i, checks, best, 0.0, args.tolerance))
-            power.update(judge(groups, i, checks, best, args.slowdown, args.tolerance))
+            aa.update(judge(kept, i, 0.0, args.tolerance, args.rule))
+            power.update(judge(kept, i, args.slowdown, args.tolerance, args.rule))
         n = sum(aa.values())
         way = f"best of {args.passes}" if best else "one pass"
         print(
