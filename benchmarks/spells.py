@@ -43,11 +43,15 @@ def track(minutes: float, size: int, out: Path) -> None:
 
 def summarise(out: Path, depth: float, gaps: list[float]) -> None:
     """Print the share of time in spells, their lengths, and the two-measurement odds."""
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    try:
+        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+        times = np.array([r["t"] for r in rows], dtype=float)
+        secs = np.array([r["s"] for r in rows], dtype=float)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+        raise SystemExit(f"{out}: not a track this script wrote ({problem})") from None
     if len(rows) < 100:
         raise SystemExit(f"{out}: only {len(rows)} calls; track for longer")
-    times = np.array([r["t"] for r in rows])
-    secs = np.array([r["s"] for r in rows])
     full = float(np.quantile(secs, 0.05))
     slow = secs > depth * full
     spells: list[tuple[float, float]] = []  # (start, length in seconds)

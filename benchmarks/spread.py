@@ -100,7 +100,13 @@ def read_records(
 ) -> None:
     """Each check's median from each run record, in the order given."""
     for path in paths:
-        record = json.loads(path.read_text())
+        try:
+            record = json.loads(path.read_text())
+            record["results"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(
+                f"{path}: not a readable run record ({type(exc).__name__}: {exc})"
+            ) from None
         for row in (record.get("derived", {}).get("fidelity") or {}).get("checks", []):
             if row.get("fidelity"):
                 FIDELITY[row["id"]].append(float(row["fidelity"]))
