@@ -285,23 +285,13 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             results.append(fresh.with_outcome(outcome.of(fresh)))
             continue
         c = row.comparison
-        verdict = BaselineVerdict(
+        verdict = stats.verdict_of(
+            c,
             row.verdict,
-            ratio=c.ratio,
+            row.reason,
             tolerance=r.baseline.tolerance,
             baseline_median=row.a_median,
-            reason=row.reason,
-            ci_low=c.ci_low,
-            ci_high=c.ci_high,
-            p_value=c.p_value,
             significant=row.significant,
-            n_baseline=c.n_baseline,
-            few_samples=c.few_samples,
-            baseline_runs=c.runs,
-            between_run_sd=c.between_sd,
-            within_run_sd=c.within_sd,
-            run_spread=None if c.spread is None else math.exp(c.spread) - 1,
-            between_source=c.between_source,
             family_size=len(rows),
             guards=row.guards,
             final=True,

@@ -553,11 +553,42 @@ def baseline_verdict(
     verdict, reason = decide(c, tolerance=tolerance, significant=significant, guards=guards)
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
+    return verdict_of(
+        c,
+        verdict,
+        reason,
+        tolerance=tolerance,
+        baseline_median=centre,
+        significant=significant,
+        family_size=family.m if family else 1,
+        guards=guards,
+        baseline_run_id=baseline_run_id,
+        detectable=detect,
+        threshold=threshold,
+    )
+
+
+def verdict_of(
+    c: Comparison,
+    verdict: str,
+    reason: str,
+    *,
+    tolerance: float | None,
+    baseline_median: float,
+    significant: bool,
+    family_size: int,
+    guards: Sequence[str],
+    baseline_run_id: str = "",
+    detectable: float | None = None,
+    threshold: float | None = None,
+    final: bool = False,
+) -> BaselineVerdict:
+    """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(
         verdict,
         ratio=c.ratio,
         tolerance=tolerance,
-        baseline_median=centre,
+        baseline_median=baseline_median,
         baseline_run_id=baseline_run_id,
         reason=reason,
         ci_low=c.ci_low,
@@ -571,8 +602,9 @@ def baseline_verdict(
         within_run_sd=c.within_sd,
         run_spread=None if c.spread is None else math.exp(c.spread) - 1,
         between_source=c.between_source,
-        detectable=detect,
-        family_size=family.m if family else 1,
+        detectable=detectable,
+        family_size=family_size,
         threshold=threshold,
         guards=tuple(guards),
+        final=final,
     )
