@@ -28,14 +28,12 @@ from perfsuite.report.terminal import format_table, short_id
 from perfsuite.storage import write_text_atomic
 
 
-def _row(profile: HardwareProfile) -> str:
+def _row(profile: HardwareProfile) -> tuple[str, str, str, str, str]:
     bw = profile.figure("memory.bandwidth_gbs")
     fp32 = profile.figure("compute.fp32_tflops")
-    bw_text = f"{bw:g} GB/s" if bw else "-"
+    bw_text = f"{bw:.4g} GB/s" if bw else "-"
     fp32_text = f"{fp32:.4g} TFLOP/s" if fp32 else "-"
-    return (
-        f"{profile.name:<12} {profile.kind:<4} {bw_text:>11} {fp32_text:>15}  {profile.description}"
-    )
+    return (profile.name, profile.kind, bw_text, fp32_text, profile.description)
 
 
 def _profiles(args: argparse.Namespace) -> int:
@@ -47,12 +45,12 @@ def _profiles(args: argparse.Namespace) -> int:
         print(f"# {profile.origin}")
         print(profile.to_toml(), end="")
         return 0
-    print(f"{'name':<12} {'kind':<4} {'bandwidth':>11} {'fp32':>15}  description")
-    for profile in registry.load_all():
-        print(_row(profile))
+    rows = [("name", "kind", "bandwidth", "fp32", "description")]
+    rows += [_row(profile) for profile in registry.load_all()]
     here = resolve("auto", registry)
     estimated = " (compute peaks estimated)" if here.estimated else ""
-    print(f"{'auto':<12} {'':<4} {'':>11} {'':>15}  this machine: {here.name}{estimated}")
+    rows.append(("auto", "", "", "", f"this machine: {here.name}{estimated}"))
+    print("\n".join(format_table(rows)))
     return 0
 
 
@@ -132,14 +130,10 @@ def _compare(args: argparse.Namespace) -> int:
             or "nothing compared"
         )
     )
+    verdict = outcome.session_verdict(compared, args.fail_on)
     code = outcome.exit_code(compared, args.fail_on)
-    print(
-        {
-            outcome.EXIT_OK: "compare: no regression (exit 0)",
-            outcome.EXIT_REGRESSED: "compare: REGRESSED (exit 1)",
-            outcome.EXIT_INCONCLUSIVE: "compare: INCONCLUSIVE, noisy checks only (exit 3)",
-        }[code]
-    )
+    worst = ", ".join(short_id(r.id) for r in verdict.failing[:3])
+    print(f"\ncompare: {verdict.headline}" + (f": {worst}" if worst else "") + f" (exit {code})")
     return code
 
 
@@ -181,6 +175,8 @@ def _history(args: argparse.Namespace) -> int:
                     f"one with --profile (run records exist for: {', '.join(known) or 'none'})"
                 )
             args.profile = here
+    folded = {name.lower(): name for name in known}
+    args.profile = folded.get(args.profile.lower(), args.profile)
     runs = _readable_history(report_dir, args.profile)
     if not runs:
         raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
@@ -286,7 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     profiles = sub.add_parser("profiles", help="list hardware profiles, or show one")
-    profiles.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    profiles.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "show"],
+        default="list",
+        help="list every profile (the default), or show one profile's figures",
+    )
     profiles.add_argument("name", nargs="?", help="profile name, or 'auto' for this host")
     profiles.add_argument(
         "--profile-dir", action="append", default=[], metavar="DIR", help="extra profile directory"
@@ -348,12 +350,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_report)
 
     histp = sub.add_parser("history", help="each check's trend over the run records")
-    histp.add_argument("--report-dir", default="reports", metavar="DIR")
-    histp.add_argument("--profile", default=None)
+    histp.add_argument(
+        "--report-dir", default="reports", metavar="DIR", help="where the run records are"
+    )
+    histp.add_argument(
+        "--profile",
+        default=None,
+        help="the hardware profile whose runs to read (default: this machine's, or the only "
+        "one with run records); any case",
+    )
     histp.add_argument(
         "-k", action="append", default=[], metavar="TEXT", help="checks whose id contains TEXT"
     )
-    histp.add_argument("--tolerance", type=_fraction, default=0.05)
+    histp.add_argument(
+        "--tolerance",
+        type=_fraction,
+        default=0.05,
+        help="smallest level change reported as a change point (default 0.05)",
+    )
     histp.set_defaults(func=_history)
 
     base = sub.add_parser("baseline", help="manage baselines")

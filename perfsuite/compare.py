@@ -77,12 +77,30 @@ def flat_environment(env: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def environment_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """What changed between two fingerprints, as (key, old, new); run-to-run readings left out."""
+    """What changed between two fingerprints, as (key, old, new).
+
+    Left out: run-to-run readings, and whether a library was imported (which depends on the
+    checks that ran, not on the stack), with the facts only an imported library can tell
+    unless both runs imported it.  Its version is always compared.
+    """
     old, new = flat_environment(a), flat_environment(b)
     keys = sorted(set(old) | set(new))
     return [
-        (k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k) and not _volatile(k)
+        (k, old.get(k), new.get(k))
+        for k in keys
+        if old.get(k) != new.get(k) and not _volatile(k) and _stack_fact(k, old, new)
     ]
+
+
+def _stack_fact(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a key describes the stack in both runs alike (see :func:`environment_diff`)."""
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != "software" or parts[2] == "version":
+        return True
+    if parts[2] == "loaded":
+        return False
+    loaded = f"software.{parts[1]}.loaded"
+    return old.get(loaded) is not False and new.get(loaded) is not False
 
 
 def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:

@@ -257,13 +257,18 @@ def software() -> dict[str, Any]:
     return plain
 
 
-def fingerprint() -> dict[str, Any]:
-    """The whole fingerprint: software, GPUs, host and performance-relevant variables."""
+def fingerprint(variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The whole fingerprint: software, GPUs, host and performance-relevant variables.
+
+    ``variables``: the performance variables as the session found them (read before any
+    backend set its own defaults, so runs of different checks record the same ones); read
+    now when not given.
+    """
     return {
         "software": software(),
         "gpus": gpus(),
         "host": _host(),
-        "variables": performance_env(),
+        "variables": dict(variables) if variables is not None else performance_env(),
     }
 
 

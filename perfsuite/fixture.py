@@ -150,7 +150,7 @@ class Perf:
                 ("perf_metric", result.metric),
                 ("perf_value", best),
                 ("perf_unit", result.unit),
-                ("perf_floor", result.floor.verdict),
+                ("perf_floor", outcome.floor_label(result)),
                 ("perf_baseline", result.baseline.verdict),
                 ("perf_outcome", result.outcome),
             ]

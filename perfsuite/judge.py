@@ -441,8 +441,8 @@ def reference_note(check_ratio: float, reference_ratio: float) -> str:
             "the framework changed, not the harness; rerun to tell a slow spell from a change"
         )
     return (
-        f"its bare reference held ({moved} since the baseline): the change is in the "
-        "check's own path (harness, launch or data), not the machine"
+        f"its bare reference did not move with it ({moved} since the baseline): the change "
+        "is in the check's own path (harness, launch or data), not the machine"
     )
 
 
@@ -457,7 +457,11 @@ def reference_tag(result: Result) -> str:
     reference_ratio = _reference_ratio(result)
     if reference_ratio is None or result.baseline.ratio is None:
         return ""
-    how = "moved too" if reference_moved(result.baseline.ratio, reference_ratio) else "held"
+    how = (
+        "moved too"
+        if reference_moved(result.baseline.ratio, reference_ratio)
+        else "did not move with it"
+    )
     return f"bare reference {how} ({_signed_percent(reference_ratio)})"
 
 

@@ -18,8 +18,10 @@ Markdown summary, the HTML report, JUnit properties and ``perfsuite compare``) a
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from perfsuite.model import Result
 
@@ -64,6 +66,75 @@ def rank(result: Result) -> int:
     return ORDER.index(of(result))
 
 
+def distance(result: Result) -> float:
+    """How far a result is from what it was judged against (log scale, 0 when unknown).
+
+    A floor miss: how far its best sample fell short of the floor; anything else: how far
+    its median moved from the baseline's, either way.
+    """
+    floor, base = result.floor, result.baseline
+    if of(result) in ("fail", "floor-warning") and floor.value and floor.threshold:
+        return abs(math.log(floor.value / floor.threshold))
+    if base.ratio:
+        return abs(math.log(base.ratio))
+    return 0.0
+
+
+def worst_first(results: Iterable[Result]) -> list[Result]:
+    """Results by outcome, worst first, and within one outcome the farthest moved first."""
+    return sorted(results, key=lambda r: (rank(r), -distance(r), r.id))
+
+
+def floor_label(result: Result) -> str:
+    """The floor verdict as every view shows it: an estimated peak's miss is a warning."""
+    f = result.floor
+    return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
+
+
+@dataclass(frozen=True)
+class SessionVerdict:
+    """A session's outcome under its ``--perf-fail-on``, as every view states it."""
+
+    state: str  # "failed", "inconclusive" or "passed"
+    counts: Counter[str]
+    failing: list[Result] = field(default_factory=list)  # worst first
+    noisy: list[Result] = field(default_factory=list)  # worst first, when they do not fail
+    # Regressions and floor failures that --perf-fail-on does not count as failing.
+    tolerated: list[Result] = field(default_factory=list)
+    total: int = 0
+
+    @property
+    def headline(self) -> str:
+        """``FAILED (2 regressed)``, ``INCONCLUSIVE (3 noisy)`` or ``PASSED (54 checks)``."""
+        if self.state == "failed":
+            kinds = Counter(of(r) for r in self.failing)
+            return f"FAILED ({_count_text(kinds)})"
+        if self.state == "inconclusive":
+            return f"INCONCLUSIVE ({len(self.noisy)} noisy)"
+        text = f"PASSED ({self.total} check{'' if self.total == 1 else 's'}"
+        if self.tolerated:
+            kinds = Counter(of(r) for r in self.tolerated)
+            text += f"; {_count_text(kinds)} not failing under --perf-fail-on"
+        return text + ")"
+
+
+def _count_text(counter: Counter[str]) -> str:
+    return ", ".join(f"{counter[k]} {k}" for k in ORDER if counter.get(k))
+
+
+def session_verdict(
+    results: Sequence[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON
+) -> SessionVerdict:
+    """The one session verdict: failed, inconclusive or passed (see :func:`exit_code`)."""
+    ordered = worst_first(results)
+    chosen = set(fail_on)
+    failing_ = [r for r in ordered if of(r) in chosen]
+    noisy = [r for r in ordered if of(r) == "noisy" and "noisy" not in chosen]
+    tolerated = [r for r in ordered if of(r) in ("fail", "regressed") and of(r) not in chosen]
+    state = "failed" if failing_ else "inconclusive" if noisy else "passed"
+    return SessionVerdict(state, counts(results), failing_, noisy, tolerated, total=len(ordered))
+
+
 def parse_fail_on(text: str) -> frozenset[str]:
     """Parse ``--perf-fail-on`` (comma-separated outcomes); raise ValueError on a bad name."""
     names = frozenset(p.strip() for p in text.split(",") if p.strip())
@@ -84,12 +155,8 @@ def failing(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON)
 
 def exit_code(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> int:
     """0 when nothing failed, 1 on a failing outcome, 3 when the only doubt is noise."""
-    items = list(results)
-    if failing(items, fail_on):
-        return EXIT_REGRESSED
-    if any(of(r) == "noisy" for r in items):
-        return EXIT_INCONCLUSIVE
-    return EXIT_OK
+    state = session_verdict(list(results), fail_on).state
+    return {"failed": EXIT_REGRESSED, "inconclusive": EXIT_INCONCLUSIVE}.get(state, EXIT_OK)
 
 
 def failure_text(result: Result) -> str:

@@ -20,7 +20,7 @@ from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Result
-from perfsuite.report.terminal import summary_lines
+from perfsuite.report.terminal import summary_lines, verdict_lines
 from perfsuite.session import Finished, PerfSession, finish
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
@@ -32,6 +32,7 @@ SELECTED_PROPERTY = "perfsuite.selected"
 SELECTED_KEY = pytest.StashKey[list[str]]()
 LATE_KEY = pytest.StashKey[dict[str, Result]]()
 JUNIT_KEY = pytest.StashKey[Path | None]()
+VARIABLES_KEY = pytest.StashKey[dict[str, str]]()
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
@@ -63,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     allocator.pin(config.stash[SESSION_KEY].settings.malloc_threshold)
     config.stash[JUNIT_KEY] = late.junit_path(config)  # resolved now, as pytest resolves it
+    # As the user set them, before a backend's import sets its defaults.
+    config.stash[VARIABLES_KEY] = environment.performance_env()
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
     if not _is_worker(config):
@@ -74,12 +77,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Hide pytest-benchmark's own table unless asked (every plugin is configured by now)."""
+    """Hide pytest-benchmark's own table unless asked (every plugin is configured by now).
+
+    ``--benchmark-compare`` asks for it: that comparison is only shown in the table.
+    """
     config = session.config
-    if not config.stash[SESSION_KEY].settings.benchmark_table:
-        benchmark_session = getattr(config, "_benchmarksession", None)
-        if benchmark_session is not None:
-            benchmark_session.quiet = True
+    benchmark_session = getattr(config, "_benchmarksession", None)
+    if benchmark_session is None or config.stash[SESSION_KEY].settings.benchmark_table:
+        return
+    if not getattr(benchmark_session, "compare", None):
+        benchmark_session.quiet = True
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -159,7 +166,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
-    env: dict[str, Any] = environment.fingerprint()
+    env: dict[str, Any] = environment.fingerprint(config.stash[VARIABLES_KEY])
     from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
     env["software"] = environment.merge_software(env["software"], from_workers)
     done = config.stash[FINISHED_KEY] = finish(perf_session, env)
@@ -185,24 +192,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The perfsuite section: the checks, the verdict, and where everything went."""
-    if _is_worker(config):
-        return
-    if EMPTY_KEY in config.stash:
-        terminalreporter.section("perfsuite")
-        terminalreporter.write_line(
-            f"perfsuite: FAILED: {config.stash[EMPTY_KEY]} perf check(s) were selected but none "
-            "measured anything (see the skip reasons above); --perf-allow-empty lets such a "
-            "session pass",
-            red=True,
-            bold=True,
-        )
-    if FINISHED_KEY not in config.stash:
+    """The perfsuite section: the checks, the notes, and where everything went."""
+    if _is_worker(config) or FINISHED_KEY not in config.stash:
         return
     terminalreporter.section("perfsuite")
     perf_session = config.stash[SESSION_KEY]
     for line, markup in summary_lines(perf_session, config.stash[FINISHED_KEY]):
         terminalreporter.write_line(line, **markup)
+
+
+def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
+    """The session's verdict lines, the last thing before pytest's own counts."""
+    if EMPTY_KEY in config.stash:
+        terminalreporter.write_sep("-", "perfsuite verdict")
+        terminalreporter.write_line(
+            f"perfsuite: FAILED: {config.stash[EMPTY_KEY]} perf check(s) were selected but none "
+            "measured anything (pytest -rs lists the skip reasons); --perf-allow-empty lets "
+            "such a session pass",
+            red=True,
+            bold=True,
+        )
+    elif FINISHED_KEY in config.stash:
+        terminalreporter.write_sep("-", "perfsuite verdict")
+        perf_session = config.stash[SESSION_KEY]
+        for line, markup in verdict_lines(perf_session.results, perf_session.settings.fail_on):
+            terminalreporter.write_line(line, **markup)
 
 
 class ResultCollector:
@@ -229,6 +243,14 @@ class ResultCollector:
         report.user_properties = [p for p in report.user_properties if p[0] != RESULT_PROPERTY]
         for data in payload:
             self._config.stash[SESSION_KEY].add(Result.from_dict(cast("dict[str, Any]", data)))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+        """The verdict lines, after pytest's short test summary (``-r``)."""
+        try:
+            return (yield)
+        finally:
+            _verdict(terminalreporter, self._config)
 
 
 class XdistHooks:

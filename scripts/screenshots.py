@@ -13,7 +13,9 @@ memory bandwidth and GEMMs:
    printing every attempt's outcomes, so the README can say how many it took;
 3. a run with a 40% slowdown injected into every measured duration
    (``benchmarks/slowdown.py``): the report with regressions;
-4. ``perfsuite compare`` of the passing run against the slowed one, as HTML: the A/B view.
+4. a pre-upgrade A/B: the five baseline runs (A, the old stack) against a run of the same
+   checks under a "new image" that sets ``OMP_NUM_THREADS=1`` (B), with ``perfsuite compare
+   --html``: a real change of the stack's configuration, with its environment diff.
 
 Each page is opened in headless Chromium and saved as PNG (the top of the page, where the
 verdict is, 1400 px wide).  Needs Chromium (``apt-get install chromium``).
@@ -41,18 +43,20 @@ CHECKS = TORCH if importlib.util.find_spec("torch") else NUMPY
 def _pytest(workdir: Path, *extra: str, env: dict[str, str] | None = None) -> Path:
     reports = workdir / "reports"
     before = set(reports.rglob("*.json")) if reports.exists() else set()
-    subprocess.run(
+    done = subprocess.run(
         [
             sys.executable, "-m", "pytest", *CHECKS, "--hw=auto", "--perf-quick", "-q",
             "-p", "no:cacheprovider", "-p", "benchmarks.slowdown",
             "--perf-report-dir", str(reports), "--perf-baseline-dir", str(workdir / "baselines"),
-            "--perf-fail-on", "fail", *extra,
+            *extra,
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        check=True,
+        check=False,
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
+    if done.returncode not in (0, 1):  # 1: a check regressed, which some runs are meant to
+        raise SystemExit(f"pytest exited {done.returncode}: {' '.join(map(str, done.args))}")
     (record,) = set(reports.glob("*/*.json")) - before
     return record
 
@@ -100,18 +104,21 @@ def main() -> None:
         work = Path(tmp)
         (work / "baselines").mkdir()
         print("checks:", " ".join(CHECKS))
-        for _ in range(5):
-            _pytest(work, "--perf-save-baseline", "--perf-force-baseline")
+        baseline_runs = [
+            _pytest(work, "--perf-save-baseline", "--perf-force-baseline") for _ in range(5)
+        ]
         for attempt in range(1, args.tries + 1):
             unchanged = _pytest(work)
             if _summary(f"unchanged, try {attempt} of {args.tries}", unchanged):
                 break
         slowed = _pytest(work, env={"PERFSUITE_INJECT_SLOWDOWN": "0.4"})
         _summary("slowed", slowed)
+        upgraded = _pytest(work, env={"OMP_NUM_THREADS": "1"})
+        _summary("new image (OMP_NUM_THREADS=1)", upgraded)
         ab = work / "ab.html"
         subprocess.run(
-            [sys.executable, "-m", "perfsuite", "compare", str(unchanged), str(slowed),
-             "--html", str(ab)],
+            [sys.executable, "-m", "perfsuite", "compare", *map(str, baseline_runs),
+             str(upgraded), "--html", str(ab)],
             check=False,
             stdout=subprocess.DEVNULL,
         )  # fmt: skip

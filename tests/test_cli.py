@@ -69,7 +69,7 @@ def test_profile_names_are_case_insensitive_with_did_you_mean(
     assert 'name = "a100"' in capsys.readouterr().out
     assert main(["profiles", "show", "H100"]) == 2
     err = capsys.readouterr().err
-    assert "did you mean h100-nvl or h100-pcie or h100-sxm" in err
+    assert "did you mean h100-nvl, h100-pcie or h100-sxm" in err
 
 
 def test_estimated_figures_are_rounded_to_meaningful_digits(
@@ -78,7 +78,7 @@ def test_estimated_figures_are_rounded_to_meaningful_digits(
     assert main(["profiles", "show", "auto"]) == 0
     out = capsys.readouterr().out
     for line in out.splitlines():
-        if line.startswith(("fp32_tflops", "fp64_tflops")):
+        if line.startswith(("fp32_tflops", "fp64_tflops", "clock_ghz")):
             digits = line.split("=")[1].strip().replace(".", "").lstrip("0")
             assert len(digits) <= 4, line
 
@@ -109,3 +109,25 @@ def test_history_picks_this_machines_profile_when_several_exist(
     monkeypatch.chdir(tmp_path)
     assert main(["history"]) in (0, 1)
     assert capsys.readouterr().out.startswith(f"profile {here}: 1 runs")
+
+
+def test_profiles_columns_fit_long_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profiles"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    column = lines[0].index("kind")
+    row = next(line for line in lines if line.startswith("a100-80gb-pcie"))
+    assert row[column:].startswith("gpu"), row
+
+
+def test_history_profile_is_case_insensitive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    record = json.loads((FIXTURES.parent / "report-run.json").read_text())
+    folder = tmp_path / "a100"
+    folder.mkdir()
+    record["hardware_profile"]["name"] = "a100"
+    (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    assert main(["history", "--report-dir", str(tmp_path), "--profile", "A100"]) in (0, 1)
+    assert capsys.readouterr().out.startswith("profile a100: 1 runs")

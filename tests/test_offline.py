@@ -31,7 +31,7 @@ def test_compare_flags_the_regression_and_the_environment_change(
     assert rows["test_stream[numpy-cpu-triad]"].endswith("ok")
     assert "software.tensorflow.version: '2.20.0' -> '2.21.0'" in out
     assert "variables.XLA_FLAGS: None -> '--xla_cpu_use_thunk_runtime=false'" in out
-    assert "1 regressed, 1 pass" in out and "compare: REGRESSED (exit 1)" in out
+    assert "1 regressed, 1 pass" in out and "compare: FAILED (1 regressed)" in out
 
 
 def test_compare_of_a_run_with_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,6 +87,30 @@ def test_environment_diff_shows_a_stack_upgrade_and_not_an_idle_pcie_link() -> N
         ("software.torch.cudnn_build", 90100, 90800),
         ("software.torch.nccl", "2.21.5", "2.26.2"),
     ]
+
+
+def test_environment_diff_compares_the_stack_not_which_checks_ran() -> None:
+    """A run that imported TensorFlow against one that did not: only a new version shows."""
+    old = {"software": {"tensorflow": {"version": "2.20.0", "loaded": False}}}
+    new = {
+        "software": {
+            "tensorflow": {"version": "2.21.0", "loaded": True, "cuda_build": "12.5"},
+        }
+    }
+    assert environment_diff(old, new) == [("software.tensorflow.version", "2.20.0", "2.21.0")]
+
+
+def test_variables_are_recorded_as_the_session_found_them(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read at configure, before a backend's import sets its defaults (TF_CPP_MIN_LOG_LEVEL)."""
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    config = pytester.parseconfigure()
+    from perfsuite.plugin import VARIABLES_KEY
+
+    assert config.stash[VARIABLES_KEY].get("OMP_NUM_THREADS") == "3"
+    assert "TF_CPP_MIN_LOG_LEVEL" not in config.stash[VARIABLES_KEY]
 
 
 def test_accept_promotes_a_run_and_keeps_the_previous_baseline(

@@ -75,7 +75,7 @@ def test_unknown_hw_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [
-        "ERROR: unknown hardware profile 'a1000'; did you mean a100 or a100-80gb or v100? (known: "
+        "ERROR: unknown hardware profile 'a1000'; did you mean a100, a100-80gb or v100? (known: "
         "a100, a100-80gb, a100-80gb-pcie, a100-pcie, fastgpu, h100-nvl, h100-pcie, h100-sxm, "
         "h200, h200-nvl, mi250x, nobw, slowgpu, v100, or auto for this machine)"
     ]
@@ -352,6 +352,16 @@ def test_the_benchmark_table_is_hidden_unless_asked(project: pytest.Pytester) ->
     assert "benchmark: 1 tests" not in result.stdout.str()
     assert (project.path / "bench.json").exists()  # the JSON is still written
     result.stdout.fnmatch_lines(["perfsuite: PASSED*"])
+
+
+def test_benchmark_compare_shows_its_table(project: pytest.Pytester) -> None:
+    """pytest-benchmark's comparison is only in its table: asking for it shows the table."""
+    project.runpytest("--hw=slowgpu", "--benchmark-autosave").assert_outcomes(passed=1)
+    result = project.runpytest("--hw=slowgpu", "--benchmark-compare")
+    result.assert_outcomes(passed=1)
+    # The table has the saved run beside this one.
+    assert "benchmark: 2 tests" in result.stdout.str()
+    assert "0001" in result.stdout.str()
 
 
 def test_benchmark_compare_fail_is_refused_with_perfsuites_equivalent(

@@ -32,7 +32,7 @@ def test_report_answers_the_first_screen_questions() -> None:
     base, judged = ab_record()
     html = render(judged, baseline=base)
     banner = html[html.index('id="banner"') : html.index("</div>", html.index('id="banner"'))]
-    assert "1 check(s) regressed" in banner and "test_stream[tensorflow-cpu-triad]" in banner
+    assert "FAILED (1 regressed)" in banner and "test_stream[tensorflow-cpu-triad]" in banner
     assert re.search(r"-1\d\.\d% \[-\d+\.\d%, -\d+\.\d%\], p=", banner), banner
     env = html[html.index('id="env-banner"') :]
     assert "software.tensorflow.version</code>: 2.20.0 → 2.21.0" in env
@@ -52,7 +52,7 @@ def test_report_without_baseline_and_with_only_some_checks() -> None:
     assert "No baseline environment to compare with." in html
     assert 'id="chart-memory_bandwidth"' in html
     assert 'id="chart-roofline"' not in html and 'id="chart-gemm"' not in html
-    assert "No regressions and no floor failures." in html
+    assert "no regressions and no floor failures" in html and "PASSED" in html
 
 
 def test_everything_from_the_run_is_escaped() -> None:
@@ -101,14 +101,14 @@ def test_report_and_compare_commands_write_html(
         )
         == 1
     )
-    assert "1 check(s) regressed" in ab.read_text()
+    assert "FAILED (1 regressed)" in ab.read_text()
 
 
 def test_markdown_summary_puts_regressions_first() -> None:
     _, judged = ab_record()
     text = render_markdown(judged, Path("reports/x.html"))
     lines = text.splitlines()
-    assert lines[2].startswith("**1 check(s) regressed or missed their floor.**")
+    assert lines[2].startswith("**FAILED (1 regressed)** Worst: test_stream[tensorflow-cpu-triad].")
     table = [line for line in lines if line.startswith("| test_")]
     assert table[0].startswith("| test_stream[tensorflow-cpu-triad]") and table[0].endswith(
         "| regressed |"
@@ -148,7 +148,7 @@ def test_session_writes_html_markdown_and_junit_properties(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["HTML report: *slowgpu*.html"])
     (html,) = (pytester.path / "reports" / "slowgpu").glob("*.html")
     assert "test_copy" in html.read_text()
-    assert "**No regressions.**" in summary.read_text()
+    assert "**PASSED (1 check)**" in summary.read_text()
     case = ET.parse(pytester.path / "junit.xml").getroot().find(".//testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["perf_metric"] == "bandwidth" and props["perf_unit"] == "GB/s"
@@ -217,5 +217,5 @@ def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -
     ]
     html = render(replace(judged, results=results), baseline=base)
     table = html[html.index('<table id="verdicts">') : html.index("</table>")]
-    assert "bare reference held (-3%)" in table
+    assert "bare reference did not move with it (-3%)" in table
     assert table.count("bare reference") == 1, "only the check that has one"

@@ -151,10 +151,21 @@ class HardwareProfile:
 
 
 def _meaningful(value: Any, estimated: bool) -> Any:
-    """An estimate to 4 significant digits (0.33230515200000005 -> 0.3323); others as given."""
-    if estimated and isinstance(value, float):
+    """A figure to the digits that mean something.
+
+    An estimate, or a reading with more digits than a datasheet prints (a clock read from
+    the host, 2.596144), to 4 significant digits (0.33230515200000005 -> 0.3323); a
+    datasheet figure as given.
+    """
+    if isinstance(value, float) and (estimated or _digits(value) > 5):
         return float(f"{value:.4g}")
     return value
+
+
+def _digits(value: float) -> int:
+    """Significant digits in a float's shortest repr (2.596144 -> 7, 1935.0 -> 4)."""
+    mantissa = repr(abs(value)).split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa.rstrip("0")) or 1
 
 
 def _toml_value(value: Any) -> str:
@@ -297,7 +308,7 @@ class ProfileRegistry:
                 [*prefixed, *difflib.get_close_matches(name.lower(), list(folded), 3, 0.5)]
             )
         )[:3]
-        hint = f"; did you mean {' or '.join(folded[c] for c in close)}?" if close else ""
+        hint = f"; did you mean {_one_of([folded[c] for c in close])}?" if close else ""
         raise ProfileError(
             f"unknown hardware profile {name!r}{hint} (known: {', '.join(self.names())}, or "
             "auto for this machine)"
@@ -334,3 +345,8 @@ def known_figure_keys() -> Iterable[str]:
         for key, kind in keys.items():
             if section and kind == "number":
                 yield f"{section}.{key}"
+
+
+def _one_of(names: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

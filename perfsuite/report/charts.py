@@ -222,11 +222,8 @@ def _bars(
             ax.plot([peak, peak], [i - 0.4, i + 0.4], color="#c0392b", lw=2)
     marked = [(i, b) for i, b in enumerate(baselines) if b]
     if marked:
-        ax.plot(
-            [b for _, b in marked], [i for i, _ in marked], "D", color="0.15", ms=5,
-            label="baseline median",
-        )  # fmt: skip
-        ax.legend(fontsize=10, loc="lower right")
+        # No legend box: the axis label names the marks, and a box would cover bar ends.
+        ax.plot([b for _, b in marked], [i for i, _ in marked], "D", color="0.15", ms=5)
     ax.set_yticks(list(y), labels, fontsize=10)
     ax.invert_yaxis()
     ax.set_xlabel(f"{unit} (bar: best; red tick: profile peak; diamond: baseline median)")
@@ -416,7 +413,7 @@ def changes(ctx: ChartContext) -> str | None:
     if not rows:
         return None
     rows.sort(key=lambda r: r.baseline.ratio or 1.0)
-    height = max(2.4, 0.24 * len(rows) + 1.3)
+    height = max(2.4, 0.3 * len(rows) + 1.3)
     fig = _figure(11.0, height)
     ax = fig.add_subplot()
     tolerance = max((r.baseline.tolerance or 0.0) for r in rows)
@@ -430,7 +427,7 @@ def changes(ctx: ChartContext) -> str | None:
         low, mid, high = (100 * (v - 1) for v in (b.ci_low, b.ratio, b.ci_high))
         ax.plot([low, high], [i, i], color=colour, lw=2)
         ax.plot([mid], [i], "o", color=colour, ms=5)
-    ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=9)
+    ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=11)
     ax.invert_yaxis()
     ax.set_xlabel(
         "change against the baseline, % (negative is worse; bar: 95% CI; green band: "
@@ -454,7 +451,7 @@ def fidelity(ctx: ChartContext) -> str | None:
     ]
     if not rows:
         return None
-    fig = _figure(11.0, max(2.4, 0.34 * len(rows) + 1.2))
+    fig = _figure(11.0, max(2.4, 0.27 * len(rows) + 1.2))
     ax = fig.add_subplot()
     values = [c["fidelity"] for c in rows]
     ax.barh(

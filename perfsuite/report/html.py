@@ -21,9 +21,10 @@ from perfsuite.compare import environment_diff, flat_environment
 from perfsuite.judge import machine_note, reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
-from perfsuite.report.terminal import floor_label
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
+# Checks the banner names, worst first; the table has the rest.
+BANNER_NAMED = 5
 
 
 def _environment() -> Any:
@@ -73,7 +74,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "p": "" if b.p_value is None else f"{b.p_value:.2g}",
         "verdict": b.verdict,
         "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
-        "floor": f.verdict + (" (est.)" if f.estimated and f.verdict == "fail" else ""),
+        "floor": outcome.floor_label(r),
         "floor_failed": f.verdict == "fail" and not f.estimated,
         "waiver": waiver,
         "outcome": outcome.of(r),
@@ -128,16 +129,17 @@ def render(
     started = time.perf_counter()
     earlier = [h for h in history if h.created <= record.created and h.run_id != record.run_id]
     series = {s.id: [p.median for p in s.points] for s in trends.series(earlier)}
-    rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in record.results]
-    rows.sort(key=lambda row: (row["outcome_sort"], row["verdict_sort"], row["id"]))
+    ordered = outcome.worst_first(record.results)
+    rows = [_row(r, [*series.get(r.id, []), r.summary.median]) for r in ordered]
+    by_id = {row["id"]: row for row in rows}
     verdicts = Counter(r.baseline.verdict for r in record.results)
     # An estimated peak's miss is a warning, never a "fail" (the one outcome rule's view).
-    floors = Counter(floor_label(r) for r in record.results)
+    floors = Counter(outcome.floor_label(r) for r in record.results)
     outcomes = outcome.counts(record.results)
     base_env = baseline.environment if baseline is not None else baseline_environment
     env_rows = _flat_environment(record.environment, base_env)
-    regressed = [row for row in rows if row["outcome"] in ("fail", "regressed")]
-    noisy = [row for row in rows if row["outcome"] == "noisy"]
+    fail_on = record.settings.get("fail_on") or outcome.DEFAULT_FAIL_ON
+    verdict = outcome.session_verdict(record.results, fail_on)
     charts = render_all(ChartContext(record, baseline))
     host = record.environment.get("host", {})
     html = (
@@ -149,8 +151,12 @@ def render(
             profile=record.hardware_profile,
             host=host.get("hostname", "?") if isinstance(host, Mapping) else "?",
             rows=rows,
-            regressed=regressed,
-            noisy=noisy,
+            verdict=verdict,
+            failing=[by_id[r.id] for r in verdict.failing],
+            noisy=[by_id[r.id] for r in verdict.noisy],
+            tolerated=[by_id[r.id] for r in verdict.tolerated],
+            fail_on=", ".join(sorted(fail_on)),
+            banner_named=BANNER_NAMED,
             machine=machine_note(record.results),
             verdicts=dict(verdicts),
             floors=dict(floors),

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from perfsuite.session import Finished, PerfSession
 
 Line = tuple[str, dict[str, Any]]
+# Regressed (or improved) checks named one per line; the rest are counted.
+NAMED = 10
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -56,18 +58,12 @@ def change(result: Result) -> str:
     return f"{b.ratio - 1:+.1%} [{b.ci_low - 1:+.1%}, {b.ci_high - 1:+.1%}]"
 
 
-def floor_label(result: Result) -> str:
-    """The floor verdict, with an estimated peak's miss shown as a warning."""
-    f = result.floor
-    return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
-
-
 def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> list[str]:
     """The per-check table: check, metric, best value, % of peak, change, verdicts, outcome."""
     rows = [
         ("check", "metric", "best", "% of peak", "vs baseline [CI]", "floor", "baseline", "outcome")
     ]
-    for r in sorted(results, key=lambda r: (outcome.rank(r), r.id)):
+    for r in outcome.worst_first(results):
         status = (r.waiver or {}).get("status")
         base = f"{r.baseline.verdict} (waiver {status})" if status else r.baseline.verdict
         rows.append(
@@ -77,7 +73,7 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
                 _value(r),
                 _peak(r),
                 change(r),
-                floor_label(r),
+                outcome.floor_label(r),
                 base,
                 outcome.of(r),
             )
@@ -92,9 +88,8 @@ def _counts(counter: Counter[str], order: Sequence[str]) -> str:
 
 def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Line]:
     """Two short lines (floors, baselines) and the session's outcome."""
-    floors = Counter(floor_label(r) for r in results)
+    floors = Counter(outcome.floor_label(r) for r in results)
     bases = Counter(r.baseline.verdict for r in results)
-    outcomes = outcome.counts(results)
     lines: list[Line] = [
         (
             "floors:    "
@@ -107,19 +102,21 @@ def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Lin
             {},
         ),
     ]
-    failing = outcome.failing(results, fail_on)
-    if failing:
-        worst = ", ".join(short_id(r.id) for r in sorted(failing, key=outcome.rank)[:3])
-        text = f"perfsuite: FAILED ({_counts(outcomes, outcome.ORDER[:2])}): {worst}"
+    verdict = outcome.session_verdict(results, fail_on)
+    text = f"perfsuite: {verdict.headline}"
+    if verdict.state == "failed":
+        worst = ", ".join(short_id(r.id) for r in verdict.failing[:3])
+        more = len(verdict.failing) - 3
+        text += f": {worst}" + (f" and {more} more" if more > 0 else "")
         lines.append((text, {"red": True, "bold": True}))
-    elif outcomes.get("noisy"):
-        text = (
-            f"perfsuite: INCONCLUSIVE ({outcomes['noisy']} noisy): changes beyond tolerance "
-            "that could not be confirmed; rerun on a quieter machine or with more samples"
+    elif verdict.state == "inconclusive":
+        text += (
+            ": changes beyond tolerance that could not be confirmed; rerun on a quieter "
+            "machine or with more samples"
         )
         lines.append((text, {"yellow": True, "bold": True}))
     else:
-        lines.append((f"perfsuite: PASSED ({len(results)} checks)", {"green": True, "bold": True}))
+        lines.append((text, {"green": True, "bold": True}))
     return lines
 
 
@@ -147,12 +144,15 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     machine = machine_note(results)
     if machine:
         notes.append(machine)
+    ordered = outcome.worst_first(results)
     for kind in ("regressed", "improved"):
-        for r in results:
-            if r.baseline.verdict == kind:
-                why = "; ".join(x for x in (r.baseline.reason, reference_tag(r)) if x)
-                notes.append(f"{kind}: {short_id(r.id)}: {why}")
-    noisy = [r for r in results if r.baseline.verdict == "noisy"]
+        changed = [r for r in ordered if r.baseline.verdict == kind]
+        for r in changed[:NAMED]:
+            why = "; ".join(x for x in (r.baseline.reason, reference_tag(r)) if x)
+            notes.append(f"{kind}: {short_id(r.id)}: {why}")
+        if len(changed) > NAMED:
+            notes.append(f"{kind}: {len(changed) - NAMED} more; details in the report")
+    noisy = [r for r in ordered if r.baseline.verdict == "noisy"]
     if noisy:
         notes.append(
             f"noisy: {len(noisy)} check(s) could not be judged (e.g. {short_id(noisy[0].id)}: "
@@ -173,7 +173,10 @@ def note_lines(results: Sequence[Result]) -> list[str]:
 
 
 def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
-    """The whole perfsuite section of the terminal summary."""
+    """The perfsuite section of the terminal summary, up to the verdict lines.
+
+    :func:`verdict_lines` come last, after pytest's own short summary.
+    """
     results = session.results
     lines: list[Line] = [(line, {}) for line in format_result_lines(session.profile, results)]
     lines += [(note, {}) for note in note_lines(results)]
@@ -208,5 +211,4 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
                 {"yellow": True},
             )
         )
-    lines += verdict_lines(results, session.settings.fail_on)
     return lines
