@@ -430,8 +430,8 @@ def changes(ctx: ChartContext) -> str | None:
     ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=11)
     ax.invert_yaxis()
     ax.set_xlabel(
-        "change against the baseline, % (negative is worse; bar: 95% CI; green band: "
-        f"tolerance ±{100 * tolerance:g}%)",
+        "change against the baseline, % (negative is worse)\n"
+        f"bar: 95% CI; green band: tolerance ±{100 * tolerance:g}%",
         fontsize=11,
     )
     ax.tick_params(axis="x", labelsize=10)
