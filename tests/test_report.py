@@ -202,8 +202,17 @@ def test_reasons_fold_into_a_detail_that_opens_on_click() -> None:
     base, judged = ab_record()
     html = render(judged, baseline=base)
     table = html[html.index('<table id="verdicts">') : html.index("</table>")]
-    assert '<details class="reason"><summary>why</summary>' in table
-    assert '<div class="reason">' not in table
+    assert table.count('<tr class="main"') == len(judged.results)
+    assert table.count('<tr class="detail" hidden><td colspan="10">') == len(judged.results)
+    assert '<button type="button" class="why" aria-expanded="false"' in table
+    regressed = next(r for r in judged.results if r.baseline.verdict == "regressed")
+    detail = table[table.index(regressed.id.rsplit("::", 1)[-1]) :]
+    detail = detail[
+        detail.index('<tr class="detail"') : detail.index(
+            "</tr>", detail.index('<tr class="detail"')
+        )
+    ]
+    assert "slower beyond 5%" in detail and "parameters: kernel=triad" in detail
 
 
 def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -> None:

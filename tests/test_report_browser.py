@@ -104,3 +104,28 @@ def test_screenshot(tmp_path: Path, report: Path) -> None:
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / "report.png")
+
+
+def test_why_opens_the_detail_row_on_click(tmp_path: Path, report: Path) -> None:
+    """A click on a row's "why" shows its detail row, spanning the table; a second hides it."""
+    page = report.read_text()
+    # A test harness beside the page's own script: the CSP (script hashes) is taken out.
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
+    probe = """<script>
+window.addEventListener("load", function () {
+  var button = document.querySelector("tr.main button.why");
+  var detail = button.closest("tr").nextElementSibling;
+  var seen = [detail.hidden];
+  button.click(); seen.push(detail.hidden, button.getAttribute("aria-expanded"));
+  seen.push(detail.getBoundingClientRect().width >= 0.9 * document.getElementById("verdicts").getBoundingClientRect().width);
+  button.click(); seen.push(detail.hidden);
+  document.body.dataset.clicks = JSON.stringify(seen);
+});
+</script></body>"""
+    harness = tmp_path / "harness.html"
+    harness.write_text(page.replace("</body>", probe))
+    dom, stderr = chromium(tmp_path, harness.as_uri(), "--dump-dom")
+    assert console(stderr) == []
+    clicks = re.search(r'data-clicks="([^"]*)"', dom)
+    assert clicks is not None, dom[-500:]
+    assert clicks.group(1).replace("&quot;", '"') == '[true,false,"true",true,true]'
