@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -80,6 +81,9 @@ def _compare(args: argparse.Namespace) -> int:
         "before; "
         f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
+    judged = compared_record(b, rows)
+    by_id = {row.id: row for row in rows}
+    rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
     for r in rows:
         c = r.comparison
@@ -112,12 +116,14 @@ def _compare(args: argparse.Namespace) -> int:
     print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
     for key, old, new in diff:
         print(f"  {key}: {old!r} -> {new!r}")
-    judged = compared_record(b, rows)
     if args.html:
         from perfsuite.report.html import render
 
         html = render(
-            judged, baseline=before[-1], title=f"perfsuite A/B: {before[-1].run_id} -> {b.run_id}"
+            judged,
+            baseline=before[-1],
+            title=f"perfsuite A/B: {before[-1].run_id} -> {b.run_id}",
+            compared_with=[a.run_id for a in before],
         )
         write_text_atomic(Path(args.html), html)
         print(f"HTML report: {args.html}")
@@ -176,7 +182,14 @@ def _history(args: argparse.Namespace) -> int:
                 )
             args.profile = here
     folded = {name.lower(): name for name in known}
-    args.profile = folded.get(args.profile.lower(), args.profile)
+    if args.profile.lower() not in folded:
+        close = difflib.get_close_matches(args.profile.lower(), list(folded), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(folded[c] for c in close)}?" if close else ""
+        raise PerfsuiteError(
+            f"{report_dir}: no run records of profile {args.profile!r}{hint} (run records "
+            f"exist for: {', '.join(known) or 'none'})"
+        )
+    args.profile = folded[args.profile.lower()]
     runs = _readable_history(report_dir, args.profile)
     if not runs:
         raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
@@ -301,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Compare the last run record (B) against the ones before it (A). Several A runs "
             "act as a multi-run baseline. Exit status: 0 no regression, 1 regression, "
-            "3 inconclusive (noisy checks only), 2 usage error."
+            "3 inconclusive (noisy checks, and nothing that --fail-on fails), 2 usage error."
         ),
     )
     comp.add_argument("runs", metavar="RUN.json", nargs="+", help="A run(s) ..., then B")

@@ -54,7 +54,10 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     (
         "--perf-save-baseline",
         "perf_save_baseline",
-        _flag("add this run to the baseline (failed, loaded and quick-mode results are refused)"),
+        _flag(
+            "add this run to the baseline (failed, regressed, loaded and quick-mode results "
+            "are refused)"
+        ),
         "bool",
         False,
     ),

@@ -95,7 +95,9 @@ def floor_label(result: Result) -> str:
 class SessionVerdict:
     """A session's outcome under its ``--perf-fail-on``, as every view states it."""
 
-    state: str  # "failed", "inconclusive" or "passed"
+    # "failed": an outcome --perf-fail-on names; "inconclusive": none, but a check is noisy;
+    # "passed": neither.  Regressions --perf-fail-on tolerates are named in every state.
+    state: str
     counts: Counter[str]
     failing: list[Result] = field(default_factory=list)  # worst first
     noisy: list[Result] = field(default_factory=list)  # worst first, when they do not fail
@@ -110,8 +112,9 @@ class SessionVerdict:
             kinds = Counter(of(r) for r in self.failing)
             return f"FAILED ({_count_text(kinds)})"
         if self.state == "inconclusive":
-            return f"INCONCLUSIVE ({len(self.noisy)} noisy)"
-        text = f"PASSED ({self.total} check{'' if self.total == 1 else 's'}"
+            text = f"INCONCLUSIVE ({len(self.noisy)} noisy"
+        else:
+            text = f"PASSED ({self.total} check{'' if self.total == 1 else 's'}"
         if self.tolerated:
             kinds = Counter(of(r) for r in self.tolerated)
             text += f"; {_count_text(kinds)} not failing under --perf-fail-on"

@@ -131,3 +131,23 @@ def test_history_profile_is_case_insensitive(
     (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
     assert main(["history", "--report-dir", str(tmp_path), "--profile", "A100"]) in (0, 1)
     assert capsys.readouterr().out.startswith("profile a100: 1 runs")
+
+
+def test_the_detected_profile_answers_to_its_own_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfsuite.hardware.detect import resolve
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    here = resolve("auto", ProfileRegistry()).name
+    assert main(["profiles", "show", here.upper()]) == 0
+    assert f'name = "{here}"' in capsys.readouterr().out
+
+
+def test_history_suggests_a_profile_for_a_typo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    (tmp_path / "cpu-amd-epyc-2c").mkdir()
+    shutil.copy(FIXTURES.parent / "report-run.json", tmp_path / "cpu-amd-epyc-2c" / "run.json")
+    assert main(["history", "--report-dir", str(tmp_path), "--profile", "cpu-amd-epic-2c"]) == 2
+    assert "did you mean cpu-amd-epyc-2c?" in capsys.readouterr().err

@@ -228,3 +228,37 @@ def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -
     table = html[html.index('<table id="verdicts">') : html.index("</table>")]
     assert "bare reference did not move with it (-3%)" in table
     assert table.count("bare reference") == 1, "only the check that has one"
+
+
+def test_a_tolerated_regression_is_named_beside_noisy_checks() -> None:
+    """--perf-fail-on fail with a regression and a noisy check: inconclusive, naming both."""
+    from perfsuite import outcome
+
+    base, judged = ab_record()
+    results = list(judged.results)
+    calm = next(i for i, r in enumerate(results) if r.baseline.verdict == "ok")
+    results[calm] = replace(
+        results[calm], baseline=replace(results[calm].baseline, verdict="noisy")
+    )
+    record = replace(
+        judged, results=tuple(results), settings={**judged.settings, "fail_on": ["fail"]}
+    )
+    verdict = outcome.session_verdict(record.results, ["fail"])
+    assert verdict.state == "inconclusive"
+    assert (
+        verdict.headline == "INCONCLUSIVE (1 noisy; 1 regressed not failing under --perf-fail-on)"
+    )
+    html = render(record, baseline=base)
+    banner = html[html.index('id="banner"') : html.index("</div>", html.index('class="tolerated"'))]
+    assert 'data-state="inconclusive"' in banner and "does not count as failing" in banner
+    assert verdict.headline in render_markdown(record)
+
+
+def test_compare_lists_the_worst_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["compare", str(FIXTURES / "report-baseline.json"), str(FIXTURES / "report-run.json")])
+        == 1
+    )
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("check "))
+    assert lines[header + 1].split()[-1] == "regressed"

@@ -269,8 +269,17 @@ def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> Hardwar
 
 
 def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
-    """Turn ``--hw`` into a profile: a name from the registry, or ``auto`` detection."""
+    """Turn ``--hw`` into a profile: a name from the registry, or ``auto`` detection.
+
+    The name ``auto`` gives this host's CPU (the name every record of it carries, such as
+    ``cpu-amd-epyc-2c``) is accepted too, in any case, unless a registry profile has it.
+    """
     if hw.lower() != "auto":
+        if hw.lower() not in {n.lower() for n in registry.names()}:
+            host = host_facts()
+            here = cpu_profile(host, base=registry.match_device(host.cpu_model, "cpu"))
+            if hw.lower() == here.name.lower():
+                return here
         profile = registry.load(hw)
         if profile.kind == "cpu":
             return cpu_profile(host_facts(), base=profile)

@@ -226,7 +226,10 @@ def _bars(
         ax.plot([b for _, b in marked], [i for i, _ in marked], "D", color="0.15", ms=5)
     ax.set_yticks(list(y), labels, fontsize=10)
     ax.invert_yaxis()
-    ax.set_xlabel(f"{unit} (bar: best; red tick: profile peak; diamond: baseline median)")
+    marks = ["bar: best"]
+    marks += ["red tick: profile peak"] if any(peaks) else []
+    marks += ["diamond: baseline median"] if marked else []
+    ax.set_xlabel(f"{unit} ({'; '.join(marks)})")
     return _svg(fig)
 
 
@@ -389,6 +392,7 @@ def input_pipeline(ctx: ChartContext) -> str | None:
     return _svg(fig)
 
 
+FOREST_RIGHT = 100.0  # % : the forest plot's axis ends here (a ratio of 2)
 OUTCOME_COLOURS = {
     "regressed": "#c0392b",
     "fail": "#c0392b",
@@ -420,20 +424,30 @@ def changes(ctx: ChartContext) -> str | None:
     if tolerance:
         ax.axvspan(-100 * tolerance, 100 * tolerance, color="#e9f6ee", zorder=0)
     ax.axvline(0, color="0.4", lw=1)
+    # One very wide interval must not squeeze the rest: the axis stops at +100%, and an
+    # interval that runs past it ends in an arrow.
+    right = min(
+        FOREST_RIGHT, max(100 * (r.baseline.ci_high - 1) for r in rows if r.baseline.ci_high)
+    )
+    right = max(right, 100 * tolerance, 5.0)
     for i, r in enumerate(rows):
         b = r.baseline
         assert b.ratio is not None and b.ci_low is not None and b.ci_high is not None
         colour = OUTCOME_COLOURS.get(r.outcome, "#1b7f3b" if b.verdict == "improved" else "#4a78b5")
         low, mid, high = (100 * (v - 1) for v in (b.ci_low, b.ratio, b.ci_high))
-        ax.plot([low, high], [i, i], color=colour, lw=2)
-        ax.plot([mid], [i], "o", color=colour, ms=5)
+        ax.plot([low, min(high, right)], [i, i], color=colour, lw=2)
+        if high > right:
+            ax.plot([right], [i], ">", color=colour, ms=6)
+        ax.plot([min(mid, right)], [i], "o", color=colour, ms=5)
     ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=11)
     ax.invert_yaxis()
     ax.set_xlabel(
-        "change against the baseline, % (negative is worse)\n"
-        f"bar: 95% CI; green band: tolerance ±{100 * tolerance:g}%",
+        "change against the baseline, % (negative is worse; largest slowdown on top)\n"
+        f"bar: 95% CI (arrow: runs past +{right:.0f}%); "
+        f"green band: tolerance ±{100 * tolerance:g}%",
         fontsize=11,
     )
+    ax.set_xlim(right=right * 1.05)
     ax.tick_params(axis="x", labelsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)

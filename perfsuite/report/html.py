@@ -124,8 +124,13 @@ def render(
     baseline_environment: Mapping[str, Any] | None = None,
     history: Sequence[RunRecord] = (),
     title: str = "perfsuite regression report",
+    compared_with: Sequence[str] = (),
 ) -> str:
-    """Render a run record (with its baseline run and history, where known) as HTML."""
+    """Render a run record (with its baseline run and history, where known) as HTML.
+
+    ``compared_with``: the run ids an A/B judged it against (``perfsuite compare``), named in
+    the header instead of the one baseline run.
+    """
     started = time.perf_counter()
     earlier = [h for h in history if h.created <= record.created and h.run_id != record.run_id]
     series = {s.id: [p.median for p in s.points] for s in trends.series(earlier)}
@@ -164,7 +169,14 @@ def render(
             env_rows=env_rows,
             env_changes=[row for row in env_rows if row["changed"]],
             has_baseline_env=base_env is not None,
-            baseline_run=baseline.run_id if baseline is not None else "",
+            baseline_run=(
+                ", ".join(compared_with)
+                if compared_with
+                else baseline.run_id
+                if baseline is not None
+                else ""
+            ),
+            baseline_runs=len(compared_with) or (1 if baseline is not None else 0),
             charts=charts,
             render_seconds=None,
         )
