@@ -225,6 +225,9 @@ class Judge:
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
+        span = baseline_span(entry)
+        if span is not None:
+            context["baseline_span_s"] = span
         reference = bare_reference_value(context)
         if entry is not None and reference is not None and entry.references:
             # The same operation measured bare beside the check, now and in the baseline runs.
@@ -424,6 +427,41 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
     if held:
         text += f"; {held} change(s) left noisy because the machine itself moved that far"
     return text
+
+
+# Baseline runs closer together than this share the machine's state of those minutes.
+BACK_TO_BACK_S = 30 * 60
+
+
+def baseline_span(entry: BaselineEntry | None) -> float | None:
+    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
+    if entry is None or len(entry.runs) < 2:
+        return None
+    times = []
+    for run in entry.runs:
+        try:
+            times.append(dt.datetime.fromisoformat(run.created).timestamp())
+        except ValueError:
+            return None
+    return max(times) - min(times)
+
+
+def baseline_note(results: Sequence[Result]) -> str:
+    """A warning when the baseline's runs were taken back to back, or ""."""
+    spans = [
+        float(r.context["baseline_span_s"])
+        for r in results
+        if isinstance(r.context.get("baseline_span_s"), int | float)
+    ]
+    if not spans or statistics.median(spans) >= BACK_TO_BACK_S:
+        return ""
+    minutes = statistics.median(spans) / 60
+    return (
+        f"baseline: its runs were accepted within {minutes:.0f} min of each other (median over "
+        f"{len(spans)} checks); runs taken back to back share the machine's state and "
+        "understate the spread between runs hours apart, so expect false alarms on a shared "
+        "machine: accept baseline runs from separate jobs, hours apart"
+    )
 
 
 def reference_note(check_ratio: float, reference_ratio: float) -> str:

@@ -573,3 +573,31 @@ def test_a_waiver_follows_the_verdict_decided_again() -> None:
     assert rejudged({**waiver, "status": "applied"}, "ok") == waiver
     assert rejudged({**waiver, "status": "expired"}, "regressed")["status"] == "expired"  # type: ignore[index]
     assert rejudged(None, "regressed") is None
+
+
+def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> None:
+    """Five runs accepted in the same minute understate the spread: the session says so."""
+    ids = [f"test_rates.py::test_rate[{n}-{s}]" for n, s in (("fast", 0.002), ("other", 0.002))]
+    write_baseline(project.path, {i: rate_runs(500.0) for i in ids})  # all at one instant
+    result = project.runpytest("-k", "fast or other", "--perf-fail-on=fail")
+    result.stdout.fnmatch_lines(["baseline: its runs were accepted within 0 min of each other*"])
+    record = last_record(project)
+    assert all(r["context"]["baseline_span_s"] == 0 for r in record["results"])
+    html = next((project.path / "reports" / "slowgpu").glob("*.html")).read_text()
+    assert 'id="baseline-note"' in html
+
+
+def test_a_baseline_spread_over_hours_needs_no_note() -> None:
+    from perfsuite.judge import baseline_note
+
+    record = RunRecord.from_dict(json.loads((FIXTURES / "report-run.json").read_text()))
+    hours = [
+        r.__class__.from_dict({**r.to_dict(), "context": {**r.context, "baseline_span_s": 7200}})
+        for r in record.results
+    ]
+    assert baseline_note(hours) == ""
+    minutes = [
+        r.__class__.from_dict({**r.to_dict(), "context": {**r.context, "baseline_span_s": 180}})
+        for r in record.results
+    ]
+    assert "within 3 min" in baseline_note(minutes)

@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import history as trends
 from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
-from perfsuite.judge import machine_note, reference_tag
+from perfsuite.judge import baseline_note, machine_note, reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 
@@ -163,6 +163,7 @@ def render(
             fail_on=", ".join(sorted(fail_on)),
             banner_named=BANNER_NAMED,
             machine=machine_note(record.results),
+            back_to_back=baseline_note(record.results),
             verdicts=dict(verdicts),
             floors=dict(floors),
             outcomes=dict(outcomes),

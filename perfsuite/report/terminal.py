@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.judge import machine_note, reference_tag
+from perfsuite.judge import baseline_note, machine_note, reference_tag
 from perfsuite.model import Result
 
 if TYPE_CHECKING:
@@ -144,6 +144,9 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     machine = machine_note(results)
     if machine:
         notes.append(machine)
+    back_to_back = baseline_note(results)
+    if back_to_back:
+        notes.append(back_to_back)
     ordered = outcome.worst_first(results)
     for kind in ("regressed", "improved"):
         changed = [r for r in ordered if r.baseline.verdict == kind]
