@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from perfsuite.baseline import DEFAULT_WINDOW, BaselineStore, safe_profile_name
 from perfsuite.compare import compare_runs, compared_record, environment_diff, sessions
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
-from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
+from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, short_id
 from perfsuite.storage import write_text_atomic
@@ -137,10 +136,13 @@ def _compare(args: argparse.Namespace) -> int:
         )
     )
     verdict = outcome.session_verdict(compared, args.fail_on)
-    code = outcome.exit_code(compared, args.fail_on)
-    worst = ", ".join(short_id(r.id) for r in verdict.failing[:3])
-    print(f"\ncompare: {verdict.headline}" + (f": {worst}" if worst else "") + f" (exit {code})")
-    return code
+    worst = verdict.named()
+    print(
+        f"\ncompare: {verdict.headline}"
+        + (f": {worst}" if worst else "")
+        + f" (exit {verdict.exit_code})"
+    )
+    return verdict.exit_code
 
 
 def _readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
@@ -183,10 +185,9 @@ def _history(args: argparse.Namespace) -> int:
             args.profile = here
     folded = {name.lower(): name for name in known}
     if args.profile.lower() not in folded:
-        close = difflib.get_close_matches(args.profile.lower(), list(folded), n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(folded[c] for c in close)}?" if close else ""
         raise PerfsuiteError(
-            f"{report_dir}: no run records of profile {args.profile!r}{hint} (run records "
+            f"{report_dir}: no run records of profile {args.profile!r}"
+            f"{did_you_mean(args.profile, known)} (run records "
             f"exist for: {', '.join(known) or 'none'})"
         )
     args.profile = folded[args.profile.lower()]

@@ -453,9 +453,10 @@ def baseline_note(results: Sequence[Result]) -> str:
         for r in results
         if isinstance(r.context.get("baseline_span_s"), int | float)
     ]
-    if not spans or statistics.median(spans) >= BACK_TO_BACK_S:
+    span = statistics.median(spans) if spans else math.inf
+    if span >= BACK_TO_BACK_S:
         return ""
-    minutes = statistics.median(spans) / 60
+    minutes = span / 60
     return (
         f"baseline: its runs were accepted within {minutes:.0f} min of each other (median over "
         f"{len(spans)} checks); runs taken back to back share the machine's state and "

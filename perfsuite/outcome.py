@@ -120,6 +120,19 @@ class SessionVerdict:
             text += f"; {_count_text(kinds)} not failing under --perf-fail-on"
         return text + ")"
 
+    @property
+    def exit_code(self) -> int:
+        """``perfsuite compare``'s exit status for this verdict."""
+        return {"failed": EXIT_REGRESSED, "inconclusive": EXIT_INCONCLUSIVE}.get(
+            self.state, EXIT_OK
+        )
+
+    def named(self, n: int = 3) -> str:
+        """The ``n`` worst failing checks by name (no file path), then how many more."""
+        names = ", ".join(r.id.rsplit("::", 1)[-1] for r in self.failing[:n])
+        more = len(self.failing) - n
+        return names + (f" and {more} more" if more > 0 else "")
+
 
 def _count_text(counter: Counter[str]) -> str:
     return ", ".join(f"{counter[k]} {k}" for k in ORDER if counter.get(k))
@@ -158,8 +171,7 @@ def failing(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON)
 
 def exit_code(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> int:
     """0 when nothing failed, 1 on a failing outcome, 3 when the only doubt is noise."""
-    state = session_verdict(list(results), fail_on).state
-    return {"failed": EXIT_REGRESSED, "inconclusive": EXIT_INCONCLUSIVE}.get(state, EXIT_OK)
+    return session_verdict(list(results), fail_on).exit_code
 
 
 def failure_text(result: Result) -> str:

@@ -276,8 +276,7 @@ def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
     """
     if hw.lower() != "auto":
         if hw.lower() not in {n.lower() for n in registry.names()}:
-            host = host_facts()
-            here = cpu_profile(host, base=registry.match_device(host.cpu_model, "cpu"))
+            here = _host_profile(registry)
             if hw.lower() == here.name.lower():
                 return here
         profile = registry.load(hw)
@@ -295,5 +294,10 @@ def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
                 "contains part of that name"
             )
         return matched
+    return _host_profile(registry)
+
+
+def _host_profile(registry: ProfileRegistry) -> HardwareProfile:
+    """The host CPU's profile, built on the registry's profile for its model if one matches."""
     host = host_facts()
     return cpu_profile(host, base=registry.match_device(host.cpu_model, "cpu"))

@@ -302,16 +302,9 @@ class ProfileRegistry:
         folded = {known.lower(): known for known in self._paths}
         if name.lower() in folded:
             return folded[name.lower()]
-        prefixed = [k for k in sorted(folded) if k.startswith(name.lower())]
-        close = list(
-            dict.fromkeys(
-                [*prefixed, *difflib.get_close_matches(name.lower(), list(folded), 3, 0.5)]
-            )
-        )[:3]
-        hint = f"; did you mean {_one_of([folded[c] for c in close])}?" if close else ""
         raise ProfileError(
-            f"unknown hardware profile {name!r}{hint} (known: {', '.join(self.names())}, or "
-            "auto for this machine)"
+            f"unknown hardware profile {name!r}{did_you_mean(name, self._paths)} "
+            f"(known: {', '.join(self.names())}, or auto for this machine)"
         )
 
     def path(self, name: str) -> Path:
@@ -345,6 +338,19 @@ def known_figure_keys() -> Iterable[str]:
         for key, kind in keys.items():
             if section and kind == "number":
                 yield f"{section}.{key}"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """A hint such as ``"; did you mean a, b or c?"``, or "" when no known name is close.
+
+    The known names that start like ``name`` or are close to it, in any case (at most three).
+    """
+    folded = {k.lower(): k for k in known}
+    prefixed = [k for k in sorted(folded) if k.startswith(name.lower())]
+    close = list(
+        dict.fromkeys([*prefixed, *difflib.get_close_matches(name.lower(), list(folded), 3, 0.5)])
+    )[:3]
+    return f"; did you mean {_one_of([folded[c] for c in close])}?" if close else ""
 
 
 def _one_of(names: list[str]) -> str:

@@ -78,7 +78,6 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "floor_failed": f.verdict == "fail" and not f.estimated,
         "waiver": waiver,
         "outcome": outcome.of(r),
-        "outcome_sort": outcome.rank(r),
         "reason": "; ".join(
             x
             for x in (

@@ -21,8 +21,7 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
     verdict = outcome.session_verdict(record.results, fail_on)
     headline = f"**{verdict.headline}**"
     if verdict.state == "failed":
-        named = ", ".join(_cell(r.id.rsplit("::", 1)[-1]) for r in verdict.failing[:3])
-        headline += f" Worst: {named}."
+        headline += f" Worst: {_cell(verdict.named())}."
     lines = [
         f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
         f"`{_cell(record.run_id)}`",

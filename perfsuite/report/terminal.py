@@ -105,9 +105,7 @@ def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Lin
     verdict = outcome.session_verdict(results, fail_on)
     text = f"perfsuite: {verdict.headline}"
     if verdict.state == "failed":
-        worst = ", ".join(short_id(r.id) for r in verdict.failing[:3])
-        more = len(verdict.failing) - 3
-        text += f": {worst}" + (f" and {more} more" if more > 0 else "")
+        text += f": {verdict.named()}"
         lines.append((text, {"red": True, "bold": True}))
     elif verdict.state == "inconclusive":
         text += (
