@@ -206,6 +206,29 @@ def test_host_last_level_cache_is_read_from_sysfs() -> None:
     assert llc is not None and llc >= 256 * 1024
 
 
+def test_a_cores_own_cache_is_read_per_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfsuite.hardware import detect
+
+    caches = [
+        (1, "Data", "48K"),
+        (1, "Instruction", "32K"),
+        (2, "Unified", "1024K"),
+        (3, "Unified", "32768K"),
+    ]
+    for i, (level, kind, size) in enumerate(caches):
+        index = tmp_path / "cpu0" / "cache" / f"index{i}"
+        index.mkdir(parents=True)
+        (index / "level").write_text(f"{level}\n")
+        (index / "type").write_text(f"{kind}\n")
+        (index / "size").write_text(f"{size}\n")
+    monkeypatch.setattr(detect, "_SYSFS_CPU", tmp_path)
+    assert detect.core_cache_bytes(1) == 48 * 1024
+    assert detect.core_cache_bytes(2) == 2**20
+    assert detect.core_cache_bytes(4) is None
+
+
 def test_mi250x_is_described_per_gcd() -> None:
     """A package is two GCDs and ROCm shows each as a device: per-package floors never hold."""
     gcd = ProfileRegistry().load("mi250x")

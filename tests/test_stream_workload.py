@@ -48,8 +48,9 @@ def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple
 
 @pytest.mark.parametrize("kernel", stream.KERNELS)
 def test_numpy_kernels_compute_stream_results_over_threads(kernel: str) -> None:
-    # An odd size over 3 threads exercises chunk edges and a partial triad block.
+    # An odd size over 3 threads, in blocks of 4096, exercises chunk edges and a partial block.
     kernels = NumpyStream(100_003, seed=1, threads=3)
+    kernels.block = 4096
     try:
         a, b, c = kernels.a.copy(), kernels.b.copy(), kernels.c.copy()
         assert len(np.unique(a)) > 99_000, "arrays must hold random data"
@@ -139,3 +140,29 @@ def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:
     finally:
         stream_kernels.close()
     assert os.sched_getaffinity(0) == before  # pinning the pool threads left this one alone
+
+
+def test_numpy_stream_arrays_keep_stores_away_from_loads_modulo_a_page() -> None:
+    """Arrays a few bytes apart modulo 4 KiB make a copy loop stall on false store-load matches."""
+    from perfsuite.backends.numpy import PAGE
+
+    kernels = NumpyStream(50_000, seed=1, threads=2)
+    try:
+        where = {name: getattr(kernels, name).ctypes.data % PAGE for name in "abc"}
+        where["scratch"] = kernels.scratch[0].ctypes.data % PAGE
+        assert kernels.scratch[1].ctypes.data % PAGE == where["scratch"]
+        # (store, load) pairs of copy, scale, add and the triad's two phases
+        pairs = [
+            ("c", "a"),
+            ("b", "c"),
+            ("c", "a"),
+            ("c", "b"),
+            ("scratch", "c"),
+            ("a", "b"),
+            ("a", "scratch"),
+        ]
+        for store, load in pairs:
+            assert (where[store] - where[load]) % PAGE >= 1024, (store, load, where)
+        assert all(getattr(kernels, name).size == 50_000 for name in "abc")
+    finally:
+        kernels.close()

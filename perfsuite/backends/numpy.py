@@ -6,8 +6,22 @@ on the same thread, pinned to the i-th CPU of the mask; numpy releases the GIL i
 ufuncs, so the chunks run in parallel.  That thread also first-touches (fills) its chunk,
 so on a multi-socket host each chunk's pages land on the socket whose CPU streams them.
 
+The arrays start at chosen offsets within a 4 KiB page (a at 0, c at 1 KiB, the triad's
+scratch at 2 KiB, b at 2.5 KiB), as STREAM's ``OFFSET`` does.  Allocated one after another,
+they start a few bytes apart modulo 4 KiB, and a CPU that matches a load against older
+stores by the low 12 address bits stalls whenever a kernel's store stream runs just
+behind its load stream modulo 4 KiB ("4K aliasing"): on an AMD EPYC VM, a vector copy loop
+(numpy's or the C reference's) ran at 0.6-0.75 of its speed with the arrays 32 bytes apart.
+With these offsets every kernel's store stream is at least 1 KiB from each of its load
+streams.
+
+Copy is an element-wise ufunc loop (``np.positive`` into the output), STREAM's load and
+store, not ``np.copyto``, which hands a contiguous copy to the C library's ``memcpy``, whose
+instructions for large copies depend on the CPU and the C library: on that VM, with the
+offsets above, ``copyto`` reached 0.87-0.90 of the C copy and the ufunc loop 0.97-1.01.
+
 The triad has no single numpy ufunc.  It is computed per thread in cache-sized blocks: q*c
-into a small scratch block that stays in L2, then b + scratch into a.  Memory traffic is then
+into a scratch block the size of a core's L2, then b + scratch into a.  Memory traffic is then
 STREAM's: read b and c, write a.
 """
 
@@ -23,7 +37,35 @@ import numpy as np
 from perfsuite.backends import reference
 from perfsuite.backends.base import STREAM_SCALAR, Backend
 
-BLOCK = 32 * 1024  # elements; 256 KiB of float64, well inside a core's L2
+DEFAULT_BLOCK = 32 * 1024  # elements; 256 KiB of float64, inside any x86 core's L2
+PAGE = 4096
+# Where each array starts within a page, in bytes (see the module's docstring).
+OFFSETS = {"a": 0, "c": 1024, "scratch": 2048, "b": 2560}
+
+
+def at_offset(elements: int, offset: int) -> np.ndarray:
+    """A float64 array of ``elements`` that starts ``offset`` bytes into a 4 KiB page."""
+    raw = np.empty(elements + 2 * PAGE // 8)
+    skip = ((offset - raw.ctypes.data) % PAGE) // 8
+    return raw[skip : skip + elements]
+
+
+def triad_block() -> int:
+    """Triad block in elements: one core's L2 in float64 (16-256 Ki), else 32 Ki.
+
+    Every block switches the streams being read (c alone, then b and the scratch block) and
+    costs two ufunc calls, so the block should be as large as the L2 holds.  On an AMD EPYC
+    VM with a 1 MiB L2 (``benchmarks/triad_probe.py``), against the C triad on the same
+    arrays: 128 Ki-element blocks 0.75-0.80 when memory ran at 57-60 GB/s and 0.90-0.94 at
+    32-35 GB/s, where 32 Ki blocks reached 0.57-0.60 and 0.78-0.87, and 8 Ki 0.24-0.39; a
+    scratch block well past the L2 (8 MiB) did no better than 128 Ki.
+    """
+    from perfsuite.hardware.detect import core_cache_bytes
+
+    l2 = core_cache_bytes(2)
+    if not l2:
+        return DEFAULT_BLOCK
+    return int(min(max(l2 // 8, 16 * 1024), 256 * 1024))
 
 
 def usable_cpus() -> int:
@@ -55,8 +97,9 @@ class NumpyStream:
         bounds = np.linspace(0, elements, self.threads + 1).astype(int)
         bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
         self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
-        self.a, self.b, self.c = (np.empty(elements) for _ in range(3))
-        self.scratch = [np.empty(BLOCK) for _ in range(self.threads)]
+        self.a, self.b, self.c = (at_offset(elements, OFFSETS[name]) for name in "abc")
+        self.block = triad_block()
+        self.scratch = [at_offset(self.block, OFFSETS["scratch"]) for _ in range(self.threads)]
         seeds = np.random.SeedSequence(seed).spawn(self.threads)
 
         def fill(i: int) -> None:
@@ -71,8 +114,8 @@ class NumpyStream:
             future.result()
 
     def copy(self) -> None:
-        """C = a."""
-        self._parallel(lambda i: np.copyto(self.c[self.chunks[i]], self.a[self.chunks[i]]))
+        """C = a, as a ufunc load/store loop (see the module's docstring)."""
+        self._parallel(lambda i: np.positive(self.a[self.chunks[i]], out=self.c[self.chunks[i]]))
 
     def scale(self) -> None:
         """B = q*c."""
@@ -94,8 +137,8 @@ class NumpyStream:
         def run(i: int) -> None:
             chunk = self.chunks[i]
             scratch = self.scratch[i]
-            for lo in range(chunk.start, chunk.stop, BLOCK):
-                hi = min(lo + BLOCK, chunk.stop)
+            for lo in range(chunk.start, chunk.stop, self.block):
+                hi = min(lo + self.block, chunk.stop)
                 tmp = scratch[: hi - lo]
                 np.multiply(self.c[lo:hi], STREAM_SCALAR, out=tmp)
                 np.add(self.b[lo:hi], tmp, out=self.a[lo:hi])
@@ -107,7 +150,13 @@ class NumpyStream:
 
     def describe(self) -> dict[str, object]:
         """Threads, pinning and blocking used."""
-        return {"threads": self.threads, "pinned": self.pinned, "triad_block_elements": BLOCK}
+        return {
+            "threads": self.threads,
+            "pinned": self.pinned,
+            "copy_kernel": "np.positive",
+            "page_offsets": OFFSETS,
+            "triad_block_elements": self.block,
+        }
 
     def close(self) -> None:
         """Stop the threads."""

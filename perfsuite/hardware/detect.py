@@ -90,6 +90,20 @@ def last_level_cache_bytes() -> int | None:
     return sum(instances.values()) or None
 
 
+def core_cache_bytes(level: int) -> int | None:
+    """Size of one instance of the data (or unified) cache at ``level`` on the first CPU."""
+    for index in sorted(_SYSFS_CPU.glob("cpu0/cache/index[0-9]*")):
+        try:
+            if int((index / "level").read_text()) != level:
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            return _sysfs_size((index / "size").read_text()) or None
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 @functools.cache
 def host_facts() -> HostFacts:
     """Read the host's CPU facts once per process (sysfs first, py-cpuinfo and psutil after)."""
