@@ -34,7 +34,6 @@ median, lowest and highest.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -49,6 +48,8 @@ import numpy as np
 
 from perfsuite import probe
 from perfsuite.baseline import bare_reference_value
+from perfsuite.errors import StorageError
+from perfsuite.records import load_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,27 +102,25 @@ def read_records(
     """Each check's median from each run record, in the order given."""
     for path in paths:
         try:
-            record = json.loads(path.read_text())
-            record["results"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SystemExit(
-                f"{path}: not a readable run record ({type(exc).__name__}: {exc})"
-            ) from None
-        for row in (record.get("derived", {}).get("fidelity") or {}).get("checks", []):
+            record = load_record(path)
+        except StorageError as exc:
+            raise SystemExit(f"not a readable run record: {exc}") from None
+        for row in (record.derived.get("fidelity") or {}).get("checks", []):
             if row.get("fidelity"):
                 FIDELITY[row["id"]].append(float(row["fidelity"]))
-        for result in record["results"]:
-            median = float(np.median(result["samples"]))
-            medians[result["id"]].append(median)
-            units[result["id"]] = result["unit"]
-            machine = result.get("context", {}).get("machine") or {}
-            LINKS[result["id"]].append(probe.stored(machine, link=True))
-            REFERENCES[result["id"]].append(bare_reference_value(result.get("context", {})))
+        for result in record.results:
+            median = float(np.median(result.samples))
+            medians[result.id].append(median)
+            units[result.id] = result.unit
+            machine = result.context.get("machine") or {}
+            LINKS[result.id].append(probe.stored(machine, link=True))
+            REFERENCES[result.id].append(bare_reference_value(result.context))
             component = machine.get("component")
             if component and machine.get(component):
                 speed = float(machine[component])
-                hib = result.get("higher_is_better", True)
-                adjusted[result["id"]].append(median / speed if hib else median * speed)
+                adjusted[result.id].append(
+                    median / speed if result.higher_is_better else median * speed
+                )
 
 
 def run_suite(
