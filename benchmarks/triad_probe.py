@@ -26,8 +26,8 @@ from collections.abc import Callable
 import numpy as np
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import STREAM_SCALAR
-from perfsuite.backends.numpy import OFFSETS, NumpyStream, at_offset
+from perfsuite.backends.base import STREAM_PAGE_OFFSETS, STREAM_SCALAR
+from perfsuite.backends.numpy import NumpyStream, at_offset
 
 
 def blocked_triad(stream: NumpyStream, block: int, into_a: bool) -> Callable[[], None]:
@@ -35,7 +35,7 @@ def blocked_triad(stream: NumpyStream, block: int, into_a: bool) -> Callable[[],
 
     The scratch blocks are allocated (and touched) here, once, not in the timed step.
     """
-    scratch = [at_offset(block, OFFSETS["scratch"]) for _ in range(stream.threads)]
+    scratch = [at_offset(block, STREAM_PAGE_OFFSETS["scratch"]) for _ in range(stream.threads)]
     for block_scratch in scratch:
         block_scratch.fill(0.0)
 

@@ -143,14 +143,15 @@ def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:
 
 
 def test_numpy_stream_arrays_keep_stores_away_from_loads_modulo_a_page() -> None:
-    """Arrays a few bytes apart modulo 4 KiB make a copy loop stall on false store-load matches."""
-    from perfsuite.backends.numpy import PAGE
+    """Arrays off the cache line, or stores just behind loads modulo 4 KiB, slow a copy loop."""
+    from perfsuite.backends.base import PAGE_BYTES as PAGE
 
     kernels = NumpyStream(50_000, seed=1, threads=2)
     try:
         where = {name: getattr(kernels, name).ctypes.data % PAGE for name in "abc"}
         where["scratch"] = kernels.scratch[0].ctypes.data % PAGE
         assert kernels.scratch[1].ctypes.data % PAGE == where["scratch"]
+        assert all(offset % 64 == 0 for offset in where.values()), where
         # (store, load) pairs of copy, scale, add and the triad's two phases
         pairs = [
             ("c", "a"),

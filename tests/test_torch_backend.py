@@ -47,6 +47,11 @@ def test_stream_kernels_write_in_place_and_compute_streams_formulas() -> None:
     assert torch.allclose(k.a, 3.0 * a0 + 3.0 * (a0 + 3.0 * a0))
     assert [x.data_ptr() for x in (k.a, k.b, k.c)] == pointers, "a kernel allocated"
     assert not torch.equal(b0, c0), "the arrays hold random data"
+    from perfsuite.backends.base import STREAM_PAGE_OFFSETS
+
+    assert {n: getattr(k, n).data_ptr() % 4096 for n in "abc"} == {
+        n: STREAM_PAGE_OFFSETS[n] for n in "abc"
+    }, "each host array starts at its place in a page"
 
 
 def test_matmul_writes_into_its_output_and_restores_tf32() -> None:

@@ -6,14 +6,8 @@ on the same thread, pinned to the i-th CPU of the mask; numpy releases the GIL i
 ufuncs, so the chunks run in parallel.  That thread also first-touches (fills) its chunk,
 so on a multi-socket host each chunk's pages land on the socket whose CPU streams them.
 
-The arrays start at chosen offsets within a 4 KiB page (a at 0, c at 1 KiB, the triad's
-scratch at 2 KiB, b at 2.5 KiB), as STREAM's ``OFFSET`` does.  Allocated one after another,
-they start a few bytes apart modulo 4 KiB, and a CPU that matches a load against older
-stores by the low 12 address bits stalls whenever a kernel's store stream runs just
-behind its load stream modulo 4 KiB ("4K aliasing"): on an AMD EPYC VM, a vector copy loop
-(numpy's or the C reference's) ran at 0.6-0.75 of its speed with the arrays 32 bytes apart.
-With these offsets every kernel's store stream is at least 1 KiB from each of its load
-streams.
+The arrays start at chosen offsets within a 4 KiB page (``base.STREAM_PAGE_OFFSETS``): each on
+a cache line, and no kernel's stores just behind its loads modulo 4 KiB.
 
 Copy is an element-wise ufunc loop (``np.positive`` into the output), STREAM's load and
 store, not ``np.copyto``, which hands a contiguous copy to the C library's ``memcpy``, whose
@@ -35,18 +29,15 @@ from typing import Any
 import numpy as np
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import STREAM_SCALAR, Backend
+from perfsuite.backends.base import PAGE_BYTES, STREAM_PAGE_OFFSETS, STREAM_SCALAR, Backend
 
 DEFAULT_BLOCK = 32 * 1024  # elements; 256 KiB of float64, inside any x86 core's L2
-PAGE = 4096
-# Where each array starts within a page, in bytes (see the module's docstring).
-OFFSETS = {"a": 0, "c": 1024, "scratch": 2048, "b": 2560}
 
 
 def at_offset(elements: int, offset: int) -> np.ndarray:
     """A float64 array of ``elements`` that starts ``offset`` bytes into a 4 KiB page."""
-    raw = np.empty(elements + 2 * PAGE // 8)
-    skip = ((offset - raw.ctypes.data) % PAGE) // 8
+    raw = np.empty(elements + PAGE_BYTES // 8)
+    skip = ((offset - raw.ctypes.data) % PAGE_BYTES) // 8
     return raw[skip : skip + elements]
 
 
@@ -97,9 +88,11 @@ class NumpyStream:
         bounds = np.linspace(0, elements, self.threads + 1).astype(int)
         bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
         self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
-        self.a, self.b, self.c = (at_offset(elements, OFFSETS[name]) for name in "abc")
+        self.a, self.b, self.c = (at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc")
         self.block = triad_block()
-        self.scratch = [at_offset(self.block, OFFSETS["scratch"]) for _ in range(self.threads)]
+        self.scratch = [
+            at_offset(self.block, STREAM_PAGE_OFFSETS["scratch"]) for _ in range(self.threads)
+        ]
         seeds = np.random.SeedSequence(seed).spawn(self.threads)
 
         def fill(i: int) -> None:
@@ -154,7 +147,7 @@ class NumpyStream:
             "threads": self.threads,
             "pinned": self.pinned,
             "copy_kernel": "np.positive",
-            "page_offsets": OFFSETS,
+            "page_offsets": STREAM_PAGE_OFFSETS,
             "triad_block_elements": self.block,
         }
 

@@ -29,7 +29,9 @@ from typing import Any
 
 from perfsuite.backends import reference
 from perfsuite.backends.base import (
+    PAGE_BYTES,
     PRECISION,
+    STREAM_PAGE_OFFSETS,
     STREAM_SCALAR,
     Backend,
     ConvSpec,
@@ -131,12 +133,24 @@ class TorchStream(_TorchKernel):
     itemsize = 8
 
     def __init__(self, device: str, elements: int, seed: int) -> None:
-        """Allocate a, b, c of random float64 data on the device."""
+        """Allocate a, b, c of random float64 data on the device.
+
+        On the host each array starts at its place in a 4 KiB page
+        (``base.STREAM_PAGE_OFFSETS``), so no kernel's stores alias its loads.
+        """
         super().__init__(device, "fp64", set_tf32=False)
         self.elements = elements
         self.a, self.b, self.c = (
-            _random([elements], device, self.dtype, seed + i) for i in range(3)
+            self._placed(_random([elements], device, self.dtype, seed + i), name)
+            for i, name in enumerate("abc")
         )
+
+    def _placed(self, values: Any, name: str) -> Any:
+        if self.device != "cpu":
+            return values
+        raw = self._torch.empty(values.numel() + PAGE_BYTES // 8, dtype=values.dtype)
+        skip = ((STREAM_PAGE_OFFSETS[name] - raw.data_ptr()) % PAGE_BYTES) // 8
+        return raw.narrow(0, skip, values.numel()).copy_(values)
 
     def copy(self) -> Any:
         """C = a."""
@@ -156,7 +170,8 @@ class TorchStream(_TorchKernel):
 
     def describe(self) -> dict[str, object]:
         """Device, dtype, threads, and that outputs are written in place."""
-        return {**super().describe(), "in_place": True}
+        placed = {"page_offsets": STREAM_PAGE_OFFSETS} if self.device == "cpu" else {}
+        return {**super().describe(), "in_place": True, **placed}
 
     def close(self) -> None:
         """Drop the tensors."""
