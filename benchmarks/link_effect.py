@@ -16,7 +16,6 @@ benchmark of the machine, not a test.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
@@ -25,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfsuite import probe
+from perfsuite.errors import StorageError
+from perfsuite.records import load_record
 
 
 def main() -> None:
@@ -36,16 +37,15 @@ def main() -> None:
     rows: list[tuple[str, float, float, bool]] = []  # check, link, median, higher is better
     for path in args.records:
         try:
-            results = json.loads(path.read_text())["results"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            parser.error(f"{path}: not a readable run record ({type(exc).__name__}: {exc})")
-        for r in results:
-            machine = r.get("context", {}).get("machine")
-            kept = probe.stored(machine, link=True) or {}
-            if probe.LINK not in kept or not r.get("samples"):
+            record = load_record(path)
+        except StorageError as exc:
+            parser.error(f"not a readable run record: {exc}")
+        for r in record.results:
+            kept = probe.stored(r.context.get("machine"), link=True) or {}
+            if probe.LINK not in kept:
                 continue  # no link reading, or it changed state during this check
             link = float(kept[probe.LINK])
-            rows.append((r["id"], link, statistics.median(r["samples"]), r["higher_is_better"]))
+            rows.append((r.id, link, statistics.median(r.samples), r.higher_is_better))
     if not rows:
         sys.exit("no result carries a steady link reading (records from before the link probe?)")
     groups = probe.link_groups([{probe.LINK: link} for _, link, _, _ in rows]) or []

@@ -143,27 +143,40 @@ def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:
 
 
 def test_numpy_stream_arrays_keep_stores_away_from_loads_modulo_a_page() -> None:
-    """Arrays off the cache line, or stores just behind loads modulo 4 KiB, slow a copy loop."""
+    """Arrays off the cache line, or stores just ahead of loads modulo 4 KiB, slow a copy loop."""
     from perfsuite.backends.base import PAGE_BYTES as PAGE
 
-    kernels = NumpyStream(50_000, seed=1, threads=2)
+    kernels = NumpyStream(100_003, seed=1, threads=3)
     try:
-        where = {name: getattr(kernels, name).ctypes.data % PAGE for name in "abc"}
-        where["scratch"] = kernels.scratch[0].ctypes.data % PAGE
-        assert kernels.scratch[1].ctypes.data % PAGE == where["scratch"]
-        assert all(offset % 64 == 0 for offset in where.values()), where
-        # (store, load) pairs of copy, scale, add and the triad's two phases
-        pairs = [
-            ("c", "a"),
-            ("b", "c"),
-            ("c", "a"),
-            ("c", "b"),
-            ("scratch", "c"),
-            ("a", "b"),
-            ("a", "scratch"),
-        ]
-        for store, load in pairs:
-            assert (where[store] - where[load]) % PAGE >= 1024, (store, load, where)
-        assert all(getattr(kernels, name).size == 50_000 for name in "abc")
+        assert all(getattr(kernels, name).size == 100_003 for name in "abc")
+        # (store, load) pairs: copy, scale, add, the fused triad and the blocked triad's phases
+        pairs = [("c", "a"), ("b", "c"), ("c", "a"), ("c", "b"), ("a", "b"), ("a", "c")]
+        pairs += [("scratch", "c"), ("a", "b"), ("a", "scratch")]
+        for i, chunk in enumerate(kernels.chunks):
+            where = {n: getattr(kernels, n)[chunk].ctypes.data % PAGE for n in "abc"}
+            where["scratch"] = kernels.scratch[i].ctypes.data % PAGE
+            assert all(offset % 64 == 0 for offset in where.values()), (i, where)
+            for store, load in pairs:
+                assert (where[store] - where[load]) % PAGE >= 1024, (i, store, load, where)
     finally:
         kernels.close()
+
+
+@pytest.mark.parametrize(
+    ("l2", "block"),
+    [
+        (None, 32 * 1024),
+        (1 << 20, 128 * 1024),
+        (2 << 20, 256 * 1024),
+        (64 << 20, 256 * 1024),
+        (32 << 10, 16 * 1024),
+    ],
+)
+def test_the_triad_block_is_the_l2_within_bounds(
+    monkeypatch: pytest.MonkeyPatch, l2: int | None, block: int
+) -> None:
+    from perfsuite.backends import numpy as numpy_backend
+    from perfsuite.hardware import detect
+
+    monkeypatch.setattr(detect, "core_cache_bytes", lambda level: l2 if level == 2 else None)
+    assert numpy_backend.triad_block() == block

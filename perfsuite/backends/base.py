@@ -92,13 +92,14 @@ class ConvSpec:
 STREAM_SCALAR = 3.0  # STREAM's q, in scale (b = q*c) and triad (a = b + q*c)
 
 # Where each host STREAM array starts within a 4 KiB page, in bytes, as STREAM's OFFSET
-# does: every array on a cache-line boundary, and every kernel's store stream (copy c=a,
-# scale b=q*c, add c=a+b, triad a=b+q*c, and a blocked triad's scratch) at least 1 KiB from
-# each of its load streams modulo 4 KiB.  Large arrays allocated one after another came out
-# 16 bytes apart and off the 64-byte line; a vector copy whose source was off the line and
-# whose stores ran 32 bytes behind its loads modulo 4 KiB (where a CPU that matches loads
-# against older stores by the low 12 address bits stalls on false matches) ran at 0.77 of
-# its speed with these offsets, and at 0.5-0.6 in other minutes.
+# does: every array on a cache-line boundary, and no kernel's store stream (copy c=a, scale
+# b=q*c, add c=a+b, triad a=b+q*c, and a blocked triad's scratch) less than 1 KiB ahead of
+# one of its load streams modulo 4 KiB, where a CPU that matches loads against older stores
+# by the low 12 address bits can stall on false matches.  Large arrays allocated one after
+# another came out 16 bytes apart, two of three off the 64-byte line; on an AMD EPYC VM a
+# vector copy whose source was off the line and whose stores ran 32 bytes ahead of its
+# loads modulo 4 KiB ran at 0.77 of its speed with these offsets (interleaved, same
+# minutes), and at 0.42-0.59 in other minutes.
 PAGE_BYTES = 4096
 STREAM_PAGE_OFFSETS = {"a": 0, "c": 1024, "scratch": 2048, "b": 2560}
 

@@ -7,16 +7,18 @@ ufuncs, so the chunks run in parallel.  That thread also first-touches (fills) i
 so on a multi-socket host each chunk's pages land on the socket whose CPU streams them.
 
 The arrays start at chosen offsets within a 4 KiB page (``base.STREAM_PAGE_OFFSETS``): each on
-a cache line, and no kernel's stores just behind its loads modulo 4 KiB.
+a cache line, and no kernel's store stream less than 1 KiB ahead of one of its load streams
+modulo 4 KiB.
 
 Copy is an element-wise ufunc loop (``np.positive`` into the output), STREAM's load and
 store, not ``np.copyto``, which hands a contiguous copy to the C library's ``memcpy``, whose
-instructions for large copies depend on the CPU and the C library: on that VM, with the
-offsets above, ``copyto`` reached 0.87-0.90 of the C copy and the ufunc loop 0.97-1.01.
+instructions for large copies depend on the CPU and the C library: on an AMD EPYC VM with
+glibc, when memory ran fast (57-66 GB/s), ``copyto`` reached 0.61-0.67 of the C copy on the
+same arrays and the ufunc loop 0.87-0.99.
 
 The triad has no single numpy ufunc.  It is computed per thread in cache-sized blocks: q*c
-into a scratch block the size of a core's L2, then b + scratch into a.  Memory traffic is then
-STREAM's: read b and c, write a.
+into a scratch block the size of the first CPU's L2, then b + scratch into a.  Memory
+traffic is then STREAM's: read b and c, write a.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 from perfsuite.backends import reference
 from perfsuite.backends.base import PAGE_BYTES, STREAM_PAGE_OFFSETS, STREAM_SCALAR, Backend
 
-DEFAULT_BLOCK = 32 * 1024  # elements; 256 KiB of float64, inside any x86 core's L2
+DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size is not known
 
 
 def at_offset(elements: int, offset: int) -> np.ndarray:
@@ -42,7 +44,7 @@ def at_offset(elements: int, offset: int) -> np.ndarray:
 
 
 def triad_block() -> int:
-    """Triad block in elements: one core's L2 in float64 (16-256 Ki), else 32 Ki.
+    """Triad block in elements: the first CPU's L2 in float64 (16-256 Ki), else 32 Ki.
 
     Every block switches the streams being read (c alone, then b and the scratch block) and
     costs two ufunc calls, so the block should be as large as the L2 holds.  On an AMD EPYC
@@ -86,7 +88,9 @@ class NumpyStream:
             for i, pool in enumerate(self.pools):
                 pool.submit(os.sched_setaffinity, 0, {cpus[i]}).result()
         bounds = np.linspace(0, elements, self.threads + 1).astype(int)
-        bounds[1:-1] -= bounds[1:-1] % 8  # keep chunk starts on 64-byte boundaries
+        # Chunk starts on 4 KiB boundaries: every thread's slices keep the arrays' places in a
+        # page (STREAM_PAGE_OFFSETS) relative to its scratch block, and no page is shared.
+        bounds[1:-1] -= bounds[1:-1] % (PAGE_BYTES // 8)
         self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
         self.a, self.b, self.c = (at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc")
         self.block = triad_block()
@@ -147,7 +151,7 @@ class NumpyStream:
             "threads": self.threads,
             "pinned": self.pinned,
             "copy_kernel": "np.positive",
-            "page_offsets": STREAM_PAGE_OFFSETS,
+            "page_offsets": dict(STREAM_PAGE_OFFSETS),
             "triad_block_elements": self.block,
         }
 

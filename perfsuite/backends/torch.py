@@ -136,7 +136,7 @@ class TorchStream(_TorchKernel):
         """Allocate a, b, c of random float64 data on the device.
 
         On the host each array starts at its place in a 4 KiB page
-        (``base.STREAM_PAGE_OFFSETS``), so no kernel's stores alias its loads.
+        (``base.STREAM_PAGE_OFFSETS``), each on a cache line and apart modulo 4 KiB.
         """
         super().__init__(device, "fp64", set_tf32=False)
         self.elements = elements
@@ -170,7 +170,7 @@ class TorchStream(_TorchKernel):
 
     def describe(self) -> dict[str, object]:
         """Device, dtype, threads, and that outputs are written in place."""
-        placed = {"page_offsets": STREAM_PAGE_OFFSETS} if self.device == "cpu" else {}
+        placed = {"page_offsets": dict(STREAM_PAGE_OFFSETS)} if self.device == "cpu" else {}
         return {**super().describe(), "in_place": True, **placed}
 
     def close(self) -> None:
