@@ -14,10 +14,11 @@ fitted over the baseline's runs as each rule sees them, under several rules:
   by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
   and the rates each baseline run stored;
 * **plugin+link:KINDS** (``--link KINDS``): the plugin's rule, with the kinds of checks
-  named (``ranks``: collectives; ``stream``: host memory bandwidth; ``pipeline``: input
-  pipelines; ``all``: every host check) compared only with the baseline runs measured in
-  the CPUs' link state they were measured in (``probe.link_state``), from the baseline
-  runs' own records;
+  named (``ranks``: what ``probe.follows_link`` picks, the collectives, and the input
+  pipelines in records from the night of 2026-11-25 on; ``stream``: host memory bandwidth;
+  ``pipeline``: input pipelines in any record; ``all``: every host check) compared only
+  with the baseline runs measured in the CPUs' link state they were measured in
+  (``probe.link_state``), from the baseline runs' own records;
 * **B+X**: byte rates follow the probe's component B, every other check follows X, for
   every pair of components the records carry (records from an older probe may carry others,
   such as ``memory1``), with the baseline runs' readings taken from their own run records

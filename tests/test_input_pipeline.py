@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite import probe
 from perfsuite.checks import input_pipeline as ip
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.inputs import dataset as datasets
@@ -123,6 +124,9 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     configs = {c["config"]: c for c in section["configs"]}
     assert set(configs) == {"naive", "interleave"}
     tuned = next(r for r in record["results"] if r["params"].get("config") == "interleave")
+    assert all(probe.follows_link(r["params"]) for r in record["results"]), (
+        "pipelines, training input and storage reads are judged by the CPUs' link state"
+    )
     assert tuned["floor"]["verdict"] in ("pass", "fail")
     assert configs["interleave"]["first_batch_s"] > 0
     assert configs["interleave"]["cores_needed"] > 0

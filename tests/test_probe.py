@@ -328,6 +328,8 @@ def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> 
     assert not probe.follows_link({"device": "cpu", "ranks": 1})
     assert not probe.follows_link({"device": "gpu:0", "ranks": 2})
     assert not probe.follows_link({"device": "cpu"})
+    assert probe.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
+    assert not probe.follows_link({"device": "gpu:0", "cross_cpu": True})
 
 
 def collective(samples: list[float], link: float) -> Result:
