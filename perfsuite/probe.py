@@ -612,7 +612,9 @@ def guard(
     beyond its tolerance *against* the machine (slower on a faster machine, or faster on a
     slower one), the machine cannot have caused it, and no flag is raised; when it moved
     with the machine, or within its tolerance, how much of its move is the machine's cannot
-    be told, and the result is noisy.
+    be told, and the result is noisy, unless the check moved more than twice as far as the
+    machine, plus its tolerance (log scale): a machine that ran 15% slower cannot have made a
+    check three times slower.
     """
     band = math.log1p(GUARD_TOLERANCES * tolerance)
     if change is None or abs(math.log(change["ratio"])) <= band:
@@ -620,6 +622,9 @@ def guard(
     if raw is not None and (raw - 1) * (change["ratio"] - 1) < 0:
         if abs(math.log(raw)) > math.log1p(tolerance):
             return None
+    machine = abs(math.log(change["ratio"]))
+    if raw is not None and abs(math.log(raw)) > 2 * machine + math.log1p(tolerance):
+        return None
     percent = round((change["ratio"] - 1) * 100)
     return (
         f"while the machine itself ran {percent:+d}% against its baseline runs "

@@ -108,6 +108,14 @@ def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> No
     assert probe.guard(change(1.15), 0.05, raw=1.20) is not None, "faster with the machine"
 
 
+def test_the_guard_lets_a_check_that_moved_far_beyond_the_machine_be_judged() -> None:
+    """Pinned to one core under -n 2: STREAM at 0.26-0.32 while the memory probe read -9..-18%."""
+    change = {"component": "memory", "ratio": 0.87}
+    assert probe.guard(change, 0.05, raw=0.30) is None, "the machine cannot make it 3x slower"
+    assert probe.guard(change, 0.05, raw=0.80) is not None, "within twice the machine's move"
+    assert probe.guard({"component": "memory", "ratio": 1.15}, 0.05, raw=1.60) is None
+
+
 def test_the_raw_ratio_is_the_check_against_the_baseline_runs_unadjusted() -> None:
     runs = [[10.0, 10.0], [40.0, 40.0]]  # geometric mean of the run medians: 20
     assert probe.raw_ratio([16.0, 16.0], runs, higher_is_better=True) == pytest.approx(0.8)
