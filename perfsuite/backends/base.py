@@ -104,6 +104,14 @@ PAGE_BYTES = 4096
 STREAM_PAGE_OFFSETS = {"a": 0, "c": 1024, "scratch": 2048, "b": 2560}
 
 
+def page_skip(address: int, offset: int, itemsize: int) -> int:
+    """Items to skip from ``address`` to reach ``offset`` bytes into a 4 KiB page.
+
+    An allocation of ``PAGE_BYTES // itemsize`` items more than needed always has room.
+    """
+    return ((offset - address) % PAGE_BYTES) // itemsize
+
+
 @dataclass(frozen=True)
 class Precision:
     """A numeric precision: its storage type (as numpy, TensorFlow and torch name it) and size.

@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from perfsuite.backends import reference
-from perfsuite.backends.base import PAGE_BYTES, STREAM_PAGE_OFFSETS, STREAM_SCALAR, Backend
+from perfsuite.backends.base import (
+    PAGE_BYTES,
+    STREAM_PAGE_OFFSETS,
+    STREAM_SCALAR,
+    Backend,
+    page_skip,
+)
 
 DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size is not known
 
@@ -39,7 +45,7 @@ DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size i
 def at_offset(elements: int, offset: int) -> np.ndarray:
     """A float64 array of ``elements`` that starts ``offset`` bytes into a 4 KiB page."""
     raw = np.empty(elements + PAGE_BYTES // 8)
-    skip = ((offset - raw.ctypes.data) % PAGE_BYTES) // 8
+    skip = page_skip(raw.ctypes.data, offset, raw.itemsize)
     return raw[skip : skip + elements]
 
 

@@ -37,6 +37,7 @@ from perfsuite.backends.base import (
     ConvSpec,
     cpu_amp_reason,
     cpu_precision_reason,
+    page_skip,
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import gpu_facts
@@ -149,7 +150,7 @@ class TorchStream(_TorchKernel):
         if self.device != "cpu":
             return values
         raw = self._torch.empty(values.numel() + PAGE_BYTES // 8, dtype=values.dtype)
-        skip = ((STREAM_PAGE_OFFSETS[name] - raw.data_ptr()) % PAGE_BYTES) // 8
+        skip = page_skip(raw.data_ptr(), STREAM_PAGE_OFFSETS[name], raw.element_size())
         return raw.narrow(0, skip, values.numel()).copy_(values)
 
     def copy(self) -> Any:

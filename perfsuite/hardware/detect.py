@@ -15,6 +15,7 @@ import functools
 import os
 import platform
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,27 @@ def _sysfs_size(text: str) -> int:
     return int(match.group(1)) * scale
 
 
+def _data_caches(cpus: str) -> Iterator[tuple[int, int, str | None]]:
+    """(level, size in bytes, CPUs sharing it) of each data or unified cache sysfs lists.
+
+    ``cpus`` is a glob of CPU folders (``cpu0``, ``cpu[0-9]*``); entries whose level, type or
+    size cannot be read are skipped, and an unreadable list of sharing CPUs is None.
+    """
+    for index in sorted(_SYSFS_CPU.glob(f"{cpus}/cache/index[0-9]*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _sysfs_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            shared: str | None = (index / "shared_cpu_list").read_text().strip()
+        except OSError:
+            shared = None
+        if kind != "Instruction" and size:
+            yield level, size, shared
+
+
 def last_level_cache_bytes() -> int | None:
     """Total size of the last-level cache over all its instances, from sysfs.
 
@@ -73,15 +95,8 @@ def last_level_cache_bytes() -> int | None:
     """
     best_level = -1
     instances: dict[str, int] = {}
-    for index in _SYSFS_CPU.glob("cpu[0-9]*/cache/index[0-9]*"):
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = _sysfs_size((index / "size").read_text())
-            shared = (index / "shared_cpu_list").read_text().strip()
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction" or size == 0:
+    for level, size, shared in _data_caches("cpu[0-9]*"):
+        if shared is None:
             continue
         if level > best_level:
             best_level, instances = level, {}
@@ -92,16 +107,7 @@ def last_level_cache_bytes() -> int | None:
 
 def core_cache_bytes(level: int) -> int | None:
     """Size of one instance of the data (or unified) cache at ``level`` on the first CPU."""
-    for index in sorted(_SYSFS_CPU.glob("cpu0/cache/index[0-9]*")):
-        try:
-            if int((index / "level").read_text()) != level:
-                continue
-            if (index / "type").read_text().strip() == "Instruction":
-                continue
-            return _sysfs_size((index / "size").read_text()) or None
-        except (OSError, ValueError):
-            continue
-    return None
+    return next((size for lvl, size, _ in _data_caches("cpu0") if lvl == level), None)
 
 
 @functools.cache
