@@ -122,6 +122,24 @@ def test_the_raw_ratio_is_the_check_against_the_baseline_runs_unadjusted() -> No
     assert probe.raw_ratio([25.0, 25.0], runs, higher_is_better=False) == pytest.approx(0.8)
 
 
+def test_a_checks_reading_is_the_faster_of_before_and_after_with_both_kept() -> None:
+    before = {"memory": 30.0, "cache": 100.0, "compute": 50.0, "link": 6.0, "source": SOURCE}
+    after = {"memory": 24.0, "cache": 130.0, "compute": 50.0, "link": 25.0, "source": SOURCE}
+    out = probe.combine(before, after)
+    assert {k: out[k] for k in ("memory", "cache", "compute", "link")} == {
+        "memory": 30.0,  # a slowed reading (a framework's threads still spinning) is not kept
+        "cache": 130.0,
+        "compute": 50.0,
+        "link": 25.0,
+    }
+    assert out["before"]["link"] == 6.0 and out["after"]["memory"] == 24.0
+    assert out["source"] == SOURCE
+    without_link = probe.combine(
+        {**before, "link": 6.0}, {k: v for k, v in after.items() if k != "link"}
+    )
+    assert "link" not in without_link
+
+
 def test_adjusting_divides_a_rate_and_multiplies_a_latency() -> None:
     assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=True) == [5.0, 10.0]
     assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=False) == [20.0, 40.0]
