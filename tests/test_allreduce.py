@@ -26,7 +26,8 @@ from perfsuite.collectives.launch import Launcher, LauncherError
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_mpi = pytest.mark.skipif(
-    shutil.which("mpiexec") is None or not importlib.util.find_spec("mpi4py"),
+    Launcher.parse("mpiexec").unavailable_reason() is not None
+    or not importlib.util.find_spec("mpi4py"),
     reason="mpiexec/mpi4py not installed; pip install 'perfsuite[mpi]'",
 )
 
@@ -109,6 +110,25 @@ def test_a_missing_mpiexec_is_a_skip_with_an_install_hint() -> None:
     assert reason is not None and "pip install 'perfsuite[mpi]'" in reason
     # Another launcher that cannot start is not skipped: the check fails, naming it.
     assert Launcher.parse("no-such-srun -n {ranks}").unavailable_reason() is None
+
+
+def test_an_mpiexec_beside_this_python_is_found_without_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A virtual environment's own mpiexec (the MPICH wheel's) is used when it is not activated."""
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    mpiexec = python.parent / "mpiexec"
+    mpiexec.write_text("#!/bin/sh\n")
+    mpiexec.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    launcher = Launcher.parse("mpiexec -n {ranks}")
+    assert launcher.unavailable_reason() is None
+    assert launcher.command(2, [])[:3] == [str(mpiexec), "-n", "2"]
+    mpiexec.unlink()
+    reason = launcher.unavailable_reason()
+    assert reason is not None and "not found on PATH or beside" in reason
 
 
 def test_the_command_puts_this_python_and_the_worker_after_the_launcher() -> None:
@@ -217,6 +237,24 @@ def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
     assert elapsed < 20 + 30, f"took {elapsed:.0f} s"
     time.sleep(0.5)
     assert not _workers_left(), _workers_left()
+
+
+@needs_mpi
+def test_the_environments_own_mpiexec_starts_ranks_when_it_is_not_on_path(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``.venv/bin/pytest`` without activating the environment still runs the collectives."""
+    here = Path(sys.executable).parent
+    if not (here / "mpiexec").exists():
+        pytest.skip(f"no mpiexec beside {sys.executable} (MPICH from elsewhere)")
+    _project(pytester)
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join(d for d in dirs if d and not (Path(d) / "mpiexec").exists())
+    )
+    assert shutil.which("mpiexec") is None
+    result = pytester.runpytest_subprocess("-k", "mpi and 8B", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
 
 
 @needs_mpi

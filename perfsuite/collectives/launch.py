@@ -71,11 +71,26 @@ class Launcher:
             a.split("=")[0] in HOSTFILE_FLAGS for a in self.argv[1:]
         )
 
+    @property
+    def executable(self) -> str:
+        """The program to start: as given, or the one beside this Python when only it exists.
+
+        A bare name that is not on ``PATH`` but sits in the directory of the running Python
+        (a virtual environment's ``bin/``, where the MPICH wheel installs ``mpiexec``) is
+        started from there, so ``.venv/bin/pytest`` finds the environment's own launcher
+        without the environment being activated.
+        """
+        if os.sep in self.program or shutil.which(self.program) is not None:
+            return self.program
+        beside = os.path.join(os.path.dirname(sys.executable), self.program)
+        return beside if os.path.isfile(beside) and os.access(beside, os.X_OK) else self.program
+
     def unavailable_reason(self) -> str | None:
         """A reason to skip: the default kind of launcher (mpiexec) is not installed."""
-        missing = shutil.which(self.program) is None and not os.access(self.program, os.X_OK)
-        if missing and os.path.basename(self.program) in ("mpiexec", "mpirun"):
-            return f"{self.program} not found; {INSTALL_HINT}"
+        program = self.executable
+        missing = shutil.which(program) is None and not os.access(program, os.X_OK)
+        if missing and os.path.basename(program) in ("mpiexec", "mpirun"):
+            return f"{self.program} not found on PATH or beside {sys.executable}; {INSTALL_HINT}"
         return None  # any other launcher that cannot start fails the check, naming it
 
     def check_slots(self, ranks: int, oversubscribe: bool) -> None:
@@ -97,8 +112,8 @@ class Launcher:
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
         """The full command line: launcher, then this Python running the worker."""
-        argv = [a.replace("{ranks}", str(ranks)) for a in self.argv]
-        if oversubscribe and self.is_local_mpiexec and mpi_flavour(self.program) == "openmpi":
+        argv = [self.executable, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
+        if oversubscribe and self.is_local_mpiexec and mpi_flavour(self.executable) == "openmpi":
             argv.insert(1, "--oversubscribe")
         return [*argv, sys.executable, "-m", WORKER, "--launcher", self.template, *worker_args]
 
