@@ -251,7 +251,9 @@ def compare_runs(
         flag = probe.guard(judged[node_id][2], tol, raw)
         if flag:
             guards.append(flag)
-        verdict, reason = stats.decide(comparison, tolerance=tol, significant=sig, guards=guards)
+        verdict, reason = stats.decide(
+            comparison, tolerance=tol, significant=sig, guards=guards, alpha=alpha
+        )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
         )

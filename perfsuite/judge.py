@@ -315,7 +315,11 @@ def finalize(
             continue
         comparison = stats.comparison_of(b, len(r.samples))
         verdict, reason = stats.decide(
-            comparison, tolerance=b.tolerance or 0.0, significant=True, guards=b.guards
+            comparison,
+            tolerance=b.tolerance or 0.0,
+            significant=True,
+            guards=b.guards,
+            alpha=alpha,
         )
         if verdict != b.verdict:
             reason += (

@@ -27,9 +27,11 @@ A verdict (see :func:`decide`) needs a change that is **material** (beyond the t
 beyond the baseline's own run-to-run spread, the largest distance of a baseline run from the
 centre) and **significant** after the family's correction for many comparisons
 (Benjamini-Hochberg by default, or Holm): :class:`SequentialFamily` while the checks run,
-then the whole family at once when the session ends (``judge.finalize``).  :func:`detectable`
-gives the smallest change a comparison can detect at a threshold, before anything is
-measured.
+then the whole family at once when the session ends (``judge.finalize``).  A material change
+that is not significant is *noisy* (inconclusive) only when the check's own, uncorrected test
+would reject at the family's alpha; otherwise it is within the run-to-run noise, and *ok*.
+:func:`detectable` gives the smallest change a comparison can detect at a threshold, before
+anything is measured.
 """
 
 from __future__ import annotations
@@ -275,6 +277,9 @@ class Comparison:
     between_sd: float | None = None  # between-run sd (log); None when unknown
     within_sd: float = 0.0
     between_source: str = "unknown"
+    # The shift's p-value under the baseline's own noise alone (the new run assumed as
+    # noisy as the baseline's runs); None when not known (a comparison rebuilt from a record).
+    p_baseline_noise: float | None = None
 
     @property
     def few_samples(self) -> bool:
@@ -308,6 +313,12 @@ def compare(
     else:
         p_value = 1.0 if diff == 0 else 0.0
         half = 0.0
+    base_var, base_df = lv.variance(cur.size)
+    p_base = (
+        float(2 * sps.t.sf(abs(diff) / math.sqrt(base_var), base_df))
+        if base_var > 0
+        else (1.0 if diff == 0 else 0.0)
+    )
     return Comparison(
         ratio=math.exp(diff),
         ci_low=math.exp(diff - half),
@@ -322,6 +333,7 @@ def compare(
         between_sd=math.sqrt(lv.between_var) if lv.between_var is not None else None,
         within_sd=math.sqrt(cur_var if cur_df else lv.within_var),
         between_source=lv.between_source,
+        p_baseline_noise=p_base,
     )
 
 
@@ -486,8 +498,21 @@ def decide(
     tolerance: float,
     significant: bool,
     guards: Sequence[str] = (),
+    alpha: float = ALPHA,
 ) -> tuple[str, str]:
-    """Turn a comparison into a verdict and the reason for it."""
+    """Turn a comparison into a verdict and the reason for it.
+
+    A change beyond the tolerance is *regressed* (or *improved*) when it is significant
+    after the family's correction.  When it is not, it is *noisy* only if the check alone
+    (uncorrected, at ``alpha``) would have called it: some evidence of a change that the
+    family cannot confirm.  A change that not even the check alone would call (p above
+    ``alpha`` with the baseline's own within- and between-run variances, the new run assumed
+    as noisy as the baseline's runs) lies within the baseline's run-to-run noise, like one
+    within the spread of its run medians, and is *ok*; whether the
+    check could have seen a change at its tolerance is reported apart (``detectable``).  A
+    guarded change (measured under foreign load, in another link state, on a machine that
+    moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
+    """
     c = comparison
     stat = f"ratio {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}], p={c.p_value:.2g}"
     few = f"; only {min(c.n_current, c.n_baseline)} samples" if c.few_samples else ""
@@ -498,7 +523,15 @@ def decide(
     )
     worse, better = c.ratio < 1 - tolerance, c.ratio > 1 + tolerance
     within_spread = c.spread is not None and abs(math.log(c.ratio)) <= c.spread
-    if (worse or better) and not within_spread:
+    # Within the noise the baseline itself shows: judged with the baseline's variances only,
+    # so a new run that is itself far noisier than the baseline's is not cleared by its own
+    # scatter.  A guard says the comparison's model does not hold (foreign load, another link
+    # state, a machine that moved): then nothing is cleared as noise either.
+    p_noise = c.p_baseline_noise
+    within_noise = (
+        not (guards or significant or c.few_samples) and p_noise is not None and p_noise > alpha
+    )
+    if (worse or better) and not within_spread and not within_noise:
         direction = "slower" if worse else "faster"
         if guards:
             return "noisy", f"{direction} ({stat}) but measured {'; '.join(guards)}"
@@ -515,10 +548,16 @@ def decide(
         if width > DISPERSION_WIDTH * tolerance
         else ""
     )
-    if worse or better:
+    if (worse or better) and within_spread:
         return "ok", (
             f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
             f"baseline's own run-to-run spread (+-{_pct(c.spread or 0.0)}) ({stat}){runs}{wide}"
+        )
+    if worse or better:
+        return "ok", (
+            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
+            f"run-to-run noise the baseline shows (p={p_noise:.2g} > {alpha:g} for this "
+            f"check alone, with the baseline's variances) ({stat}){runs}{wide}"
         )
     return "ok", f"within {tolerance:.0%} ({stat}){few}{runs}{wide}"
 
@@ -550,7 +589,13 @@ def baseline_verdict(
         lv, len(current), threshold, current=current, higher_is_better=higher_is_better
     )
     significant = family.add(c.p_value) if family else c.p_value <= alpha
-    verdict, reason = decide(c, tolerance=tolerance, significant=significant, guards=guards)
+    verdict, reason = decide(
+        c,
+        tolerance=tolerance,
+        significant=significant,
+        guards=guards,
+        alpha=family.alpha if family else alpha,
+    )
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
     return verdict_of(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -101,10 +103,45 @@ def test_verdicts(scale: float, cv: float, expected: str) -> None:
 
 def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
     base = runs(13, cv=0.01, run_sd=0.002)
+    family = stats.SequentialFamily(126)  # the check alone would call it; the family cannot
     v = stats.baseline_verdict(
-        samples(14, 0.85, cv=0.4, n=5), base, higher_is_better=True, tolerance=0.05
-    )
+        samples(14, 0.85, cv=0.1, n=5), base, higher_is_better=True, tolerance=0.05,
+        family=family,
+    )  # fmt: skip
+    assert v.p_value is not None and v.p_value < stats.ALPHA
     assert v.verdict == "noisy" and "not significant" in v.reason
+
+
+@pytest.mark.parametrize(
+    ("p_value", "significant", "expected"),
+    [
+        (0.30, False, "ok"),  # not even the check alone would call it: run-to-run noise
+        (0.01, False, "noisy"),  # the check alone would, the family does not
+        (0.0001, True, "regressed"),
+    ],
+)
+def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot_confirm(
+    p_value: float, significant: bool, expected: str
+) -> None:
+    c = stats.Comparison(
+        ratio=0.85, ci_low=0.6, ci_high=1.2, p_value=p_value, n_current=5, n_baseline=25,
+        runs=5, spread=0.05, between_sd=0.1, p_baseline_noise=p_value,
+    )  # fmt: skip
+    verdict, reason = stats.decide(c, tolerance=0.05, significant=significant)
+    assert verdict == expected, reason
+    if expected == "ok":
+        assert "run-to-run noise" in reason and "p=0.3" in reason
+    # with a family alpha of 0.5, p=0.3 is evidence the family could not confirm
+    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5)[0] == "noisy"
+    # two samples are never enough to call a change noise, either
+    few = dataclasses.replace(c, n_current=2, p_value=0.3, p_baseline_noise=0.3)
+    assert stats.decide(few, tolerance=0.05, significant=False)[0] == "noisy"
+    # nor a run whose own scatter, not the baseline's noise, makes the p-value large
+    scattered = dataclasses.replace(c, p_value=0.3, p_baseline_noise=0.001)
+    assert stats.decide(scattered, tolerance=0.05, significant=False)[0] == "noisy"
+    # nor is a p-value measured under a guard (the comparison's model does not hold)
+    guarded = stats.decide(c, tolerance=0.05, significant=False, guards=["under foreign load"])
+    assert guarded[0] == "noisy" and "foreign load" in guarded[1]
 
 
 def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:

@@ -392,10 +392,10 @@ def test_fail_on_noisy_fails_the_session(project: pytest.Pytester) -> None:
         n: f"test_rates.py::test_rate[{n}-{s}]"
         for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
     }
-    # Steady run medians, wild repetitions: a 2x change is beyond the run-to-run spread but
-    # the baseline's own scatter leaves it not significant.
-    wild = [[100.0, 1000.0, 10000.0, 1000.0, 1000.0] for _ in range(5)]
-    write_baseline(project.path, {ids["fast"]: wild})
+    # A baseline of two samples: a 2x change is beyond any tolerance, but two samples are
+    # never enough to confirm it, nor to clear it as noise.
+    rate = 1 / 0.002
+    write_baseline(project.path, {ids["fast"]: [[2 * rate, 2.002 * rate]]})
     project.runpytest("-k", "fast").assert_outcomes(passed=1, deselected=2)
     assert by_name(last_record(project))["fast"]["outcome"] == "noisy"
     project.runpytest("-k", "fast", "--perf-fail-on=regressed,noisy").assert_outcomes(
