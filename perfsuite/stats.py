@@ -307,18 +307,9 @@ def compare(
     diff = float(np.median(cur)) - lv.centre
     var, df = lv.variance(cur.size, cur_var if cur_df else None, cur_df)
     se = math.sqrt(var)
-    if se > 0:
-        p_value = float(2 * sps.t.sf(abs(diff) / se, df))
-        half = float(sps.t.ppf((1 + confidence) / 2, df)) * se
-    else:
-        p_value = 1.0 if diff == 0 else 0.0
-        half = 0.0
-    base_var, base_df = lv.variance(cur.size)
-    p_base = (
-        float(2 * sps.t.sf(abs(diff) / math.sqrt(base_var), base_df))
-        if base_var > 0
-        else (1.0 if diff == 0 else 0.0)
-    )
+    p_value = _two_sided_p(diff, var, df)
+    half = float(sps.t.ppf((1 + confidence) / 2, df)) * se if se > 0 else 0.0
+    p_base = _two_sided_p(diff, *lv.variance(cur.size))
     return Comparison(
         ratio=math.exp(diff),
         ci_low=math.exp(diff - half),
@@ -335,6 +326,13 @@ def compare(
         between_source=lv.between_source,
         p_baseline_noise=p_base,
     )
+
+
+def _two_sided_p(diff: float, var: float, df: float) -> float:
+    """Student's two-sided p-value of a log shift with variance ``var`` (0 or 1 without any)."""
+    if var > 0:
+        return float(2 * sps.t.sf(abs(diff) / math.sqrt(var), df))
+    return 1.0 if diff == 0 else 0.0
 
 
 def comparison_of(verdict: BaselineVerdict, n_current: int) -> Comparison:
@@ -508,8 +506,8 @@ def decide(
     family cannot confirm.  A change that not even the check alone would call (p above
     ``alpha`` with the baseline's own within- and between-run variances, the new run assumed
     as noisy as the baseline's runs) lies within the baseline's run-to-run noise, like one
-    within the spread of its run medians, and is *ok*; whether the
-    check could have seen a change at its tolerance is reported apart (``detectable``).  A
+    within the spread of its run medians, and is *ok*; whether the check could have seen a
+    change at its tolerance is reported apart (``detectable``).  A
     guarded change (measured under foreign load, in another link state, on a machine that
     moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
     """
