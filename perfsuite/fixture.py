@@ -9,6 +9,8 @@ expected failure.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -106,7 +108,10 @@ class Perf:
         if RESULT_KEY in self._item.stash:
             raise RuntimeError("perf.measure() can be called once per test")
         try:
-            return self._measure(workload() if callable(workload) else workload)
+            seen: list[str] = []
+            with framework_warnings(seen):
+                built = workload() if callable(workload) else workload
+            return self._measure(built, seen)
         except PerfsuiteError as exc:
             message = str(exc)  # a launcher, a child or a setting the user can fix
         except Exception as exc:
@@ -117,7 +122,7 @@ class Perf:
         # Outside the except block, so the report is the one line, not a chained traceback.
         _fail(message)
 
-    def _measure(self, workload: Workload) -> Result:
+    def _measure(self, workload: Workload, seen: list[str]) -> Result:
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
         judge = self._session.judge
@@ -128,9 +133,13 @@ class Perf:
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
         machine = probe.host_probe().measure()
         before = noise.snapshot()
-        measurement = measure(
-            workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
-        )
+        with framework_warnings(seen):
+            measurement = measure(
+                workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
+            )
+        if seen:
+            context = {**workload.context, "framework_warnings": seen}
+            workload = dataclasses.replace(workload, context=context)
         guards = noise.assess(before, noise.snapshot(), _outside_tree_cpu(workload, measurement))
         machine = probe.combine(machine, probe.host_probe().measure())
         result = judge.judge(
@@ -171,6 +180,26 @@ class Perf:
         if result.outcome == "waived":
             pytest.xfail(result.message)
         return result
+
+
+@contextlib.contextmanager
+def framework_warnings(into: list[str]) -> Iterator[None]:
+    """Record the warnings a check's framework raises while it builds and runs its workload.
+
+    They go into the run record (``framework_warnings``) and are never raised, whatever the
+    warning filters say: advice a new library version prints (Inductor's about TF32, say)
+    must not turn a nightly check into an error.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for w in caught:
+                first = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
+                text = f"{w.category.__name__}: {first}"[:300]
+                if text not in into:
+                    into.append(text)
 
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:

@@ -267,6 +267,7 @@ class Judge:
                     "planned": plan.planned,
                     "warmup_s": measurement.warmup_s,
                     "calls_per_sample": measurement.calls,
+                    "launch": measurement.launch,
                     "call_seconds": measurement.call_seconds,
                     "work_per_sample": workload.work.amount * measurement.calls,
                     "overhead_fraction": measurement.overhead_fraction,

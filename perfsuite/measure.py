@@ -152,6 +152,9 @@ class Workload:
     close: Callable[[], None] | None = None  # releases the workload's buffers and threads
     expectations: tuple[Expectation, ...] = ()
     source: Source | None = None  # where samples come from; the in-process clock if None
+    # Records ``run`` repeated ``calls`` times once and returns what replays it (a CUDA graph),
+    # so a sample of short kernels pays no per-call launch from the host; None: call ``run``.
+    capture: Callable[[Callable[[], object], int], Callable[[], object]] | None = None
 
     def value(self, seconds: float, calls: int = 1) -> float:
         """Derive the metric from one sample's duration (``calls`` operations).
@@ -184,6 +187,7 @@ class Measurement:
     warmup_s: float = 0.0  # untimed warm-up before the first sample
     calls: int = 1  # operations per sample
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
+    launch: str = "host"  # how a sample's calls were issued: "host", or "graph" (replayed)
 
     @property
     def overhead_fraction(self) -> float | None:
@@ -299,6 +303,7 @@ def measure(
             warmed = _warm_up(workload, policy.warmup_seconds)
             calls, once = calibrate(workload, policy.sample_seconds)
 
+        replay, launch = _captured(workload, calls) if in_process else (None, "host")
         total = policy.warmup + rounds
         expected = total * calls * (once or 0.0)
         bar = (
@@ -309,7 +314,11 @@ def measure(
         with bar as tick:
 
             def step() -> None:
-                workload.step(calls)
+                if replay is None:
+                    workload.step(calls)
+                else:
+                    replay()
+                    workload.sync()
 
             def presync() -> None:  # before a sample's clock starts: the bar ticks here
                 workload.sync()
@@ -330,4 +339,19 @@ def measure(
         warmup_s=round(warmed, 4),
         calls=calls,
         call_seconds=once,
+        launch=launch,
     )
+
+
+def _captured(workload: Workload, calls: int) -> tuple[Callable[[], object] | None, str]:
+    """The workload's ``calls`` calls captured for replay, and how samples launch them.
+
+    A capture that fails (an operation the device cannot record) leaves the calls launched
+    from the host, and the record says why.
+    """
+    if workload.capture is None:
+        return None, "host"
+    try:
+        return workload.capture(workload.run, calls), "graph"
+    except Exception as exc:  # any framework error: measure as before, and say so
+        return None, f"host (capture failed: {type(exc).__name__}: {exc})"[:300]

@@ -164,3 +164,71 @@ def test_a_long_measurement_opens_a_progress_bar_that_ticks_once_per_sample(
     m = measure(work, policy, progress=bar)
     assert opened[0][0] == 6 and len(ticks) == 6  # 2 warm-ups and 4 samples
     assert len(m.seconds) == 4
+
+
+def _counting_workload(capture: object) -> tuple[Workload, list[str]]:
+    calls: list[str] = []
+    work = Workload(
+        check="c", params={}, metric="m", unit="u", work=Work(1, "op", "one call"),
+        run=lambda: calls.append("run"), capture=capture,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return work, calls
+
+
+def test_a_captured_sample_replays_its_calls_instead_of_calling_run() -> None:
+    replays: list[int] = []
+
+    def capture(run: object, calls: int) -> object:
+        return lambda: replays.append(calls)
+
+    work, calls = _counting_workload(capture)
+    policy = Policy(warmup=1, repetitions=3, warmup_seconds=0.0, sample_seconds=0.001)
+    m = measure(work, policy)
+    assert m.launch == "graph"
+    assert len(replays) == 1 + 3  # the warm-up and each sample replay the capture once
+    assert set(replays) == {m.calls}
+    assert len(calls) <= 3  # the calibration's single calls only
+
+
+def test_a_capture_that_fails_measures_calls_launched_from_the_host_and_says_why() -> None:
+    def capture(run: object, calls: int) -> object:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    work, calls = _counting_workload(capture)
+    m = measure(work, Policy(warmup=1, repetitions=3, warmup_seconds=0.0, sample_seconds=0.0))
+    assert m.launch.startswith("host (capture failed: RuntimeError: operation not permitted")
+    assert len(m.values) == 3 and len(calls) >= 4
+
+
+def test_a_frameworks_warnings_are_recorded_and_never_fail_the_check(
+    pytester: pytest.Pytester,
+) -> None:
+    """Inductor's TF32 advice, raised under ``-W error``, once failed torch's compile knob."""
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini(
+        "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\nperf_hw = slowgpu\nfilterwarnings = error\n"
+    )
+    pytester.makepyfile(
+        test_warns="""
+import warnings
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def build():
+    warnings.warn("built with a deprecated option", DeprecationWarning)
+    return Workload(
+        check="warns", params={}, metric="rate", unit="op/s", work=Work(1.0, "operation"),
+        run=lambda: warnings.warn("TensorFloat32 tensor cores available but not enabled"),
+    )
+
+def test_warns(perf):
+    perf.measure(build)
+"""
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+    (path,) = (pytester.path / "reports" / "slowgpu").glob("*.json")
+    (result,) = json.loads(path.read_text())["results"]
+    assert result["context"]["framework_warnings"] == [
+        "DeprecationWarning: built with a deprecated option",
+        "UserWarning: TensorFloat32 tensor cores available but not enabled",
+    ]

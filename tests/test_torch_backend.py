@@ -197,3 +197,65 @@ def test_slot_facts_follow_cuda_visible_devices_to_nvmls_device() -> None:
     assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": ""}) == {}
     assert base.slot_facts(gpus, 0, {"CUDA_VISIBLE_DEVICES": "7"}) == {}
     assert base.slot_facts({"error": "no NVML"}, 0, {}) == {}
+
+
+def test_short_gpu_kernels_are_replayed_from_a_graph_and_the_cpu_launches_each_call() -> None:
+    assert TB.capture("cpu") is None
+    assert TB.capture("gpu:0") is not None  # built lazily: nothing touches CUDA here
+    assert TB.cache_bytes("cpu") is None
+
+
+def test_gemm_floors_judge_the_peak_squares_and_not_the_deepbench_shapes() -> None:
+    from perfsuite.checks.cases import Case
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    profile = ProfileRegistry().load("h100-sxm")
+    floors = {}
+    for shape in (gemm.Shape(256, 256, 256), gemm.Shape(256, 64, 512)):
+        case = Case(Target("torch", "cpu"), "fp32", str(shape), shape)
+        work = gemm.workload(case, profile)
+        floors[str(shape)] = work.reference
+        work.close()
+    assert floors["256x256x256"] is not None
+    assert floors["256x256x256"].figure == "compute.fp32_tflops"
+    assert floors["256x64x512"] is None
+
+
+cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (runs on GPU runners)"
+)
+
+
+@cuda
+def test_a_cuda_graph_replays_the_calls_it_captured() -> None:
+    kernel = TB.matmul("gpu:0", 256, 128, 64, "fp32", seed=3)
+    replay = TB.capture("gpu:0")(kernel.run, 4)
+    kernel.c.zero_()
+    replay()
+    torch.cuda.synchronize()
+    expected = kernel.a.double() @ kernel.b.double()
+    assert torch.allclose(kernel.c.double(), expected, rtol=1e-4, atol=1e-3)
+    kernel.close()
+
+
+@cuda
+def test_gpu_stream_arrays_outgrow_the_l2_the_device_reports() -> None:
+    from perfsuite.checks import stream
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    l2 = TB.cache_bytes("gpu:0")
+    assert l2 and l2 > 0
+    size = stream.sizing(Target("torch", "gpu:0"), ProfileRegistry().load("a100"))
+    assert size.array_bytes >= 4 * l2
+
+
+@cuda
+def test_half_precision_gpu_convs_run_channels_last_and_match_autograd() -> None:
+    spec = ConvSpec(batch=2, height=16, width=16, cin=8, cout=16, kernel=3, stride=1,
+                    padding="SAME")  # fmt: skip
+    kernel = TB.conv2d("gpu:0", spec, "fp16", "forward", seed=5)
+    assert kernel.describe()["layout"] == "NHWC (channels-last)"
+    got = kernel.run().float()
+    want = torch.nn.functional.conv2d(kernel.x.float(), kernel.w.float(), None, 1, 1)
+    assert torch.allclose(got, want, rtol=2e-2, atol=2e-2)
+    kernel.close()

@@ -218,6 +218,19 @@ class Backend(ABC):
         """
         return None
 
+    def cache_bytes(self, device: str) -> int | None:
+        """The last-level cache of an accelerator as the device reports it, or None."""
+        return None
+
+    def capture(self, device: str) -> Any:
+        """What records a call repeated N times for replay on ``device`` (a CUDA graph), or None.
+
+        Given ``(run, calls)`` it returns a callable that replays the calls without launching
+        each from the host: on a GPU, kernels of a few microseconds otherwise measure the
+        host's launch rate.  None (the default): each call is launched from the host.
+        """
+        return None
+
     def amp_unavailable_reason(self, device: str) -> str | None:
         """Why mixed precision cannot run on ``device``, or None."""
         return f"{self.name} has no mixed precision"

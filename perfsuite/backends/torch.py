@@ -9,14 +9,17 @@ Buffers are allocated once, when a kernel is built; every timed call writes into
   through ``torch._scaled_mm`` with unit scales and fast accumulation (as fp8 training
   recipes run the forward GEMMs); K and N must be multiples of 16;
 * conv: ``aten.convolution`` and ``aten.convolution_backward`` (cuDNN, benchmark mode, on a
-  GPU; oneDNN on the CPU), NCHW; torch has no true ``out=`` for them, so the output is
-  allocated per call (the caching allocator on a GPU) and the record says so;
+  GPU; oneDNN on the CPU), NCHW, or channels-last for fp16 and bf16 on a GPU; torch has no
+  true ``out=`` for them, so the output is allocated per call (the caching allocator on a
+  GPU; once, at capture, in a CUDA graph) and the record says so;
 * host copies: ``Tensor.copy_`` between a pinned or pageable host buffer and a device
   buffer, ``non_blocking`` where the host side is pinned.
 
 fp32 is measured with ``torch.backends.cuda.matmul.allow_tf32`` (and cuDNN's) off, tf32 with
 them on, whatever the defaults; each kernel restores the settings it changed.  On a GPU the
-samples are timed with CUDA events on the current stream (the device-event sample source).
+samples are timed with CUDA events on the current stream (the device-event sample source),
+and the calls of a STREAM, GEMM or conv sample are replayed from a CUDA graph: a kernel of a
+few microseconds, launched call by call from Python, measures the host's launch rate.
 The training-step knobs are PyTorch's: ``torch.compile`` where TensorFlow has XLA, automatic
 mixed precision (fp16 with a gradient scaler on a GPU, bf16 on a CPU), and channels-last.
 """
@@ -46,6 +49,7 @@ from perfsuite.sources import EventSource
 # gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 KNOB_VARIANTS = ("baseline", "compile", "amp", "compile+amp", "channels_last")
+HALF_PRECISIONS = ("fp16", "bf16")
 
 
 def _torch() -> Any:
@@ -237,6 +241,12 @@ class TorchConv2D(_TorchKernel):
         with torch.no_grad():
             y = torch.ops.aten.convolution(self.x, self.w, None, *self.args)
         self.dy = _random(list(y.shape), device, self.dtype, seed + 2)
+        # Tensor cores take half precision in NHWC: NCHW would time cuDNN's transposes.
+        self.channels_last = device != "cpu" and precision in HALF_PRECISIONS
+        if self.channels_last:
+            self.x, self.w, self.dy = (
+                t.contiguous(memory_format=torch.channels_last) for t in (self.x, self.w, self.dy)
+            )
         self.mask = [pass_ == "input_grad", pass_ == "filter_grad", False]
         self._benchmark_before = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = True
@@ -257,7 +267,8 @@ class TorchConv2D(_TorchKernel):
         else:
             library = "oneDNN" if torch.backends.mkldnn.is_available() else "ATen"
             output = "allocated per call (host allocator)"
-        return {**super().describe(), "library": library, "layout": "NCHW", "output": output}
+        layout = "NHWC (channels-last)" if self.channels_last else "NCHW"
+        return {**super().describe(), "library": library, "layout": layout, "output": output}
 
     def close(self) -> None:
         """Drop the tensors and restore TF32 and cuDNN's benchmark mode."""
@@ -376,6 +387,29 @@ class TorchHostCopy:
         _release(self.device)
 
 
+def cuda_graph(device: str, run: Any, calls: int) -> Any:
+    """Capture ``calls`` back-to-back calls of ``run`` in a CUDA graph; return its replay.
+
+    The calls are warmed up on a side stream first, as capture requires (cuDNN has picked its
+    algorithms by then).  Tensors a call allocates come from the graph's private pool, once,
+    at capture.  Replaying issues all the calls with one launch from the host.
+    """
+    torch = _torch()
+    torch.cuda.set_device(_device(device))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            run()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
 def conv_args(spec: ConvSpec) -> tuple[Any, ...]:
     """``aten.convolution``'s arguments after input, weight and bias for a ``ConvSpec``.
 
@@ -492,6 +526,19 @@ class TorchBackend(Backend):
             return None
         torch = _torch()
         return EventSource(lambda: torch.cuda.Event(enable_timing=True), device=device)
+
+    def cache_bytes(self, device: str) -> int | None:
+        """A GPU's L2 as CUDA reports it (cudaDevAttrL2CacheSize); None on the CPU."""
+        if device == "cpu":
+            return None
+        size = getattr(_torch().cuda.get_device_properties(_device(device)), "L2_cache_size", 0)
+        return int(size) or None
+
+    def capture(self, device: str) -> Any:
+        """A CUDA graph of the calls on a GPU (as nccl-tests' ``-G``); None on the CPU."""
+        if device == "cpu":
+            return None
+        return lambda run, calls: cuda_graph(device, run, calls)
 
     def stream_kernels(self, device: str, elements: int, seed: int) -> TorchStream:
         """Allocate the arrays on the device."""

@@ -145,6 +145,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         },
         close=kernel.close,
         source=backend.timer(case.target.device),
+        capture=backend.capture(case.target.device),
         expectations=(
             flops.cross_check(
                 geometry.flops,

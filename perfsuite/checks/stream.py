@@ -63,9 +63,16 @@ def array_elements(cache_bytes: int, itemsize: int = ITEMSIZE) -> int:
 
 
 def sizing(target: Target, profile: HardwareProfile) -> Sizing:
-    """Size the arrays from the last-level cache of the device being measured."""
+    """Size the arrays from the last-level cache of the device being measured.
+
+    An accelerator's own report of its cache wins where it is the larger (an H200 has more
+    L2 than an H100, whose figure a datasheet may give for both).
+    """
     llc_mib = profile.figure("memory.last_level_cache_mib")
-    if profile.kind == target.device_kind and llc_mib:
+    reported = backends.get(target.backend).cache_bytes(target.device)
+    if reported and (profile.kind != target.device_kind or reported > (llc_mib or 0) * 2**20):
+        cache, source = reported, f"{target.device} reports it"
+    elif profile.kind == target.device_kind and llc_mib:
         cache, source = int(llc_mib * 2**20), f"profile {profile.name}"
     elif target.device_kind == "cpu" and host_facts().last_level_cache_bytes:
         cache, source = int(host_facts().last_level_cache_bytes or 0), "host sysfs"
@@ -125,4 +132,5 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
         },
         close=getattr(kernels, "close", None),
         source=backend.timer(target.device),
+        capture=backend.capture(target.device),
     )
