@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU paths on one NVIDIA GPU, in one go, with the torch backend (no TensorFlow needed):
+#
+#   OUT=/tmp/gpu-proof benchmarks/gpu_proof.sh [STEP ...]
+#
+# Steps (default: all, in this order):
+# env       the machine, the driver, torch and what --hw=auto picks (always);
+# bare      bare torch figures outside perfsuite (benchmarks/gpu_bare.py);
+# baseline  a full-mode run of the GPU parameters of STREAM, GEMM, host copies and conv,
+#           saved as the profile's baseline (refused results stay out, as always), with its HTML report;
+# knobs     the knobs (torch.compile, AMP, channels-last) in quick mode;
+# aa        an A/A rerun of STREAM and GEMM in quick mode, judged against that baseline;
+# tests     perfsuite's own torch-backend tests on the GPU.
+#
+# Everything lands in $OUT: logs, and reports/ and baselines/ packed as proof.tgz after each
+# step.  Each step has its own time limit, so one that hangs leaves the others' results.
+set -u
+OUT=${OUT:-/tmp/gpu-proof}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+# The plugin's entry point exists only when perfsuite is installed; else load it by name.
+PLUG=()
+if ! $PY -c "import importlib.metadata as m; m.distribution('perfsuite')" 2>/dev/null; then
+    $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1 \
+        || PLUG=(-p perfsuite.plugin)
+fi
+
+{
+    date -u
+    nvidia-smi
+    nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.max.sm,clocks.max.mem,power.limit,ecc.mode.current,pcie.link.gen.current,pcie.link.width.current --format=csv
+    $PY -c "import sys, torch; print(sys.version); print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN', torch.backends.cudnn.version()); print(torch.cuda.get_device_properties(0))"
+    $PY -m pip list 2>/dev/null | grep -iE '^(perfsuite|pytest|pytest-benchmark|jinja2|scipy|numpy|matplotlib|nvidia-ml-py|psutil|py-cpuinfo|tqdm) '
+    echo "plugin: ${PLUG[*]:-entry point}"
+    $PY -m perfsuite profiles
+} >"$OUT/env.txt" 2>&1
+
+COMMON=("${PLUG[@]}" -p no:cacheprovider --hw=auto --perf-backend torch -k gpu -rs --durations=0)
+STEPS=("${@:-bare baseline knobs aa tests}")
+STEPS=(${STEPS[*]})
+step() {  # step NAME SECONDS command...: run it if asked for, then pack what was written
+    local name=$1 limit=$2
+    shift 2
+    [[ " ${STEPS[*]} " == *" $name "* ]] || return 0
+    local t0=$SECONDS
+    timeout --signal=INT --kill-after=20 "$limit" "$@" >"$OUT/$name.txt" 2>&1
+    echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+    tar czf "$OUT/proof.tgz" reports baselines
+}
+
+step bare 60 $PY benchmarks/gpu_bare.py
+
+# Full mode with 5 samples a check (SAMPLES=10 for full mode's own 10): 92 cases at about 3 s
+# each on an H200 (88 of them ran in 260 s), most of it warm-up, samples and bare reference.
+step baseline 330 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py \
+    suites/test_host_copy.py suites/test_conv_roofline.py "${COMMON[@]}" --perf-save-baseline \
+    --perf-samples "${SAMPLES:-5}"
+step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
+step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
+    --perf-quick
+step tests 40 $PY -m pytest tests/test_torch_backend.py "${PLUG[@]}" -p no:cacheprovider -q
+ls -la "$OUT"
