@@ -157,11 +157,14 @@ def roofline(ctx: ChartContext) -> str | None:
     if bandwidth and compute:  # keep the ridge point, where the slope meets the roof, in view
         lo = min(lo, max(compute.values()) * 1000 / bandwidth / 4)
     estimated = set(ceilings.get("estimated", ()))
+    # One line and one label per ceiling: precisions with the same peak (fp16 and bf16) share.
+    shared: dict[tuple[float, bool], list[str]] = {}
     for precision, peak in compute.items():
-        est = f"compute.{precision}_tflops" in estimated
+        shared.setdefault((peak, f"compute.{precision}_tflops" in estimated), []).append(precision)
+    for (peak, est), precisions in shared.items():
         ax.axhline(peak, ls=":" if est else "-", lw=1, color="0.4")
         ax.annotate(
-            f"{precision} {peak:.3g}{' (est.)' if est else ''}",
+            f"{'/'.join(precisions)} {peak:.3g}{' (est.)' if est else ''}",
             (hi / 1.15, peak),
             ha="right",
             va="bottom",

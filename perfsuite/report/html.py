@@ -76,6 +76,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
         "floor": outcome.floor_label(r),
         "floor_failed": f.verdict == "fail" and not f.estimated,
+        "of_what": "of the roofline bound" if f.figure == "roofline" else "of peak",
         "waiver": waiver,
         "outcome": outcome.of(r),
         "reason": "; ".join(
