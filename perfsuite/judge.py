@@ -113,7 +113,8 @@ class Judge:
         ref = workload.reference
         profile = self.profile
         if ref is None:
-            return stats.floor_verdict(value, None, 0.0, reason="the check has no reference figure")
+            reason = workload.floor_note or "the check has no reference figure"
+            return stats.floor_verdict(value, None, 0.0, reason=reason)
         fraction = ref.fraction if fraction is None else fraction
         if profile.kind != ref.device_kind:
             reason = (

@@ -148,6 +148,7 @@ class Workload:
     scale: float = 1.0
     higher_is_better: bool = True
     reference: Reference | None = None
+    floor_note: str = ""  # why a workload without a reference has no floor, for the record
     context: Mapping[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None  # releases the workload's buffers and threads
     expectations: tuple[Expectation, ...] = ()

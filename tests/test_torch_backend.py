@@ -259,3 +259,25 @@ def test_half_precision_gpu_convs_run_channels_last_and_match_autograd() -> None
     want = torch.nn.functional.conv2d(kernel.x.float(), kernel.w.float(), None, 1, 1)
     assert torch.allclose(got, want, rtol=2e-2, atol=2e-2)
     kernel.close()
+
+
+def test_conv_floors_judge_layers_that_fill_a_device_against_their_roofline_bound() -> None:
+    from perfsuite.checks import conv
+    from perfsuite.checks.cases import Case
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    profile = ProfileRegistry().load("h100-sxm")
+    refs = {}
+    for name, batch, cin in (("fills", 16, 64), ("batch1", 1, 64), ("narrow", 16, 16)):
+        spec = ConvSpec(batch=batch, height=8, width=8, cin=cin, cout=cin)
+        case = Case(Target("torch", "cpu"), "fp32", name, spec,
+                    extra={"layer": name, "pass": "forward"})  # fmt: skip
+        work = conv.workload(case, profile)
+        refs[name] = (work.reference, work.floor_note)
+        work.close()
+    reference, note = refs["fills"]
+    assert reference is not None and reference.figure == "roofline" and note == ""
+    geometry = conv.Geometry.of(ConvSpec(batch=16, height=8, width=8, cin=64, cout=64), "fp32")
+    assert reference.combine(67.0, 3350.0) == pytest.approx(min(67.0, geometry.ai * 3.35))
+    assert refs["batch1"] == (None, "batch 1 < 16: judged against its baseline only")
+    assert refs["narrow"] == (None, "16 input channels < 64: judged against its baseline only")

@@ -102,6 +102,9 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
             if shape.m == shape.n == shape.k
             else None
         ),
+        floor_note=""
+        if shape.m == shape.n == shape.k
+        else "a DeepBench shape: judged against its baseline (the floor is for the squares)",
         context={
             # Minimum bytes: read A and B, write C once (fp8 GEMMs write bf16).
             "roofline": roofline.point(
