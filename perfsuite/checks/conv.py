@@ -8,10 +8,11 @@ for the 3x3 seed layer 128x128x16 -> 16 in fp32 that is 36 FLOP/B, and for the R
 layers with Cin = Cout = C it is 9*C/4: 144, 288, 576 and 1152 FLOP/B.  Both are recorded;
 the bound uses the stricter one with the filter.  The floor applies to attainment, for the
 layers that can fill a device: batch >= ``FLOOR_MIN_BATCH`` and >= ``FLOOR_MIN_CHANNELS``
-input channels.  On an H200, every batch-1 layer reached 0.05-0.29 of its bound (too little
-work for 132 SMs) and the 16-channel seed layer 0.01-0.18 at either batch (too few channels
-for tensor cores), while the batch-16 ResNet layers reached 0.36-1.8; the others are judged
-against their baseline, and their roofline point is recorded.
+input channels.  On an H200 the batch-1 ResNet layers reached 0.07-0.18 of their bound in
+fp16 (too little work to fill 132 SMs at the tensor-core rate) and 0.17-0.76 in fp32, and
+the 16-channel seed layer 0.01-0.18 at either batch (too few channels for tensor cores),
+while the batch-16 ResNet layers reached 0.36-1.84; the others are judged against their
+baseline, and their roofline point is recorded.
 
 Analytic FLOPs count a direct convolution.  Libraries may use Winograd or FFT algorithms
 that execute fewer FLOPs, so attainment above 1 is possible and means just that.
