@@ -504,7 +504,7 @@ def _run_ids(entries: Iterable[Any]) -> set[str]:
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).
-_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "reference", "machine")
+_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "launch", "reference", "machine")
 
 
 def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
@@ -520,6 +520,9 @@ def _result_policy(result: Result) -> dict[str, Any]:
         "timer": result.context.get("timer", ""),
         "source": dict(result.source).get("kind", ""),
     }
+    launch = (result.context.get("policy") or {}).get("launch")
+    if launch:
+        policy["launch"] = launch  # host-launched calls, or a replayed CUDA graph
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference

@@ -27,6 +27,7 @@ from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
 
 RESULT_KEY = pytest.StashKey[Result]()
+_PACKAGE = Path(__file__).resolve().parent
 # Framework out-of-memory errors, matched by name so no framework has to be imported.
 OOM_ERRORS = frozenset({"ResourceExhaustedError", "OutOfMemoryError"})
 
@@ -188,18 +189,26 @@ def framework_warnings(into: list[str]) -> Iterator[None]:
 
     They go into the run record (``framework_warnings``) and are never raised, whatever the
     warning filters say: advice a new library version prints (Inductor's about TF32, say)
-    must not turn a nightly check into an error.
+    must not turn a nightly check into an error.  Each is kept once per place it is raised
+    from (the ``default`` action), so a warning raised by every timed call costs nothing after
+    its first.  perfsuite's own warnings are raised again afterwards, under the caller's filters.
     """
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("default")
         try:
             yield
         finally:
+            own = []
             for w in caught:
+                if Path(w.filename).resolve().is_relative_to(_PACKAGE):
+                    own.append(w)
+                    continue
                 first = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
                 text = f"{w.category.__name__}: {first}"[:300]
                 if text not in into:
                     into.append(text)
+    for w in own:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:

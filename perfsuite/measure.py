@@ -298,6 +298,7 @@ def measure(
     rounds = rounds or policy.repetitions
     in_process = not isinstance(source, ChildSource)
     calls, once = 1, None
+    replay: Callable[[], object] | None = None
     try:
         warmed = 0.0
         if in_process:
@@ -327,6 +328,7 @@ def measure(
 
             durations = source.durations(step, presync, policy.warmup, rounds)
     finally:
+        replay = None  # the captured graph and its memory pool go before the buffers do
         if close and workload.close is not None:
             workload.close()
     if in_process and len(durations) != rounds:

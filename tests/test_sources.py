@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import psutil
@@ -232,3 +233,15 @@ def test_warns(perf):
         "DeprecationWarning: built with a deprecated option",
         "UserWarning: TensorFloat32 tensor cores available but not enabled",
     ]
+
+
+def test_perfsuites_own_warnings_pass_through_the_framework_warning_record() -> None:
+    from perfsuite.fixture import _PACKAGE, framework_warnings
+
+    seen: list[str] = []
+    with pytest.warns(UserWarning, match="perfsuite's own"):
+        with framework_warnings(seen):
+            for _ in range(1000):  # one place, many calls: kept once
+                warnings.warn("a framework's advice", FutureWarning, stacklevel=1)
+            warnings.warn_explicit("perfsuite's own", UserWarning, str(_PACKAGE / "measure.py"), 1)
+    assert seen == ["FutureWarning: a framework's advice"]

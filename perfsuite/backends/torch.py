@@ -122,6 +122,7 @@ class _TorchKernel:
             "torch_device": str(self.torch_device),
             "dtype": str(self.dtype).removeprefix("torch."),
             "tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_tf32": torch.backends.cudnn.allow_tf32,
             "threads": torch.get_num_threads(),
         }
 
@@ -220,7 +221,9 @@ class TorchMatmul(_TorchKernel):
 
 
 class TorchConv2D(_TorchKernel):
-    """One pass of a 2-D convolution (NCHW): forward, input gradient or filter gradient.
+    """One pass of a 2-D convolution: forward, input gradient or filter gradient.
+
+    NCHW, or channels-last for fp16 and bf16 on a GPU, where tensor cores want NHWC.
 
     torch's convolutions have no true ``out=`` form (``convolution.out`` is the functional op
     followed by a copy), so each call allocates its output: from the caching allocator on a
@@ -263,7 +266,8 @@ class TorchConv2D(_TorchKernel):
         """Library, layout and how the output is allocated."""
         torch = self._torch
         if self.device != "cpu":
-            library, output = "cuDNN", "allocated per call (caching allocator)"
+            library = "cuDNN"
+            output = "allocated per call (caching allocator; once, at capture, when replayed)"
         else:
             library = "oneDNN" if torch.backends.mkldnn.is_available() else "ATen"
             output = "allocated per call (host allocator)"
@@ -401,11 +405,17 @@ def cuda_graph(device: str, run: Any, calls: int) -> Any:
     with torch.cuda.stream(side):
         for _ in range(2):
             run()
-    torch.cuda.current_stream().wait_stream(side)
+    current = torch.cuda.current_stream()
+    current.wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            run()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                run()
+    finally:
+        # A capture that fails in capture_end leaves the capture stream current: the calls
+        # measured instead (launched from the host) must run on the stream the events use.
+        torch.cuda.set_stream(current)
     torch.cuda.synchronize()
     return graph.replay
 

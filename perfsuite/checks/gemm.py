@@ -6,7 +6,7 @@ TF32 off and tf32 with it on, each set explicitly.  The floor is the best repeti
 against the profile's peak for that precision x ``FLOOR_FRACTION``, on the large squares
 only: they are the peak measurement.  The DeepBench shapes are skinny (N of 64 or 128) or
 unaligned (N = 9124 is no multiple of 8, which tensor cores want); no fixed fraction of the
-peak says what a healthy device reaches on them (on an H200: 8-25% of the bf16 peak), so
+peak says what a healthy device reaches on them (on an H200: 15-27% of the bf16 peak), so
 they are judged against their baseline only, and their roofline point is recorded.
 """
 
