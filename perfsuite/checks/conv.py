@@ -122,7 +122,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     geometry = Geometry.of(spec, case.precision)
     kernel = backend.conv2d(case.target.device, spec, case.precision, pass_, SEED)
     bare = backend.conv2d_reference(kernel, geometry.flops)  # right before the check: fidelity
-    fills = not floor_note(spec)
+    no_floor = floor_note(spec)
 
     what = f"conv2d {pass_} {spec.batch}x{spec.height}x{spec.width}x{spec.cin}->{spec.cout}"
     return Workload(
@@ -148,9 +148,9 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
             figures=(f"compute.{case.precision}_tflops", "memory.bandwidth_gbs"),
             combine=lambda peak, bw: roofline.bound_tflops(geometry.ai, peak, bw),
         )
-        if fills
+        if not no_floor
         else None,
-        floor_note="" if fills else floor_note(spec),
+        floor_note=no_floor,
         context={
             "roofline": roofline.point(
                 profile,

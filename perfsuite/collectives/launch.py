@@ -112,8 +112,9 @@ class Launcher:
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
         """The full command line: launcher, then this Python running the worker."""
-        argv = [self.executable, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
-        if oversubscribe and self.is_local_mpiexec and mpi_flavour(self.executable) == "openmpi":
+        program = self.executable  # a PATH lookup: once
+        argv = [program, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
+        if oversubscribe and self.is_local_mpiexec and mpi_flavour(program) == "openmpi":
             argv.insert(1, "--oversubscribe")
         return [*argv, sys.executable, "-m", WORKER, "--launcher", self.template, *worker_args]
 
