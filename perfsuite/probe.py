@@ -179,12 +179,15 @@ def follows_link(params: Mapping[str, Any]) -> bool:
     """Whether a check's work crosses between this host's CPUs.
 
     Ranks that talk to each other do, and so does work whose threads hand buffers to each
-    other (a tf.data pipeline's producer and consumer threads: ``cross_cpu`` in its params).
-    On a VM the hypervisor moves virtual CPUs between physical cores: two of them sharing a
-    cache and two on different chiplets hand a cache line over 4x apart, and shared-memory
-    collectives follow (on a 2-core AMD EPYC VM, MPI's 64 KiB allreduce took 25 us in one
-    state and 52-67 us in the other, within the same minute), as do the input pipelines
-    (1.28-1.31x slower in the far state).
+    other (a tf.data pipeline's producer and consumer threads) or share the CPUs' way to
+    memory (STREAM on every CPU): ``cross_cpu`` in its params.  On a VM the hypervisor
+    moves virtual CPUs between physical cores: two of them sharing a cache and two on
+    different chiplets hand a cache line over 4x apart, and shared-memory collectives follow
+    (on a 2-core AMD EPYC VM, MPI's 64 KiB allreduce took 25 us in one state and 52-67 us in
+    the other, within the same minute), as do the input pipelines (1.28-1.31x slower in the
+    far state) and STREAM the other way: two vCPUs on one chiplet share its link to memory
+    (a 2-thread copy at 33-36 GB/s against 53-60 on two chiplets, switching every 10-60 s
+    on that VM, while one thread stayed at 28-30).
     """
     if not follows_host(params):
         return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfsuite import probe
 from perfsuite.backends import Target, targets
 from perfsuite.backends.base import STREAM_SCALAR
 from perfsuite.backends.numpy import NumpyStream
@@ -35,6 +36,17 @@ def test_gpu_arrays_are_sized_from_the_profile_l2() -> None:
 def test_unknown_kernel_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown STREAM kernel 'daxpy'"):
         stream.workload(Target("numpy", "cpu"), "daxpy", ProfileRegistry().load("a100"))
+
+
+def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
+    """Every CPU streaming shares the CPUs' way to memory: compared only with like."""
+    host = stream.workload(Target("numpy", "cpu"), "copy", ProfileRegistry().load("a100"))
+    try:
+        assert host.params["cross_cpu"] is True
+        assert probe.follows_link(host.params)
+    finally:
+        assert host.close is not None
+        host.close()
 
 
 def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple[str, np.ndarray]:
