@@ -18,6 +18,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,15 @@ PASSES = 5
 GEMM_N = 1024
 
 
-def best_rate(step: object, amount: float) -> float:
-    """``amount`` per second of the fastest of ``PASSES`` calls of ``step``."""
+def best_rate(step: Callable[[], object], amount: float) -> float:
+    """``amount`` per second of the fastest of ``PASSES`` calls of ``step``.
+
+    Wall time, not ``probe``'s thread CPU time: the STREAM kernels run on pool threads.
+    """
     fastest = float("inf")
     for _ in range(PASSES):
         start = time.perf_counter()
-        step()  # type: ignore[operator]
+        step()
         fastest = min(fastest, time.perf_counter() - start)
     return amount / fastest
 
@@ -84,11 +88,11 @@ def main() -> None:
     finally:
         every.close()
         one.close()
-    groups = probe.link_groups([{probe.LINK: r["link"]} for r in rows if r["link"] > 0])
+    linked = [r for r in rows if r["link"] > 0]  # NaN: no link reading
+    groups = probe.link_groups([{probe.LINK: r["link"]} for r in linked])
     if not groups:
         print("no link readings (one CPU, or no compiler): nothing to split")
         return
-    linked = [r for r in rows if r["link"] > 0]
     keys = ["link", "copy-all", "copy-one", "gemm", "memory", "cache"]
     print("\n| link state | readings | " + " | ".join(f"{k} (median)" for k in keys) + " |")
     print("|---" * (len(keys) + 2) + "|")
