@@ -122,13 +122,44 @@ def test_an_mpiexec_beside_this_python_is_found_without_path(
     mpiexec.write_text("#!/bin/sh\n")
     mpiexec.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(python))
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    # Another mpiexec first on PATH (a system Open MPI's) does not win over the environment's.
+    system = tmp_path / "usr" / "bin" / "mpiexec"
+    system.parent.mkdir(parents=True)
+    system.write_text("#!/bin/sh\n")
+    system.chmod(0o755)
+    monkeypatch.setenv("PATH", str(system.parent))
     launcher = Launcher.parse("mpiexec -n {ranks}")
     assert launcher.unavailable_reason() is None
     assert launcher.command(2, [])[:3] == [str(mpiexec), "-n", "2"]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     mpiexec.unlink()
     reason = launcher.unavailable_reason()
     assert reason is not None and "not found on PATH or beside" in reason
+
+
+def test_open_mpi_run_as_root_is_let_start_the_ranks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Open MPI's mpiexec refuses root (containers, GPU runners) unless told so, twice."""
+    openmpi = tmp_path / "openmpi" / "mpiexec"
+    openmpi.parent.mkdir()
+    openmpi.write_text("#!/bin/sh\necho 'mpiexec (OpenRTE) 4.1.6'\n")
+    openmpi.chmod(0o755)
+    launcher = Launcher.parse(f"{openmpi} -n {{ranks}}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert launcher.environment() == {
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    }
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert launcher.environment() == {}  # an ordinary user needs nothing
+    mpich = tmp_path / "mpich" / "mpiexec"
+    mpich.parent.mkdir()
+    mpich.write_text("#!/bin/sh\necho 'HYDRA build details:'\n")
+    mpich.chmod(0o755)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert Launcher.parse(f"{mpich} -n {{ranks}}").environment() == {}
+    assert Launcher.parse("srun -n {ranks}").environment() == {}
 
 
 def test_the_command_puts_this_python_and_the_worker_after_the_launcher() -> None:

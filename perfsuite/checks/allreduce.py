@@ -163,6 +163,8 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     }
     if case.backend == "torch" and case.device == "cpu":
         env["GLOO_SOCKET_IFNAME"] = "lo"
+    launcher_env = launcher.environment()
+    env.update(launcher_env)
     source = ChildSource(
         launcher.command(case.ranks, args, settings.oversubscribe),
         timeout_s=settings.launch_timeout,
@@ -173,10 +175,13 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
     context: dict[str, Any] = {
         "launcher": launcher.template,
+        "launcher_program": launcher.executable,
         "ranks": case.ranks,
         # mpiexec's ranks are this session's descendants; a scheduler's (srun) are not.
         "ranks_outside_tree": not launcher.is_local_mpiexec,
     }
+    if launcher_env:
+        context["launcher_env"] = sorted(launcher_env)
     if not case.size:
         return Workload(
             check="allreduce_fusion",

@@ -73,14 +73,16 @@ class Launcher:
 
     @property
     def executable(self) -> str:
-        """The program to start: as given, or the one beside this Python when only it exists.
+        """The program to start: the one beside this Python when there is one, else as given.
 
-        A bare name that is not on ``PATH`` but sits in the directory of the running Python
-        (a virtual environment's ``bin/``, where the MPICH wheel installs ``mpiexec``) is
-        started from there, so ``.venv/bin/pytest`` finds the environment's own launcher
-        without the environment being activated.
+        A bare name that sits in the directory of the running Python (a virtual environment's
+        ``bin/``, where the MPICH wheel installs ``mpiexec``) is started from there, even when
+        another one comes first on ``PATH``: the environment's own launcher is the one its
+        mpi4py was built for (a system Open MPI's ``mpiexec`` starts MPICH ranks that cannot
+        find each other), and ``.venv/bin/pytest`` finds it without the environment being
+        activated.  A path, or a name with nothing beside this Python, is used as given.
         """
-        if os.sep in self.program or shutil.which(self.program) is not None:
+        if os.sep in self.program:
             return self.program
         beside = os.path.join(os.path.dirname(sys.executable), self.program)
         return beside if os.path.isfile(beside) and os.access(beside, os.X_OK) else self.program
@@ -109,6 +111,23 @@ class Launcher:
                 "run collective checks without -n, use a hostfile or srun in --perf-launcher, "
                 "or --perf-oversubscribe to run anyway"
             )
+
+    def environment(self) -> dict[str, str]:
+        """Variables the launcher needs beside the command line.
+
+        Open MPI's ``mpiexec`` refuses to start when run as root (as in most containers and
+        GPU runners) unless told twice that this is meant.  The ranks it starts here run
+        perfsuite's own worker, and the session is already root, so the refusal is lifted for
+        that child alone, as container images for GPUs commonly do.
+        """
+        if (
+            self.is_local_mpiexec
+            and hasattr(os, "geteuid")
+            and os.geteuid() == 0
+            and mpi_flavour(self.executable) == "openmpi"
+        ):
+            return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        return {}
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
         """The full command line: launcher, then this Python running the worker."""
