@@ -13,23 +13,11 @@ from __future__ import annotations
 import json
 
 import torch
+from gpu_bare import best_seconds  # beside this script
 from torch.profiler import ProfilerActivity, profile
 
 N, C, H, K = 16, 512, 16, 512
 FLOPS = 2 * N * H * H * K * C * 9
-
-
-def timed(step, calls: int = 50) -> float:  # type: ignore[no-untyped-def]
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        step()
-    end.record()
-    end.synchronize()
-    return FLOPS * calls / (start.elapsed_time(end) / 1e3) / 1e12
 
 
 def main() -> None:
@@ -46,7 +34,7 @@ def main() -> None:
     for tf32 in (False, True):
         torch.backends.cudnn.allow_tf32 = tf32
         for name, step in passes.items():
-            tflops = timed(step)
+            tflops = FLOPS / best_seconds(torch, step, calls=50) / 1e12
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 step()
                 torch.cuda.synchronize()

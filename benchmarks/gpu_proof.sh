@@ -6,6 +6,7 @@
 # Steps (default: all, in this order):
 # env       the machine, the driver, torch and what --hw=auto picks (always);
 # bare      bare torch figures outside perfsuite (benchmarks/gpu_bare.py);
+# diag      which cuDNN kernels an fp32 conv runs with TF32 off and on (benchmarks/gpu_diag.py);
 # tests     perfsuite's own torch-backend tests on the GPU;
 # baseline  a full-mode run of every GPU parameter of suites/ (STREAM, GEMM, host copies, conv,
 #           the knobs; allreduce skips on one GPU), saved as the profile's baseline (refused
@@ -41,7 +42,7 @@ fi
 } >"$OUT/env.txt" 2>&1
 
 COMMON=("${PLUG[@]}" -p no:cacheprovider --hw=auto --perf-backend torch -k gpu -rs --durations=0)
-STEPS=("${@:-bare tests baseline aa rest}")
+STEPS=("${@:-bare diag tests baseline aa rest}")
 STEPS=(${STEPS[*]})
 step() {  # step NAME SECONDS command...: run it if asked for, then pack what was written
     local name=$1 limit=$2
@@ -54,6 +55,7 @@ step() {  # step NAME SECONDS command...: run it if asked for, then pack what wa
 }
 
 step bare 60 $PY benchmarks/gpu_bare.py
+step diag 60 $PY benchmarks/gpu_diag.py
 step tests 60 $PY -m pytest tests/test_torch_backend.py "${PLUG[@]}" -p no:cacheprovider -q
 
 # Full mode with 5 samples a check (SAMPLES=10 for full mode's own 10): about 3 s a case on an
