@@ -3,6 +3,11 @@
 #
 #   OUT=/tmp/gpu-proof benchmarks/gpu_proof.sh [STEP ...]
 #
+# On a machine that cannot download, first fetch here the wheels its image lacks, for its
+# Python, into .whl/ (ignored by git) and carry that folder, e.g.
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux2014_x86_64 -d .whl ruptures
+#
 # Steps (default: all, in this order):
 # env       the machine, the driver, torch and what --hw=auto picks (always);
 # bare      bare torch figures outside perfsuite (benchmarks/gpu_bare.py);
@@ -24,10 +29,20 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
-# The plugin's entry point exists only when perfsuite is installed; else load it by name.
+# Install perfsuite with its torch and gpu extras, offline, over the machine's own torch: what
+# the image lacks comes as wheels in .whl/ (carried; ruptures on the 2026-11 image).  Where
+# that cannot resolve, install it alone (--no-deps), and failing that load the plugin by name.
+# An environment that has perfsuite already is left as it is.
 PLUG=()
-if ! $PY -c "import importlib.metadata as m; m.distribution('perfsuite')" 2>/dev/null; then
-    $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1 \
+if $PY -c "import importlib.metadata as m; m.distribution('perfsuite')" 2>/dev/null; then
+    echo "install: perfsuite was installed already" >>"$OUT/steps.txt"
+elif [[ -d .whl ]] && $PY -m pip install --no-index --find-links .whl --no-build-isolation \
+        -e '.[torch,gpu]' >"$OUT/install.txt" 2>&1; then
+    echo "install: perfsuite[torch,gpu] resolved offline over the installed torch" >>"$OUT/steps.txt"
+else
+    echo "install: perfsuite[torch,gpu] did not resolve offline (install.txt); --no-deps" \
+        >>"$OUT/steps.txt"
+    $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >>"$OUT/install.txt" 2>&1 \
         || PLUG=(-p perfsuite.plugin)
 fi
 
