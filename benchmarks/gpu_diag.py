@@ -1,4 +1,4 @@
-"""Which cuDNN kernels an fp32 conv runs with TF32 off, and how fast (a GPU diagnostic).
+"""Which cuDNN kernels an fp32 conv runs with TF32 off and on, and how fast (a GPU diagnostic).
 
     python benchmarks/gpu_diag.py
 

@@ -3,12 +3,12 @@
 #
 #   OUT=/tmp/gpu-proof benchmarks/gpu_proof.sh [STEP ...]
 #
-# On a machine that cannot download, first fetch here the wheels its image lacks, for its
-# Python, into .whl/ (ignored by git) and carry that folder, e.g.
+# On a machine that cannot download, first fetch the wheels its image lacks, for its Python,
+# into .whl/ (ignored by git) and copy that folder to the machine with the checkout, e.g.
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --platform manylinux2014_x86_64 -d .whl ruptures
 #
-# Steps (default: all, in this order):
+# Steps (default: all but knobs, which the baseline step covers; in this order):
 # env       the machine, the driver, torch and what --hw=auto picks (always);
 # bare      bare torch figures outside perfsuite (benchmarks/gpu_bare.py);
 # diag      which cuDNN kernels an fp32 conv runs with TF32 off and on (benchmarks/gpu_diag.py);
@@ -26,11 +26,13 @@
 set -u
 OUT=${OUT:-/tmp/gpu-proof}
 mkdir -p "$OUT"
+: >"$OUT/steps.txt"
+: >"$OUT/install.txt"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 # Install perfsuite with its torch and gpu extras, offline, over the machine's own torch: what
-# the image lacks comes as wheels in .whl/ (carried; ruptures on the 2026-11 image).  Where
+# the image lacks comes as wheels in .whl/ (ruptures, on the 2026-11 image).  Where
 # that cannot resolve, install it alone (--no-deps), and failing that load the plugin by name.
 # An environment that has perfsuite already is left as it is.
 PLUG=()
@@ -40,8 +42,11 @@ elif [[ -d .whl ]] && $PY -m pip install --no-index --find-links .whl --no-build
         -e '.[torch,gpu]' >"$OUT/install.txt" 2>&1; then
     echo "install: perfsuite[torch,gpu] resolved offline over the installed torch" >>"$OUT/steps.txt"
 else
-    echo "install: perfsuite[torch,gpu] did not resolve offline (install.txt); --no-deps" \
-        >>"$OUT/steps.txt"
+    if [[ -d .whl ]]; then
+        echo "install: perfsuite[torch,gpu] did not resolve offline (install.txt); --no-deps"
+    else
+        echo "install: no .whl/ beside the checkout; perfsuite alone (--no-deps)"
+    fi >>"$OUT/steps.txt"
     $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >>"$OUT/install.txt" 2>&1 \
         || PLUG=(-p perfsuite.plugin)
 fi
@@ -69,14 +74,14 @@ step() {  # step NAME SECONDS command...: run it if asked for, then pack what wa
     tar czf "$OUT/proof.tgz" reports baselines
 }
 
-step bare 60 $PY benchmarks/gpu_bare.py
-step diag 60 $PY benchmarks/gpu_diag.py
-step tests 60 $PY -m pytest tests/test_torch_backend.py "${PLUG[@]}" -p no:cacheprovider -q
+step bare 30 $PY benchmarks/gpu_bare.py
+step diag 45 $PY benchmarks/gpu_diag.py
+step tests 45 $PY -m pytest tests/test_torch_backend.py "${PLUG[@]}" -p no:cacheprovider -q
 
 # Full mode with 5 samples a check (SAMPLES=10 for full mode's own 10): about 3 s a case on an
 # H200 (88 of its 92 STREAM, GEMM, host-copy and conv cases ran in 260 s), most of it warm-up,
 # samples and bare reference.
-step baseline 360 $PY -m pytest suites/ "${COMMON[@]}" --perf-save-baseline --perf-samples "${SAMPLES:-5}"
+step baseline 330 $PY -m pytest suites/ "${COMMON[@]}" --perf-save-baseline --perf-samples "${SAMPLES:-5}"
 step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
 step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
     --perf-quick
@@ -84,5 +89,7 @@ LEFT=$(( ${DEADLINE_S:-560} - SECONDS - 10 ))
 if (( LEFT > 20 )); then
     step rest "$LEFT" $PY -m pytest suites/ "${PLUG[@]}" -p no:cacheprovider --hw=auto \
         --perf-backend torch -k "not gpu" -rs --perf-quick
+elif [[ " ${STEPS[*]} " == *" rest "* ]]; then
+    echo "rest: skipped, ${LEFT} s left of DEADLINE_S" | tee -a "$OUT/steps.txt"
 fi
 ls -la "$OUT"

@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 
 from perfsuite.checks import allreduce
-from perfsuite.collectives import worker
+from perfsuite.collectives import launch, worker
 from perfsuite.collectives.launch import Launcher, LauncherError
+from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_mpi = pytest.mark.skipif(
@@ -112,26 +114,34 @@ def test_a_missing_mpiexec_is_a_skip_with_an_install_hint() -> None:
     assert Launcher.parse("no-such-srun -n {ranks}").unavailable_reason() is None
 
 
+def _script(path: Path, text: str = "") -> Path:
+    """An executable shell script at ``path`` that prints ``text``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{text}'\n" if text else "#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
 def test_an_mpiexec_beside_this_python_is_found_without_path(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A virtual environment's own mpiexec (the MPICH wheel's) is used when it is not activated."""
     python = tmp_path / "venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    mpiexec = python.parent / "mpiexec"
-    mpiexec.write_text("#!/bin/sh\n")
-    mpiexec.chmod(0o755)
+    mpiexec = _script(python.parent / "mpiexec")
     monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setattr(launch, "_in_environment", lambda: True)
     # Another mpiexec first on PATH (a system Open MPI's) does not win over the environment's.
-    system = tmp_path / "usr" / "bin" / "mpiexec"
-    system.parent.mkdir(parents=True)
-    system.write_text("#!/bin/sh\n")
-    system.chmod(0o755)
+    system = _script(tmp_path / "usr" / "bin" / "mpiexec")
     monkeypatch.setenv("PATH", str(system.parent))
     launcher = Launcher.parse("mpiexec -n {ranks}")
     assert launcher.unavailable_reason() is None
     assert launcher.command(2, [])[:3] == [str(mpiexec), "-n", "2"]
+    # A system Python's neighbours do not override PATH (module load, spack load) ...
+    monkeypatch.setattr(launch, "_in_environment", lambda: False)
+    assert launcher.executable == str(system)
+    # ... and are still found when the name is nowhere on PATH.
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert launcher.executable == str(mpiexec)
     mpiexec.unlink()
     reason = launcher.unavailable_reason()
     assert reason is not None and "not found on PATH or beside" in reason
@@ -141,22 +151,24 @@ def test_open_mpi_run_as_root_is_let_start_the_ranks(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Open MPI's mpiexec refuses root (containers, GPU runners) unless told so, twice."""
-    openmpi = tmp_path / "openmpi" / "mpiexec"
-    openmpi.parent.mkdir()
-    openmpi.write_text("#!/bin/sh\necho 'mpiexec (OpenRTE) 4.1.6'\n")
-    openmpi.chmod(0o755)
-    launcher = Launcher.parse(f"{openmpi} -n {{ranks}}")
+    openmpi = _script(tmp_path / "openmpi" / "mpiexec", "mpiexec (OpenRTE) 4.1.6")
+    allowed = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert launcher.environment() == {
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    }
+    assert Launcher.parse(f"{openmpi} -n {{ranks}}").environment() == allowed
+    assert Launcher.parse(f"{openmpi} --hostfile hosts -n {{ranks}}").environment() == allowed
+    # The ranks' environment carries it, and the record says so and names the program.
+    case = allreduce.Case("torch", "cpu", 2, 1024)
+    settings = Settings(launcher=f"{openmpi} -n {{ranks}}", oversubscribe=True)
+    work = allreduce.workload(case, settings, ProfileRegistry().load("a100"))
+    assert work.source is not None and work.source.env is not None
+    assert {k: work.source.env[k] for k in allowed} == allowed
+    assert work.context["launcher_env"] == sorted(allowed)
+    assert work.context["launcher_program"] == str(openmpi)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert launcher.environment() == {}  # an ordinary user needs nothing
-    mpich = tmp_path / "mpich" / "mpiexec"
-    mpich.parent.mkdir()
-    mpich.write_text("#!/bin/sh\necho 'HYDRA build details:'\n")
-    mpich.chmod(0o755)
+    assert Launcher.parse(f"{openmpi} -n {{ranks}}").environment() == {}  # a user needs nothing
+    work = allreduce.workload(case, settings, ProfileRegistry().load("a100"))
+    assert "launcher_env" not in work.context
+    mpich = _script(tmp_path / "mpich" / "mpiexec", "HYDRA build details:")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert Launcher.parse(f"{mpich} -n {{ranks}}").environment() == {}
     assert Launcher.parse("srun -n {ranks}").environment() == {}

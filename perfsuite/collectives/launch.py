@@ -73,19 +73,26 @@ class Launcher:
 
     @property
     def executable(self) -> str:
-        """The program to start: the one beside this Python when there is one, else as given.
+        """The program to start: a path as given; a bare name from this environment or ``PATH``.
 
-        A bare name that sits in the directory of the running Python (a virtual environment's
-        ``bin/``, where the MPICH wheel installs ``mpiexec``) is started from there, even when
-        another one comes first on ``PATH``: the environment's own launcher is the one its
-        mpi4py was built for (a system Open MPI's ``mpiexec`` starts MPICH ranks that cannot
-        find each other), and ``.venv/bin/pytest`` finds it without the environment being
-        activated.  A path, or a name with nothing beside this Python, is used as given.
+        When the running Python is a virtual or conda environment's, a bare name that sits in
+        its ``bin/`` (where the MPICH wheel installs ``mpiexec``) is started from there, even
+        when another one comes first on ``PATH``: it is the launcher of the MPI the
+        environment's mpi4py was built for (a system Open MPI's ``mpiexec`` starts MPICH ranks
+        that cannot find each other), and ``.venv/bin/pytest`` finds it without the
+        environment being activated.  A system Python's neighbours (``/usr/bin``) get no such
+        preference: there ``PATH`` (``module load``, ``spack load``) says which MPI is meant,
+        and its directory is only tried when the name is nowhere on ``PATH``.  The path that
+        will run is returned, so records can name it.
         """
         if os.sep in self.program:
             return self.program
         beside = os.path.join(os.path.dirname(sys.executable), self.program)
-        return beside if os.path.isfile(beside) and os.access(beside, os.X_OK) else self.program
+        if not (os.path.isfile(beside) and os.access(beside, os.X_OK)):
+            beside = ""
+        if beside and _in_environment():
+            return beside
+        return shutil.which(self.program) or beside or self.program
 
     def unavailable_reason(self) -> str | None:
         """A reason to skip: the default kind of launcher (mpiexec) is not installed."""
@@ -115,14 +122,15 @@ class Launcher:
     def environment(self) -> dict[str, str]:
         """Variables the launcher needs beside the command line.
 
-        Open MPI's ``mpiexec`` refuses to start when run as root (as in most containers and
-        GPU runners) unless told twice that this is meant.  The ranks it starts here run
-        perfsuite's own worker, and the session is already root, so the refusal is lifted for
-        that child alone, as container images for GPUs commonly do.
+        Open MPI's launcher (``mpiexec``, ``mpirun``, ``mpiexec.openmpi``, with or without a
+        hostfile) refuses to start when run as root (as in most containers and GPU runners)
+        unless told twice that this is meant.  The ranks it starts here run perfsuite's own
+        worker, and the session is already root, so the refusal is lifted for that child
+        alone, as container images for GPUs commonly do.  Open MPI releases that predate
+        these variables know only ``--allow-run-as-root``, which a template can carry.
         """
         if (
-            self.is_local_mpiexec
-            and hasattr(os, "geteuid")
+            hasattr(os, "geteuid")
             and os.geteuid() == 0
             and mpi_flavour(self.executable) == "openmpi"
         ):
@@ -131,11 +139,16 @@ class Launcher:
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
         """The full command line: launcher, then this Python running the worker."""
-        program = self.executable  # a PATH lookup: once
+        program = self.executable  # resolved once
         argv = [program, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
         if oversubscribe and self.is_local_mpiexec and mpi_flavour(program) == "openmpi":
             argv.insert(1, "--oversubscribe")
         return [*argv, sys.executable, "-m", WORKER, "--launcher", self.template, *worker_args]
+
+
+def _in_environment() -> bool:
+    """Whether the running Python is a virtual environment's or a conda environment's."""
+    return sys.prefix != sys.base_prefix or os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
 
 
 @cache
