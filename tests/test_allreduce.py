@@ -176,7 +176,8 @@ def test_open_mpi_run_as_root_is_let_start_the_ranks(
 
 def test_the_command_puts_this_python_and_the_worker_after_the_launcher() -> None:
     cmd = Launcher.parse("srun -n {ranks} --mpi=pmi2").command(4, ["--sizes", "8"])
-    assert cmd[:4] == ["srun", "-n", "4", "--mpi=pmi2"]
+    assert cmd[0] in (shutil.which("srun"), "srun")  # the path that will run, where known
+    assert cmd[1:4] == ["-n", "4", "--mpi=pmi2"]
     assert cmd[4:7] == [sys.executable, "-m", "perfsuite.collectives.worker"]
 
 
