@@ -133,17 +133,20 @@ def test_an_mpiexec_beside_this_python_is_found_without_path(
     # Another mpiexec first on PATH (a system Open MPI's) does not win over the environment's.
     system = _script(tmp_path / "usr" / "bin" / "mpiexec")
     monkeypatch.setenv("PATH", str(system.parent))
-    launcher = Launcher.parse("mpiexec -n {ranks}")
-    assert launcher.unavailable_reason() is None
-    assert launcher.command(2, [])[:3] == [str(mpiexec), "-n", "2"]
+
+    def launcher() -> Launcher:  # a new one each time: a launcher resolves its program once
+        return Launcher.parse("mpiexec -n {ranks}")
+
+    assert launcher().unavailable_reason() is None
+    assert launcher().command(2, [])[:3] == [str(mpiexec), "-n", "2"]
     # A system Python's neighbours do not override PATH (module load, spack load) ...
     monkeypatch.setattr(launch, "_in_environment", lambda: False)
-    assert launcher.executable == str(system)
+    assert launcher().executable == str(system)
     # ... and are still found when the name is nowhere on PATH.
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert launcher.executable == str(mpiexec)
+    assert launcher().executable == str(mpiexec)
     mpiexec.unlink()
-    reason = launcher.unavailable_reason()
+    reason = launcher().unavailable_reason()
     assert reason is not None and "not found on PATH or beside" in reason
 
 

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from perfsuite.errors import PerfsuiteError
 
@@ -64,14 +64,16 @@ class Launcher:
         return any("{ranks}" in a for a in self.argv)
 
     @property
-    def is_local_mpiexec(self) -> bool:
-        """An mpiexec/mpirun on this host only (no hostfile): slots are this host's CPUs."""
-        name = os.path.basename(self.program)
-        return name in ("mpiexec", "mpirun") and not any(
-            a.split("=")[0] in HOSTFILE_FLAGS for a in self.argv[1:]
-        )
+    def is_mpiexec(self) -> bool:
+        """Whether the program is an MPI's own launcher (``mpiexec`` or ``mpirun``)."""
+        return os.path.basename(self.program) in ("mpiexec", "mpirun")
 
     @property
+    def is_local_mpiexec(self) -> bool:
+        """An mpiexec/mpirun on this host only (no hostfile): slots are this host's CPUs."""
+        return self.is_mpiexec and not any(a.split("=")[0] in HOSTFILE_FLAGS for a in self.argv[1:])
+
+    @cached_property
     def executable(self) -> str:
         """The program to start: a path as given; a bare name from this environment or ``PATH``.
 
@@ -83,7 +85,7 @@ class Launcher:
         environment being activated.  A system Python's neighbours (``/usr/bin``) get no such
         preference: there ``PATH`` (``module load``, ``spack load``) says which MPI is meant,
         and its directory is only tried when the name is nowhere on ``PATH``.  The path that
-        will run is returned, so records can name it.
+        will run is returned, so records can name it; it is resolved once per launcher.
         """
         if os.sep in self.program:
             return self.program
@@ -98,7 +100,7 @@ class Launcher:
         """A reason to skip: the default kind of launcher (mpiexec) is not installed."""
         program = self.executable
         missing = shutil.which(program) is None and not os.access(program, os.X_OK)
-        if missing and os.path.basename(program) in ("mpiexec", "mpirun"):
+        if missing and self.is_mpiexec:
             return f"{self.program} not found on PATH or beside {sys.executable}; {INSTALL_HINT}"
         return None  # any other launcher that cannot start fails the check, naming it
 
@@ -122,15 +124,18 @@ class Launcher:
     def environment(self) -> dict[str, str]:
         """Variables the launcher needs beside the command line.
 
-        Open MPI's launcher (``mpiexec``, ``mpirun``, ``mpiexec.openmpi``, with or without a
-        hostfile) refuses to start when run as root (as in most containers and GPU runners)
+        Open MPI's launcher (``mpiexec`` or ``mpirun``, with or without a hostfile) refuses
+        to start when run as root (as in most containers and GPU runners)
         unless told twice that this is meant.  The ranks it starts here run perfsuite's own
         worker, and the session is already root, so the refusal is lifted for that child
         alone, as container images for GPUs commonly do.  Open MPI releases that predate
-        these variables know only ``--allow-run-as-root``, which a template can carry.
+        these variables know only ``--allow-run-as-root``, which a template can carry.  Only
+        an MPI launcher is asked its ``--version``: another program (``srun``, a site's
+        wrapper script) is never started for it.
         """
         if (
-            hasattr(os, "geteuid")
+            self.is_mpiexec
+            and hasattr(os, "geteuid")
             and os.geteuid() == 0
             and mpi_flavour(self.executable) == "openmpi"
         ):
@@ -139,7 +144,7 @@ class Launcher:
 
     def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
         """The full command line: launcher, then this Python running the worker."""
-        program = self.executable  # resolved once
+        program = self.executable
         argv = [program, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
         if oversubscribe and self.is_local_mpiexec and mpi_flavour(program) == "openmpi":
             argv.insert(1, "--oversubscribe")
