@@ -51,6 +51,22 @@ def test_roofline_ridge_points_of_the_a100() -> None:
     )
 
 
+def test_a_working_set_that_fits_in_the_last_level_cache_is_marked_cache_resident() -> None:
+    h100 = ProfileRegistry().load("h100-sxm")  # 50 MB of L2
+
+    def fp16_gemm(m: int, n: int, k: int) -> dict:
+        minimum = (m * k + k * n + m * n) * 2  # read A and B, write C once
+        return roofline.point(h100, "fp16", "gpu", flops.matmul_flops(m, n, k), minimum)
+
+    inside = fp16_gemm(7860, 64, 2560)  # 41.6 MB
+    assert inside["cache_resident"] and inside["cache_mib"] == 50
+    outside = fp16_gemm(8192, 8192, 8192)  # 403 MB
+    assert outside["cache_resident"] is False
+    assert "cache_resident" not in roofline.point(h100, "fp16", "cpu", 1, 1), (
+        "no GPU cache figure for a CPU point"
+    )
+
+
 def test_gemm_cases_cover_precisions_shapes_and_quick_mode() -> None:
     ids = {c.id: c for c in gemm.cases()}
     assert "numpy-cpu-fp32-1760x128x1760" in ids

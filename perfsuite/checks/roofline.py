@@ -2,6 +2,13 @@
 
 Attainable FLOP/s = min(peak FLOP/s, AI x peak bandwidth); the ridge point is
 peak / bandwidth (13 FLOP/B for A100 FP32, 100 for TF32 at 1555 GB/s).
+
+The bandwidth slope is the device memory's.  An operation whose whole working set (its
+minimum bytes) fits in the device's last-level cache is marked ``cache_resident``: a check
+repeats it on the same buffers, so after the first call it runs from that cache, and the
+memory slope does not bound it.  On an H100 (50 MB of L2), the fp16 GEMM 7860x64x2560
+(41.6 MB) reached 1.01-1.08 of its HBM bound, and its run medians moved by 4.6% (sd) where
+the square GEMMs' moved by under 1%.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ def point(
         "precision": precision,
         **extra,
     }
+    cache_mib = profile.figure("memory.last_level_cache_mib")
+    if profile.kind == device_kind and cache_mib:
+        facts.update(cache_mib=cache_mib, cache_resident=min_bytes <= cache_mib * 2**20)
     if profile.kind == device_kind and peak is not None and bandwidth is not None:
         ridge = peak * 1000.0 / bandwidth
         facts.update(
@@ -68,6 +78,7 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
                 "bound_tflops": bound,
                 "attainment": achieved / bound if bound else None,
                 "regime": facts.get("regime"),
+                "cache_resident": bool(facts.get("cache_resident")),
             }
         )
     compute = {

@@ -191,15 +191,27 @@ def roofline(ctx: ChartContext) -> str | None:
             edgecolors="0.7",
             label="baseline",
         )
+    colours = {"gemm": "C0", "conv_roofline": "C1"}
     for check, marker in markers.items():
-        sel = [p for p in points if p["check"] == check]
-        if sel:
+        # Filled: the working set is past the last-level cache, so the slope bounds it.
+        # Hollow: it fits in that cache and runs from it; the memory slope does not bound it.
+        for resident in (False, True):
+            part = [
+                p
+                for p in points
+                if p["check"] == check and bool(p.get("cache_resident")) == resident
+            ]
+            if not part:
+                continue
             ax.scatter(
-                [p["ai"] for p in sel],
-                [p["achieved_tflops"] for p in sel],
-                s=18,
+                [p["ai"] for p in part],
+                [p["achieved_tflops"] for p in part],
+                s=26 if resident else 18,
                 marker=marker,
-                label=check.replace("_roofline", ""),
+                facecolors="none" if resident else colours[check],
+                edgecolors=colours[check],
+                label=check.replace("_roofline", "")
+                + (", fits in the cache (hollow)" if resident else ""),
                 zorder=3,
             )
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)", ylabel="TFLOP/s")
