@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -236,6 +236,9 @@ class Judge:
                 "ratio": reference / statistics.geometric_mean(entry.references),
                 "baseline_runs": len(entry.references),
             }
+        unlike = measured_unlike(self.settings.policy.to_dict(), entry)
+        if unlike is not None:
+            context["measured_unlike_baseline"] = unlike
         waiver = waivers.find(self.waivers, node_id)
         waiver_info = None
         if waiver is not None:
@@ -402,6 +405,12 @@ def explain(result: Result, profile: str = "") -> str:
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:
         parts.append(reference_note(base.ratio, reference_ratio))
+    unlike = mode_tag(result)
+    if unlike:
+        parts.append(
+            f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
+            "differently in the two modes; rerun in the baseline's mode to confirm"
+        )
     if base.blind:
         parts.append(base.blind)
     if kind == "waived":
@@ -508,6 +517,49 @@ def reference_tag(result: Result) -> str:
         else "did not move with it"
     )
     return f"bare reference {how} ({_signed_percent(reference_ratio)})"
+
+
+def measured_unlike(
+    policy: Mapping[str, Any], entry: BaselineEntry | None
+) -> dict[str, Any] | None:
+    """How this run's measurement differs from every baseline run's (mode, warm-up), or None.
+
+    Quick mode warms each check up for a fifth of full mode's time.  A check that speeds up
+    as it runs (clocks, caches, a library's autotuning) can then read differently in the two
+    modes with nothing changed: on an H100, the fp16 GEMM 7860x64x2560 read 206-209 TFLOP/s
+    in quick runs and 250 in full runs, minutes apart, where the other shapes agreed.
+    """
+    if entry is None:
+        return None
+    modes = {str(r.policy.get("mode")) for r in entry.runs if r.policy.get("mode")}
+    warmups = {r.policy.get("warmup_seconds") for r in entry.runs}
+    mode, warmup = str(policy.get("mode", "")), policy.get("warmup_seconds")
+    if not modes or (mode in modes and warmup in warmups):
+        return None
+    return {
+        "mode": mode,
+        "warmup_seconds": warmup,
+        "baseline_modes": sorted(modes),
+        "baseline_warmup_seconds": sorted(w for w in warmups if isinstance(w, int | float)),
+    }
+
+
+def mode_tag(result: Result) -> str:
+    """For a changed result measured unlike its baseline runs, a short note; else ""."""
+    unlike = result.context.get("measured_unlike_baseline")
+    if not isinstance(unlike, dict):
+        return ""
+    if result.baseline.verdict not in ("regressed", "improved", "noisy"):
+        return ""
+    warm = "/".join(f"{w:g}" for w in unlike.get("baseline_warmup_seconds", ()))
+    now = unlike.get("warmup_seconds")
+    return (
+        f"measured in {unlike['mode']} mode (warm-up {now:g} s) against baseline runs in "
+        f"{'/'.join(unlike['baseline_modes'])} mode (warm-up {warm} s)"
+        if isinstance(now, int | float)
+        else f"measured in {unlike['mode']} mode against baseline runs in "
+        f"{'/'.join(unlike['baseline_modes'])} mode"
+    )
 
 
 def _reference_ratio(result: Result) -> float | None:

@@ -475,6 +475,37 @@ def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> Non
     )
 
 
+def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> None:
+    from dataclasses import replace
+
+    from perfsuite.baseline import BaselineEntry, BaselineRun
+    from perfsuite.judge import measured_unlike, mode_tag
+    from perfsuite.model import BaselineVerdict
+
+    full = {"mode": "full", "warmup_seconds": 0.5}
+    entry = BaselineEntry(
+        "matmul", "TFLOP/s", True, tuple(BaselineRun(f"r{i}", "", (1.0,), full) for i in range(3))
+    )
+    assert measured_unlike(full, entry) is None
+    assert measured_unlike({"mode": "quick", "warmup_seconds": 0.5}, None) is None
+    legacy = BaselineEntry("matmul", "TFLOP/s", True, (BaselineRun("old", "", (1.0,), {}),))
+    assert measured_unlike({"mode": "quick"}, legacy) is None, "no mode recorded: no claim"
+    unlike = measured_unlike({"mode": "quick", "warmup_seconds": 0.1}, entry)
+    assert unlike == {
+        "mode": "quick",
+        "warmup_seconds": 0.1,
+        "baseline_modes": ["full"],
+        "baseline_warmup_seconds": [0.5],
+    }
+    result = RunRecord.from_dict(json.loads((FIXTURES / "run-a-tf220.json").read_text())).results[0]
+    result = replace(result, context={**result.context, "measured_unlike_baseline": unlike})
+    for verdict, tagged in (("regressed", True), ("noisy", True), ("ok", False)):
+        judged = replace(result, baseline=BaselineVerdict(verdict=verdict))
+        tag = mode_tag(judged)
+        assert (tag == "measured in quick mode (warm-up 0.1 s) against baseline runs in full "
+                "mode (warm-up 0.5 s)") is tagged, (verdict, tag)  # fmt: skip
+
+
 def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -> None:
     """A check judged first, before the family's other p-values were in, is decided again.
 

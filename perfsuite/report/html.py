@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import history as trends
 from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
-from perfsuite.judge import baseline_note, machine_note, reference_tag
+from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 
@@ -84,6 +84,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
             for x in (
                 b.reason if b.verdict != "new" else "",
                 reference_tag(r),
+                mode_tag(r),
                 b.blind,
                 f.reason,
                 *r.noise.get("flags", ()),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.judge import baseline_note, machine_note, reference_tag
+from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Result
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     for kind in ("regressed", "improved"):
         changed = [r for r in ordered if r.baseline.verdict == kind]
         for r in changed[:NAMED]:
-            why = "; ".join(x for x in (r.baseline.reason, reference_tag(r)) if x)
+            why = "; ".join(x for x in (r.baseline.reason, reference_tag(r), mode_tag(r)) if x)
             notes.append(f"{kind}: {short_id(r.id)}: {why}")
         if len(changed) > NAMED:
             notes.append(f"{kind}: {len(changed) - NAMED} more; details in the report")
