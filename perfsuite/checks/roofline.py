@@ -7,8 +7,8 @@ The bandwidth slope is the device memory's.  An operation whose whole working se
 minimum bytes) fits in the device's last-level cache is marked ``cache_resident``: a check
 repeats it on the same buffers, so after the first call it runs from that cache, and the
 memory slope does not bound it.  On an H100 (50 MB of L2), the fp16 GEMM 7860x64x2560
-(41.6 MB) reached 1.01-1.08 of its HBM bound, and its run medians moved by 4.6% (sd) where
-the square GEMMs' moved by under 1%.
+(41.6 MB) read 1.0-1.2 of its HBM bound, and its run medians moved by 4.6% (sd) where the
+square GEMMs' moved by under 1%.
 """
 
 from __future__ import annotations
