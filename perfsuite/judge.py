@@ -24,6 +24,9 @@ from perfsuite.settings import Settings
 from perfsuite.sources import ChildSource
 from perfsuite.tolerances import Tolerances
 
+# Baseline verdicts that say a check moved (or may have): the ones whose notes explain why.
+CHANGED = ("regressed", "improved", "noisy")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -391,13 +394,13 @@ def explain(result: Result, profile: str = "") -> str:
     elif base.verdict == "noisy":
         parts.append(f"noisy: {base.reason}")
     change = result.context.get("machine_change")
-    if isinstance(change, dict) and base.verdict in ("regressed", "improved", "noisy"):
+    if isinstance(change, dict) and base.verdict in CHANGED:
         parts.append(
             f"judged per unit of machine speed (the framework-free {change['component']} "
             f"probe ran {_signed_percent(change['ratio'])} against the baseline runs)"
         )
     link = result.context.get("link_state")
-    if isinstance(link, dict) and base.verdict in ("regressed", "improved", "noisy"):
+    if isinstance(link, dict) and base.verdict in CHANGED:
         parts.append(
             f"compared with the {link['baseline_runs']} of {link['of']} baseline runs measured "
             "with the CPUs' link in the state it was in now"
@@ -549,23 +552,23 @@ def mode_tag(result: Result) -> str:
     unlike = result.context.get("measured_unlike_baseline")
     if not isinstance(unlike, dict):
         return ""
-    if result.baseline.verdict not in ("regressed", "improved", "noisy"):
+    if result.baseline.verdict not in CHANGED:
         return ""
-    warm = "/".join(f"{w:g}" for w in unlike.get("baseline_warmup_seconds", ()))
-    now = unlike.get("warmup_seconds")
+    now, then = unlike.get("warmup_seconds"), unlike.get("baseline_warmup_seconds", ())
+    warm_now = warm_then = ""
+    if isinstance(now, int | float):
+        warm_now = f" (warm-up {now:g} s)"
+        warm_then = f" (warm-up {'/'.join(f'{w:g}' for w in then)} s)"
     return (
-        f"measured in {unlike['mode']} mode (warm-up {now:g} s) against baseline runs in "
-        f"{'/'.join(unlike['baseline_modes'])} mode (warm-up {warm} s)"
-        if isinstance(now, int | float)
-        else f"measured in {unlike['mode']} mode against baseline runs in "
-        f"{'/'.join(unlike['baseline_modes'])} mode"
+        f"measured in {unlike['mode']} mode{warm_now} against baseline runs in "
+        f"{'/'.join(unlike['baseline_modes'])} mode{warm_then}"
     )
 
 
 def _reference_ratio(result: Result) -> float | None:
     """A changed result's bare reference against the baseline runs' references, or None."""
     change = result.context.get("reference_change")
-    if result.baseline.verdict not in ("regressed", "improved", "noisy"):
+    if result.baseline.verdict not in CHANGED:
         return None
     return float(change["ratio"]) if isinstance(change, dict) else None
 

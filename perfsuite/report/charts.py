@@ -180,7 +180,7 @@ def roofline(ctx: ChartContext) -> str | None:
             fontsize=10,
             va="bottom",
         )
-    markers = {"gemm": "s", "conv_roofline": "o"}
+    styles = {"gemm": ("s", "C0"), "conv_roofline": ("o", "C1")}  # marker, colour
     if ctx.baseline is not None:
         ghost = (ctx.baseline.derived.get("roofline") or {}).get("points") or []
         ax.scatter(
@@ -191,8 +191,7 @@ def roofline(ctx: ChartContext) -> str | None:
             edgecolors="0.7",
             label="baseline",
         )
-    colours = {"gemm": "C0", "conv_roofline": "C1"}
-    for check, marker in markers.items():
+    for check, (marker, colour) in styles.items():
         # Filled: the working set is past the last-level cache, so the slope bounds it.
         # Hollow: it fits in that cache and runs from it; the memory slope does not bound it.
         for resident in (False, True):
@@ -208,8 +207,8 @@ def roofline(ctx: ChartContext) -> str | None:
                 [p["achieved_tflops"] for p in part],
                 s=26 if resident else 18,
                 marker=marker,
-                facecolors="none" if resident else colours[check],
-                edgecolors=colours[check],
+                facecolors="none" if resident else colour,
+                edgecolors=colour,
                 label=check.replace("_roofline", "")
                 + (", fits in the cache (hollow)" if resident else ""),
                 zorder=3,
