@@ -29,6 +29,7 @@ PERFORMANCE_VARIABLES = frozenset(
         "TF_ENABLE_ONEDNN_OPTS",
         "TF_XLA_FLAGS",
         "TF_GPU_ALLOCATOR",
+        "TF_CPU_ALLOCATOR_USE_BFC",
         "TF_GPU_THREAD_MODE",
         "TF_GPU_THREAD_COUNT",
         "TF_FORCE_GPU_ALLOW_GROWTH",
@@ -159,6 +160,7 @@ def _host() -> dict[str, Any]:
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "malloc": allocator.state(),
+        "framework_allocators": allocator.framework_state(),
     }
 
 

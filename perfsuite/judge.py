@@ -273,6 +273,8 @@ class Judge:
                     "repetitions": len(values),
                     "planned": plan.planned,
                     "warmup_s": measurement.warmup_s,
+                    "warmup_windows": list(measurement.warmup_windows),
+                    "warmup_settled": measurement.warmup_settled,
                     "calls_per_sample": measurement.calls,
                     "launch": measurement.launch,
                     "call_seconds": measurement.call_seconds,

@@ -44,6 +44,10 @@ class Policy:
 
     ``warmup_seconds``: warm-up continues (untimed) until this much time has passed, so that
     lazy initialisation, autotuning and clock ramp-up are over before the first sample.
+    ``warmup_max_seconds``: past that minimum, warm-up goes on in windows as long as one
+    sample (``sample_seconds``) until two windows in a row agree on the time per call within
+    ``warmup_settle`` (the rate has settled), for at most this long in all; 0 keeps the
+    fixed warm-up.
     ``max_repetitions`` and ``max_seconds`` cap the samples a check may add when its
     baseline says that ``repetitions`` cannot detect its tolerance.
     """
@@ -55,10 +59,12 @@ class Policy:
     warmup_seconds: float = 0.0
     sample_seconds: float = 0.0  # each sample repeats the operation to last at least this long
     mode: str = "custom"
+    warmup_max_seconds: float = 0.0
+    warmup_settle: float = 0.10
 
     def __post_init__(self) -> None:
         """Reject counts that cannot produce a measurement."""
-        if self.warmup < 0 or self.repetitions < 1:
+        if self.warmup < 0 or self.repetitions < 1 or self.warmup_settle <= 0:
             raise ValueError(f"invalid policy: {self}")
 
     @property
@@ -87,6 +93,7 @@ FULL = Policy(
     warmup_seconds=0.5,
     sample_seconds=0.2,
     mode="full",
+    warmup_max_seconds=3.0,
 )
 QUICK = Policy(
     warmup=1,
@@ -96,6 +103,7 @@ QUICK = Policy(
     warmup_seconds=0.1,
     sample_seconds=0.1,
     mode="quick",
+    warmup_max_seconds=1.0,
 )
 
 
@@ -186,6 +194,10 @@ class Measurement:
     timer: str
     source: dict[str, Any] = field(default_factory=dict)
     warmup_s: float = 0.0  # untimed warm-up before the first sample
+    # Time per call in each settling window of the warm-up (empty: fixed warm-up only), and
+    # whether the last two agreed within the policy's ``warmup_settle``.
+    warmup_windows: tuple[float, ...] = ()
+    warmup_settled: bool | None = None
     calls: int = 1  # operations per sample
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
     launch: str = "host"  # how a sample's calls were issued: "host", or "graph" (replayed)
@@ -240,13 +252,46 @@ class BenchmarkClock:
         return {**ClockSource().describe(), "timer": self.timer}
 
 
-def _warm_up(workload: Workload, seconds: float) -> float:
-    """Run the workload untimed until ``seconds`` have passed; return the time spent."""
+@dataclass(frozen=True)
+class WarmUp:
+    """What the untimed warm-up did."""
+
+    seconds: float
+    windows: tuple[float, ...] = ()  # time per call in each settling window
+    settled: bool | None = None  # None: no settling asked for
+
+
+def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
+    """Run the workload untimed for the policy's minimum, then until its rate settles.
+
+    A framework's first calls can be slow for longer than any fixed warm-up: a TensorFlow
+    XLA function on a CPU whose 128 MiB outputs land on fresh heap pages ran at 6 GB/s in
+    some of its first 20 calls and at 15-20 GB/s after.  So, past ``warmup_seconds``, the
+    operation runs in windows as long as one sample, each ended by a sync, until two
+    windows in a row agree on the time per call within ``warmup_settle``, or
+    ``warmup_max_seconds`` have passed in all.
+    """
     start = time.perf_counter()
-    while seconds > 0 and time.perf_counter() - start < seconds:
+    while policy.warmup_seconds > 0 and time.perf_counter() - start < policy.warmup_seconds:
         workload.sync()
         workload.step()
-    return time.perf_counter() - start
+    if policy.warmup_max_seconds <= 0:
+        return WarmUp(time.perf_counter() - start)
+    windows: list[float] = []
+    settled = False
+    window = max(policy.sample_seconds, 1e-3)
+    workload.sync()
+    while time.perf_counter() - start < policy.warmup_max_seconds:
+        began, calls = time.perf_counter(), 0
+        while calls == 0 or time.perf_counter() - began < window:
+            workload.step()
+            calls += 1
+        workload.sync()
+        windows.append((time.perf_counter() - began) / calls)
+        if len(windows) >= 2 and abs(math.log(windows[-1] / windows[-2])) <= policy.warmup_settle:
+            settled = True
+            break
+    return WarmUp(time.perf_counter() - start, tuple(windows), settled)
 
 
 def calibrate(workload: Workload, target_seconds: float) -> tuple[int, float]:
@@ -284,7 +329,8 @@ def measure(
 ) -> Measurement:
     """Measure a workload under a policy; the one loop every check uses.
 
-    In-process sources warm up for ``policy.warmup_seconds`` (untimed), then calibrate each
+    In-process sources warm up (untimed) for ``policy.warmup_seconds`` and then until the
+    rate settles (:func:`_warm_up`), then calibrate each
     sample to last ``policy.sample_seconds``: short operations are repeated back to back
     within a sample, so call and sync overhead and millisecond-scale interruptions are
     amortised.  The workload's own source (child ranks) wins over ``clock``, the in-process
@@ -300,9 +346,9 @@ def measure(
     calls, once = 1, None
     replay: Callable[[], object] | None = None
     try:
-        warmed = 0.0
+        warmed = WarmUp(0.0)
         if in_process:
-            warmed = _warm_up(workload, policy.warmup_seconds)
+            warmed = _warm_up(workload, policy)
             calls, once = calibrate(workload, policy.sample_seconds)
 
         replay, launch = _captured(workload, calls) if in_process else (None, "host")
@@ -339,7 +385,9 @@ def measure(
         values=tuple(workload.value(d, calls) for d in durations),
         timer=str(described.get("timer", described.get("clock", source.kind))),
         source=described,
-        warmup_s=round(warmed, 4),
+        warmup_s=round(warmed.seconds, 4),
+        warmup_windows=tuple(round(w, 9) for w in warmed.windows),
+        warmup_settled=warmed.settled,
         calls=calls,
         call_seconds=once,
         launch=launch,

@@ -66,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[JUNIT_KEY] = late.junit_path(config)  # resolved now, as pytest resolves it
     # As the user set them, before a backend's import sets its defaults.
     config.stash[VARIABLES_KEY] = environment.performance_env()
+    allocator.pool_frameworks()
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
     if not _is_worker(config):

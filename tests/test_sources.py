@@ -8,6 +8,7 @@ import shutil
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -245,3 +246,58 @@ def test_perfsuites_own_warnings_pass_through_the_framework_warning_record() -> 
                 warnings.warn("a framework's advice", FutureWarning, stacklevel=1)
             warnings.warn_explicit("perfsuite's own", UserWarning, str(_PACKAGE / "measure.py"), 1)
     assert seen == ["FutureWarning: a framework's advice"]
+
+
+def _slow_start_workload() -> tuple[Workload, list[int]]:
+    """A workload whose calls start slow and speed up: call n takes 1 ms + 20 ms / n."""
+    calls: list[int] = []
+
+    def run() -> None:
+        calls.append(1)
+        time.sleep(0.001 + 0.02 / len(calls))
+
+    return (
+        Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run),
+        calls,
+    )
+
+
+def test_warm_up_goes_on_until_the_rate_settles() -> None:
+    """A slow start longer than the fixed minimum is warmed through, not timed."""
+    work, calls = _slow_start_workload()
+    policy = Policy(
+        warmup=0, repetitions=3, warmup_seconds=0.01, sample_seconds=0.02, warmup_max_seconds=5.0
+    )
+    m = measure(work, policy)
+    assert m.warmup_settled is True
+    assert m.warmup_windows[0] > 3 * m.warmup_windows[-1]  # the windows saw the change
+    # the two last windows agree within the policy's settle tolerance
+    assert abs(m.warmup_windows[-1] / m.warmup_windows[-2] - 1) < 0.2
+    fixed_work, fixed_calls = _slow_start_workload()
+    fixed = measure(fixed_work, replace(policy, warmup_max_seconds=0))
+    assert fixed.warmup_windows == () and fixed.warmup_settled is None
+    assert len(calls) > len(fixed_calls)  # the settling windows ran on past the minimum
+    assert min(m.values) > max(fixed.values)  # and the samples met the faster calls
+
+
+def test_a_rate_that_never_settles_stops_at_the_cap_and_says_so() -> None:
+    """A workload that keeps slowing down ends the warm-up at its cap, marked unsettled."""
+    calls = [0]
+
+    def run() -> None:
+        calls[0] += 1
+        time.sleep(0.0002 * 1.25 ** calls[0])  # every call 25% slower than the one before
+
+    work = Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run)
+    policy = Policy(
+        warmup=0, repetitions=2, warmup_seconds=0.0, sample_seconds=0.02, warmup_max_seconds=0.3
+    )
+    m = measure(work, policy)
+    assert m.warmup_settled is False and len(m.warmup_windows) >= 2
+    assert list(m.warmup_windows) == sorted(m.warmup_windows)
+    assert m.warmup_s >= 0.3
+
+
+def test_a_zero_settle_tolerance_is_rejected() -> None:
+    with pytest.raises(ValueError, match="invalid policy"):
+        Policy(warmup=0, repetitions=3, warmup_settle=0.0)
