@@ -267,7 +267,7 @@ def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
     A framework's first calls can be slow for longer than any fixed warm-up: a TensorFlow
     XLA function on a CPU whose 128 MiB outputs land on fresh heap pages ran at 6 GB/s in
     some of its first 20 calls and at 15-20 GB/s after.  So, past ``warmup_seconds``, the
-    operation runs in windows as long as one sample, each ended by a sync, until two
+    operation runs in windows as long as one sample (each call synced), until two
     windows in a row agree on the time per call within ``warmup_settle``, or
     ``warmup_max_seconds`` have passed in all.
     """
@@ -280,13 +280,11 @@ def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
     windows: list[float] = []
     settled = False
     window = max(policy.sample_seconds, 1e-3)
-    workload.sync()
     while time.perf_counter() - start < policy.warmup_max_seconds:
         began, calls = time.perf_counter(), 0
         while calls == 0 or time.perf_counter() - began < window:
-            workload.step()
+            workload.step()  # the call, then a sync: the window's clock reads a finished call
             calls += 1
-        workload.sync()
         windows.append((time.perf_counter() - began) / calls)
         if len(windows) >= 2 and abs(math.log(windows[-1] / windows[-2])) <= policy.warmup_settle:
             settled = True

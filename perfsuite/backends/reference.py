@@ -83,6 +83,11 @@ def bare_loop(
     return {"what": what, "value": best_rate(step, work, sync) / UNIT_SCALE[unit], "unit": unit}
 
 
+def same_call(what: str, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
+    """The check's own STREAM ``kernel`` call on its own arrays, in a bare loop, in GB/s."""
+    return bare_loop(what, getattr(kernels, kernel), counted_bytes, "GB/s", kernels.sync)
+
+
 def best_rate(
     step: Callable[[], Any], work: float, sync: Callable[[], Any] = lambda: None
 ) -> float:

@@ -382,12 +382,11 @@ class TensorFlowBackend(Backend):
         outputs come from TensorFlow's CPU pool (``perfsuite/allocator.py``) or the GPU's, so
         no call takes fresh pages, and this loop measures what the check's harness costs.
         """
-        return reference.bare_loop(
+        return reference.same_call(
             f"the XLA {kernel} function in a bare loop (outputs from TensorFlow's pool)",
-            getattr(kernels, kernel),
+            kernels,
+            kernel,
             counted_bytes,
-            "GB/s",
-            kernels.sync,
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:

@@ -556,12 +556,8 @@ class TorchBackend(Backend):
 
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
         """The same in-place torch call in a bare loop, on the check's tensors."""
-        return reference.bare_loop(
-            f"torch in-place {kernel} in a bare loop",
-            getattr(kernels, kernel),
-            counted_bytes,
-            "GB/s",
-            kernels.sync,
+        return reference.same_call(
+            f"torch in-place {kernel} in a bare loop", kernels, kernel, counted_bytes
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
