@@ -30,11 +30,17 @@ from perfsuite import fixture, measure
 def stretched(
     m: measure.Measurement, workload: measure.Workload, factor: float
 ) -> measure.Measurement:
-    """``m`` with every duration multiplied by ``factor`` and the metric recomputed."""
+    """``m`` with every duration multiplied by ``factor`` and the metric recomputed.
+
+    The bare reference's samples stay as measured; the pairs' ratios follow the check's.
+    """
     seconds = tuple(s * factor for s in m.seconds)
-    return dataclasses.replace(
-        m, seconds=seconds, values=tuple(workload.value(s, m.calls) for s in seconds)
-    )
+    values = tuple(workload.value(s, m.calls) for s in seconds)
+    bare = m.bare
+    if bare is not None and bare.get("pair_ratios"):
+        ratios = measure.pair_ratios(values, bare["samples"], workload.higher_is_better)
+        bare = {**bare, "pair_ratios": ratios}
+    return dataclasses.replace(m, seconds=seconds, values=values, bare=bare)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -17,18 +17,17 @@ limit once the machine's own drift is taken out.
 
 Every check above the limit gets a reason from the evidence in the records:
 
-* a check with a bare reference (the same operation written bare, measured right before it
-  in the same process, see ``perfsuite/backends/reference.py``): when the reference's own
+* a check with a bare reference (the same operation written bare, one sample of it right
+  before each of the check's, see ``perfsuite/backends/reference.py``): when its own
   spread is as large (at least 0.8 of the check's, in log terms), the spread is the
   machine's, since the harness is not in the reference; when the reference stayed within
   the limit and the check did not, it is the harness's; in between, both.  Check ÷ reference
-  is printed too: on a machine whose speed changes within seconds, it can spread more than
-  either, because the two are measured seconds apart;
+  is printed too;
 * a collective over ranks: within the limit inside each state of the CPUs' link, or not;
 * any other: within the limit per unit of the machine probe's speed, or unexplained.
 
-It also prints each check's fidelity (best ÷ reference, ``derived.fidelity``) over the runs:
-median, lowest and highest.
+It also prints each check's fidelity (``derived.fidelity``: the median of the pairs' ratios)
+over the runs: median, lowest and highest.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that stays in L2, then ``b + scratch`` into ``a``.  That is two ufunc calls, and
 release/re-acquire pairs, per block.  This probe times, in interleaved rounds on the same
 arrays (so a machine whose speed drifts moves every variant alike):
 
-* the C reference's triad and copy (OpenMP, the check's reference);
+* the C reference's triad and copy (one thread per chunk, the check's reference);
 * numpy's copy (one ufunc call per thread and pass);
 * the check's triad (scratch blocks the size of a core's L2);
 * the same with larger and smaller blocks (fewer or more ufunc calls per pass);
@@ -28,6 +28,14 @@ import numpy as np
 from perfsuite.backends import reference
 from perfsuite.backends.base import STREAM_PAGE_OFFSETS, STREAM_SCALAR
 from perfsuite.backends.numpy import NumpyStream, at_offset
+from perfsuite.measure import QUICK, Bare, measure
+
+
+def best_gbs(bare: Bare) -> float:
+    """The best sample of ``bare`` timed alone as a quick check is (warm-up, 5 samples)."""
+    if bare.run is None:
+        raise SystemExit(f"no C reference: {bare.unavailable}")
+    return max(measure(bare.timed(), QUICK).values)
 
 
 def blocked_triad(stream: NumpyStream, block: int, into_a: bool) -> Callable[[], None]:
@@ -64,15 +72,14 @@ def main() -> None:
 
     def c_kernel(kind: str) -> float:
         counted = triad_bytes if kind == "triad" else copy_bytes
-        entry = reference.c_stream_gbs(
-            kind, stream.a, stream.b, stream.c, STREAM_SCALAR, stream.threads, counted
+        return best_gbs(
+            reference.c_stream(
+                kind, stream.a, stream.b, stream.c, STREAM_SCALAR, stream.threads, counted
+            )
         )
-        if "value" not in entry:
-            raise SystemExit(f"no C reference: {entry['unavailable']}")
-        return float(entry["value"])
 
     def numpy_gbs(step: Callable[[], None], counted: int) -> Callable[[], float]:
-        return lambda: reference.best_rate(step, counted) / 1e9
+        return lambda: best_gbs(reference.bare_loop("numpy", step, counted, "GB/s"))
 
     variants: dict[str, Callable[[], float]] = {
         "C triad": lambda: c_kernel("triad"),

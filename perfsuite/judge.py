@@ -184,6 +184,8 @@ class Judge:
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
         context = dict(workload.context)
+        if measurement.bare is not None:
+            context["bare_reference"] = measurement.bare
         judged: Sequence[float] = values
         every_run = entry.run_samples if entry else None
         runs: Sequence[Sequence[float]] | None = every_run

@@ -8,7 +8,11 @@ does the rest the same way for every check:
 * the device is synchronised before each clock read (before the start, untimed, and as part
   of the timed step, so queued asynchronous work is inside the interval);
 * ``time.perf_counter`` (monotonic, highest resolution) brackets each repetition;
-* raw durations are kept, and the metric is derived per sample.
+* raw durations are kept, and the metric is derived per sample;
+* a check's bare reference (:class:`Bare`: the same operation written directly against its
+  framework) is warmed up and calibrated the same way, and one of its samples is taken right
+  before each of the check's, so that each pair sees the same moment of a machine whose
+  speed drifts; the check's fidelity is the median over the pairs of check over reference.
 
 The repetitions themselves run through pytest-benchmark's ``pedantic`` mode where it is
 enabled, so each measurement also appears in its table and ``--benchmark-json``; where it is
@@ -20,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -142,6 +146,39 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class Bare:
+    """A check's bare reference: the same operation, written directly, on the same data.
+
+    ``run`` is one call (None: there is no reference, and ``unavailable`` says why); its rate
+    is ``work * calls / seconds / scale`` in ``unit``, which is the check's own unit.
+    """
+
+    what: str
+    run: Callable[[], object] | None = None
+    work: float = 0.0
+    unit: str = ""
+    scale: float = 1.0
+    sync: Callable[[], None] = _nothing
+    unavailable: str = ""
+
+    def timed(self, higher_is_better: bool = True) -> Workload:
+        """The reference as a workload, for the warm-up, calibration and samples."""
+        if self.run is None:
+            raise ValueError(f"{self.what} has no reference: {self.unavailable}")
+        return Workload(
+            check="bare",
+            params={},
+            metric="",
+            unit=self.unit,
+            work=Work(self.work, "", self.what),
+            run=self.run,
+            sync=self.sync,
+            scale=self.scale,
+            higher_is_better=higher_is_better,
+        )
+
+
+@dataclass(frozen=True)
 class Workload:
     """What a check measures, and how its work is counted."""
 
@@ -164,6 +201,7 @@ class Workload:
     # Records ``run`` repeated ``calls`` times once and returns what replays it (a CUDA graph),
     # so a sample of short kernels pays no per-call launch from the host; None: call ``run``.
     capture: Callable[[Callable[[], object], int], Callable[[], object]] | None = None
+    bare: Bare | None = None  # timed sample by sample beside the check (fidelity)
 
     def value(self, seconds: float, calls: int = 1) -> float:
         """Derive the metric from one sample's duration (``calls`` operations).
@@ -201,6 +239,7 @@ class Measurement:
     calls: int = 1  # operations per sample
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
     launch: str = "host"  # how a sample's calls were issued: "host", or "graph" (replayed)
+    bare: dict[str, Any] | None = None  # the bare reference's samples (see :func:`_paired`)
 
     @property
     def overhead_fraction(self) -> float | None:
@@ -343,9 +382,11 @@ def measure(
     in_process = not isinstance(source, ChildSource)
     calls, once = 1, None
     replay: Callable[[], object] | None = None
+    bare: _BareSamples | None = None
     try:
         warmed = WarmUp(0.0)
         if in_process:
+            bare = _BareSamples.start(workload, policy)
             warmed = _warm_up(workload, policy)
             calls, once = calibrate(workload, policy.sample_seconds)
 
@@ -367,10 +408,14 @@ def measure(
                     workload.sync()
 
             def presync() -> None:  # before a sample's clock starts: the bar ticks here
+                if bare is not None:
+                    bare.sample()
                 workload.sync()
                 tick()
 
             durations = source.durations(step, presync, policy.warmup, rounds)
+            if bare is not None:
+                bare.top_up(rounds)
     finally:
         replay = None  # the captured graph and its memory pool go before the buffers do
         if close and workload.close is not None:
@@ -378,9 +423,10 @@ def measure(
     if in_process and len(durations) != rounds:
         raise RuntimeError(f"{source.kind} returned {len(durations)} samples, expected {rounds}")
     described = source.describe()
+    values = tuple(workload.value(d, calls) for d in durations)
     return Measurement(
         seconds=tuple(durations),
-        values=tuple(workload.value(d, calls) for d in durations),
+        values=values,
         timer=str(described.get("timer", described.get("clock", source.kind))),
         source=described,
         warmup_s=round(warmed.seconds, 4),
@@ -389,7 +435,81 @@ def measure(
         calls=calls,
         call_seconds=once,
         launch=launch,
+        bare=_bare_entry(workload.bare, bare, values, rounds),
     )
+
+
+class _BareSamples:
+    """A bare reference's samples, taken one right before each of the check's."""
+
+    def __init__(self, workload: Workload, policy: Policy) -> None:
+        self.workload = workload
+        self.warmed = _warm_up(workload, policy)
+        self.calls, _ = calibrate(workload, policy.sample_seconds)
+        self.seconds: list[float] = []
+        self.before_check = 0  # samples taken in the check's pre-sample hook
+
+    @classmethod
+    def start(cls, check: Workload, policy: Policy) -> _BareSamples | None:
+        """Warm up and calibrate the check's reference, or None where it has none."""
+        if check.bare is None or check.bare.run is None:
+            return None
+        return cls(check.bare.timed(check.higher_is_better), policy)
+
+    def sample(self) -> None:
+        """One sample of the reference, as long as one of the check's."""
+        self.workload.sync()
+        start = time.perf_counter()
+        self.workload.step(self.calls)
+        self.seconds.append(time.perf_counter() - start)
+        self.before_check += 1
+
+    def top_up(self, rounds: int) -> None:
+        """As many samples as the check took, where its source did not take them in pairs.
+
+        A device event timer queues all its samples after a single pre-sample hook; the
+        reference's samples then follow the check's instead of interleaving with them.
+        """
+        while len(self.seconds) < rounds:
+            self.sample()
+            self.before_check -= 1
+
+
+def _bare_entry(
+    bare: Bare | None, samples: _BareSamples | None, values: tuple[float, ...], rounds: int
+) -> dict[str, Any] | None:
+    """The record's entry for a check's bare reference: its samples, and the pairs' ratios.
+
+    The pairs are the last ``rounds`` reference samples with the check's samples, when every
+    one of them was taken right before its check sample (the warm-up rounds' hooks come
+    first); their ratios, check over reference, are the fidelity's evidence.
+    """
+    if bare is None:
+        return None
+    if samples is None:
+        return {"what": bare.what, "unavailable": bare.unavailable or "not measured in process"}
+    timed = samples.workload
+    rates = [timed.value(s, samples.calls) for s in samples.seconds[-rounds:]]
+    entry: dict[str, Any] = {
+        "what": bare.what,
+        "value": max(rates) if timed.higher_is_better else min(rates),
+        "unit": bare.unit,
+        "samples": rates,
+        "calls_per_sample": samples.calls,
+        "warmup_s": round(samples.warmed.seconds, 4),
+        "paired": samples.before_check >= rounds and len(values) == len(rates),
+    }
+    if entry["paired"]:
+        entry["pair_ratios"] = pair_ratios(values, rates, timed.higher_is_better)
+    return entry
+
+
+def pair_ratios(
+    values: Sequence[float], references: Sequence[float], higher_is_better: bool
+) -> list[float]:
+    """Each check sample over the reference sample taken with it (below 1: the check is slower)."""
+    pairs = zip(values, references, strict=True)
+    return [v / r if higher_is_better else r / v for v, r in pairs]
 
 
 def _captured(workload: Workload, calls: int) -> tuple[Callable[[], object] | None, str]:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
-from perfsuite.measure import Policy, Workload, measure
+from perfsuite.measure import Bare, Policy, Workload, measure
 from perfsuite.model import Work
 from perfsuite.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
 
@@ -301,3 +304,73 @@ def test_a_rate_that_never_settles_stops_at_the_cap_and_says_so() -> None:
 def test_a_zero_settle_tolerance_is_rejected() -> None:
     with pytest.raises(ValueError, match="invalid policy"):
         Policy(warmup=0, repetitions=3, warmup_settle=0.0)
+
+
+def _drifting_pair(log: list[str]) -> tuple[Workload, Bare]:
+    """A check at half its reference's speed, on a machine whose speed changes between pairs.
+
+    The machine's slowdown (1x to 4x) is drawn afresh whenever the reference starts after
+    the check has run.
+    """
+    rng = np.random.default_rng(0)
+    factor = [1.0]
+
+    def check() -> None:
+        log.append("c")
+        time.sleep(0.004 * factor[0])
+
+    def bare() -> None:
+        if not log or log[-1] == "c":
+            factor[0] = float(rng.choice([1.0, 2.0, 3.0, 4.0]))
+        log.append("r")
+        time.sleep(0.002 * factor[0])
+
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=check,
+        bare=Bare("the op, bare", bare, 1.0, "op/s"),
+    )  # fmt: skip
+    return work, bare_of(work)
+
+
+def bare_of(work: Workload) -> Bare:
+    assert work.bare is not None
+    return work.bare
+
+
+def test_a_bare_reference_is_sampled_right_before_each_check_sample() -> None:
+    """Reference and check samples alternate, so each pair sees one state of the machine."""
+    log: list[str] = []
+    work, _ = _drifting_pair(log)
+    policy = Policy(warmup=1, repetitions=6, warmup_seconds=0.01, sample_seconds=0.01)
+    m = measure(work, policy)
+    runs = [key for key, _ in itertools.groupby(log)]
+    # warm-ups and calibration first (reference, then check), then 7 pairs (1 warm-up round)
+    assert runs[-14:] == ["r", "c"] * 7
+    assert m.bare is not None and m.bare["paired"] is True
+    assert len(m.bare["samples"]) == len(m.bare["pair_ratios"]) == 6
+    for ratio, value, ref in zip(m.bare["pair_ratios"], m.values, m.bare["samples"], strict=True):
+        assert ratio == pytest.approx(value / ref)
+    # the machine moved 1x-4x between pairs; within a pair it did not, and the check runs
+    # at half the reference's speed (unpaired, a ratio could be anywhere in 1/8-2)
+    assert 0.4 < statistics.median(m.bare["pair_ratios"]) < 0.6
+    assert all(0.25 < r < 0.8 for r in m.bare["pair_ratios"])
+    assert max(m.values) / min(m.values) > 1.5  # the drift was there, in both
+
+
+def test_a_source_that_takes_its_samples_at_once_gets_unpaired_reference_samples() -> None:
+    """Device event timers queue every sample after one hook: the reference follows, unpaired."""
+    log: list[str] = []
+    work, _ = _drifting_pair(log)
+    work = replace(work, source=EventSource(CpuEvent, device="cpu-events"))
+    m = measure(work, Policy(warmup=1, repetitions=4, sample_seconds=0.01))
+    assert m.bare is not None and m.bare["paired"] is False and "pair_ratios" not in m.bare
+    assert len(m.bare["samples"]) == 4
+
+
+def test_a_reference_that_cannot_be_built_is_recorded_with_why_and_never_timed() -> None:
+    log: list[str] = []
+    work, _ = _drifting_pair(log)
+    work = replace(work, bare=Bare("C STREAM", unavailable="no C compiler (cc not found)"))
+    m = measure(work, Policy(warmup=0, repetitions=2, sample_seconds=0.005))
+    assert m.bare == {"what": "C STREAM", "unavailable": "no C compiler (cc not found)"}
+    assert "r" not in log

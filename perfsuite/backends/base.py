@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from perfsuite.hardware.detect import gpu_facts, host_facts
+from perfsuite.measure import Bare
 
 
 @dataclass(frozen=True)
@@ -247,22 +248,20 @@ class Backend(ABC):
         """Why ``device`` cannot run ``precision`` with this backend, or None."""
         return None if precision == "fp32" else f"{self.name} has no {precision} kernels"
 
-    def stream_reference(
-        self, kernels: StreamKernels, kernel: str, counted_bytes: int
-    ) -> dict[str, Any]:
-        """A bare reference for one STREAM kernel: what it is and its GB/s, or why none.
+    def stream_reference(self, kernels: StreamKernels, kernel: str, counted_bytes: int) -> Bare:
+        """A bare reference for one STREAM kernel, in GB/s, or why there is none.
 
         ``counted_bytes`` is one call's traffic as the check counts it (STREAM's words).
         """
-        return {"what": "bare reference", "unavailable": f"{self.name} has none"}
+        return Bare("bare reference", unavailable=f"{self.name} has none")
 
-    def matmul_reference(self, kernel: Kernel, flops: float) -> dict[str, Any]:
-        """A bare matmul on the kernel's inputs: what it is and its TFLOP/s, or why none."""
-        return {"what": "bare matmul", "unavailable": f"{self.name} has none"}
+    def matmul_reference(self, kernel: Kernel, flops: float) -> Bare:
+        """A bare matmul on the kernel's inputs, in TFLOP/s, or why there is none."""
+        return Bare("bare matmul", unavailable=f"{self.name} has none")
 
-    def conv2d_reference(self, kernel: Kernel, flops: float) -> dict[str, Any]:
+    def conv2d_reference(self, kernel: Kernel, flops: float) -> Bare:
         """The conv pass written directly against the framework, on the kernel's tensors."""
-        return {"what": "bare conv2d", "unavailable": f"{self.name} has none"}
+        return Bare("bare conv2d", unavailable=f"{self.name} has none")
 
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> Kernel:
         """C[M,N] = A[M,K] x B[K,N] on random data."""

@@ -38,6 +38,7 @@ from perfsuite.backends.base import (
     Backend,
     page_skip,
 )
+from perfsuite.measure import Bare
 
 DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size is not known
 
@@ -208,13 +209,13 @@ class NumpyBackend(Backend):
         """Allocate the arrays on the host."""
         return NumpyStream(elements, seed)
 
-    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
-        """STREAM's kernel in C with OpenMP, on the check's own arrays."""
-        return reference.c_stream_gbs(
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
+        """STREAM's kernel in C with one thread per chunk, on the check's own arrays."""
+        return reference.c_stream(
             kernel, kernels.a, kernels.b, kernels.c, STREAM_SCALAR, kernels.threads, counted_bytes
         )
 
-    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+    def matmul_reference(self, kernel: Any, flops: float) -> Bare:
         """``np.matmul(a, b, out=c)`` in a plain loop, on the check's arrays."""
         a, b, c = kernel.a, kernel.b, kernel.c
         return reference.bare_loop(

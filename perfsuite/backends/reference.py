@@ -1,70 +1,71 @@
-"""Bare references: the same operation written directly, measured in the same process.
+"""Bare references: the same operation written directly, measured beside the check.
 
-A check's number should be the machine's, not the harness's.  Each bandwidth and GEMM
-check measures a bare reference right before it and records it; the run record's
-``fidelity`` section is the check's best over the reference's best.
+A check's number should be the machine's, not the harness's.  Each bandwidth, GEMM and
+convolution check names a bare reference (:class:`perfsuite.measure.Bare`), which
+:func:`perfsuite.measure.measure` warms up and calibrates as it does the check, then samples
+one sample right before each of the check's: each pair sees the same moment of the machine,
+and the record's ``fidelity`` is the median of the pairs' ratios (check over reference).
 
-* numpy STREAM: the four STREAM kernels in C with OpenMP, compiled when the session first
-  needs them (``cc -O3 -march=native -fopenmp``), run on the check's own arrays through
-  ctypes.  No compiler: the fidelity is "no-reference", never a failure.
+* numpy STREAM: the four STREAM kernels in C, compiled when the session first needs them
+  (``cc -O3 -march=native``), one POSIX thread per chunk as the check splits its arrays,
+  joined before the call returns (an OpenMP team would go on spinning on the CPUs the check
+  runs on next), run on the check's own arrays through ctypes.  No compiler: the fidelity is
+  "no-reference", never a failure.
 * numpy GEMM: ``np.matmul(a, b, out=c)`` in a plain loop.
-* TensorFlow STREAM: an XLA-compiled function that updates a ``tf.Variable`` in place (no
-  output allocated per call); TensorFlow GEMM: ``tf.linalg.matmul`` in a plain loop.
-
-Each reference is timed as the checks are: warmed up, then 5 samples of at least 0.1 s
-each, the best one kept.
+* torch and TensorFlow STREAM: the check's own call in a bare loop; GEMM and convolutions:
+  the framework's public function in a plain loop.
 """
 
 from __future__ import annotations
 
 import ctypes
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from perfsuite import native
+from perfsuite.measure import Bare
 
-SAMPLES = 5
-SAMPLE_SECONDS = 0.1
-WARMUP_SECONDS = 0.3
 STREAM_KINDS = {"copy": 0, "scale": 1, "add": 2, "triad": 3}
 
 C_STREAM = r"""
-#include <time.h>
-#include <omp.h>
-static double now(void) {
-    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
-}
-/* Best seconds of `reps` passes of one STREAM kernel over n doubles. */
-double stream_best(int kind, double *a, double *b, double *c, long n, double q, int reps,
-                   int threads) {
-    double best = 1e30;
-    omp_set_num_threads(threads);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        switch (kind) {
-        case 0:
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < n; i++) c[i] = a[i];
-            break;
-        case 1:
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < n; i++) b[i] = q * c[i];
-            break;
-        case 2:
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
-            break;
-        default:
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < n; i++) a[i] = b[i] + q * c[i];
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
+#include <pthread.h>
+typedef struct {
+    int kind; double *restrict a, *restrict b, *restrict c; long lo, hi; double q;
+} part;
+static void *run(void *arg) {
+    part *p = arg;
+    double *restrict a = p->a, *restrict b = p->b, *restrict c = p->c;
+    double q = p->q;
+    switch (p->kind) {
+    case 0: for (long i = p->lo; i < p->hi; i++) c[i] = a[i]; break;
+    case 1: for (long i = p->lo; i < p->hi; i++) b[i] = q * c[i]; break;
+    case 2: for (long i = p->lo; i < p->hi; i++) c[i] = a[i] + b[i]; break;
+    default: for (long i = p->lo; i < p->hi; i++) a[i] = b[i] + q * c[i];
     }
-    return best;
+    return 0;
+}
+/* One pass of one STREAM kernel over n doubles, in `threads` contiguous chunks, chunk 0 on
+   the calling thread; every thread is joined before it returns. 0, or -1 if a thread could
+   not start. */
+int stream_pass(int kind, double *a, double *b, double *c, long n, double q, int threads) {
+    enum { MAX = 1024 };
+    pthread_t tid[MAX];
+    part parts[MAX];
+    if (threads < 1) threads = 1;
+    if (threads > MAX) threads = MAX;
+    for (int t = 0; t < threads; t++) {
+        part p = {kind, a, b, c, n * t / threads, n * (t + 1) / threads, q};
+        parts[t] = p;
+    }
+    int started = 1, failed = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&tid[started], 0, run, &parts[started])) { failed = 1; break; }
+    run(&parts[0]);
+    for (int t = 1; t < started; t++) pthread_join(tid[t], 0);
+    if (failed) for (int t = started; t < threads; t++) run(&parts[t]);
+    return failed ? -1 : 0;
 }
 """
 
@@ -78,61 +79,41 @@ def bare_loop(
     work: float,
     unit: str,
     sync: Callable[[], Any] = lambda: None,
-) -> dict[str, Any]:
-    """A bare reference's entry: what it runs, and ``step``'s best rate in ``unit``."""
-    return {"what": what, "value": best_rate(step, work, sync) / UNIT_SCALE[unit], "unit": unit}
+) -> Bare:
+    """A bare reference that calls ``step`` (``work`` per call) in a plain loop, in ``unit``."""
+    if unit not in UNIT_SCALE:
+        raise ValueError(f"a bare reference is a rate in {' or '.join(UNIT_SCALE)}, not {unit!r}")
+    return Bare(what, step, work, unit, UNIT_SCALE[unit], sync)
 
 
-def same_call(what: str, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
+def same_call(what: str, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
     """The check's own STREAM ``kernel`` call on its own arrays, in a bare loop, in GB/s."""
     return bare_loop(what, getattr(kernels, kernel), counted_bytes, "GB/s", kernels.sync)
 
 
-def best_rate(
-    step: Callable[[], Any], work: float, sync: Callable[[], Any] = lambda: None
-) -> float:
-    """Work per second of the best of 5 samples of at least 0.1 s each, after a warm-up.
-
-    The warm-up runs at least 2 calls and 0.3 s: the first reference of a session otherwise
-    pays for the library's start-up (oneDNN's primitive cache, thread pools) that the check
-    after it no longer does.
-    """
-    start, warmed = time.perf_counter(), 0
-    while warmed < 2 or time.perf_counter() - start < WARMUP_SECONDS:
-        step()
-        sync()
-        warmed += 1
-    start = time.perf_counter()
-    step()
-    sync()
-    once = max(time.perf_counter() - start, 1e-9)
-    calls = max(1, int(SAMPLE_SECONDS / once))
-    best = float("inf")
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        for _ in range(calls):
-            step()
-        sync()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return work / best
-
-
 def _c_stream() -> tuple[Any, str] | tuple[None, str]:
-    """The compiled C STREAM library and how it was built, or None and why not."""
-    flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
-    lib, how = native.build("stream", C_STREAM, flags)
+    """The compiled C STREAM library and how it was built, or None and why not.
+
+    ``-fno-tree-loop-distribute-patterns`` keeps copy a loop of loads and stores, as STREAM
+    writes it, rather than a call to the C library's ``memcpy`` (whose instructions for large
+    copies depend on the CPU and the library).
+    """
+    flags = (
+        "-O3", "-march=native", "-fno-tree-loop-distribute-patterns", "-pthread", "-shared",
+        "-fPIC",
+    )  # fmt: skip
+    lib, how = native.build("stream_pthread", C_STREAM, flags)
     if lib is None:
-        return None, how.replace("build stream", "build the C STREAM reference")
-    lib.stream_best.restype = ctypes.c_double
+        return None, how.replace("build stream_pthread", "build the C STREAM reference")
+    lib.stream_pass.restype = ctypes.c_int
     pointer = ctypes.POINTER(ctypes.c_double)
-    lib.stream_best.argtypes = [
-        ctypes.c_int, pointer, pointer, pointer, ctypes.c_long, ctypes.c_double,
-        ctypes.c_int, ctypes.c_int,
+    lib.stream_pass.argtypes = [
+        ctypes.c_int, pointer, pointer, pointer, ctypes.c_long, ctypes.c_double, ctypes.c_int,
     ]  # fmt: skip
     return lib, f"C STREAM ({how})"
 
 
-def c_stream_gbs(
+def c_stream(
     kernel: str,
     a: np.ndarray,
     b: np.ndarray,
@@ -140,17 +121,18 @@ def c_stream_gbs(
     scalar: float,
     threads: int,
     counted_bytes: int,
-) -> dict[str, Any]:
-    """The C kernel on these arrays: GB/s of ``counted_bytes`` per pass, best of 10; or why not."""
+) -> Bare:
+    """STREAM's ``kernel`` in C on these arrays, ``threads`` POSIX threads; or why none."""
     lib, how = _c_stream()
     if lib is None:
-        return {"what": "C STREAM", "unavailable": how}
+        return Bare("C STREAM", unavailable=how)
     pointer = ctypes.POINTER(ctypes.c_double)
-    args = [x.ctypes.data_as(pointer) for x in (a, b, c)]
-    lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 2, threads)  # warm-up
-    best = lib.stream_best(STREAM_KINDS[kernel], *args, a.size, scalar, 10, threads)
-    return {
-        "what": f"{how}, {threads} OpenMP threads, best of 10, on the check's arrays",
-        "value": counted_bytes / best / 1e9,
-        "unit": "GB/s",
-    }
+    args = (STREAM_KINDS[kernel], *(x.ctypes.data_as(pointer) for x in (a, b, c)), a.size)
+
+    def step() -> None:
+        if lib.stream_pass(*args, scalar, threads) != 0:
+            raise RuntimeError("the C STREAM reference could not start its threads")
+
+    return bare_loop(
+        f"{how}, {threads} threads, on the check's arrays", step, counted_bytes, "GB/s"
+    )

@@ -16,6 +16,7 @@ from typing import Any
 from perfsuite.backends import base, reference
 from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
 from perfsuite.hardware.detect import gpu_facts
+from perfsuite.measure import Bare
 
 # TensorFlow reads these when it is imported, by this module or by the registry's probe.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -112,7 +113,7 @@ class TensorFlowStream:
         self.a = self.b = self.c = self._out = None
 
 
-def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -> dict[str, Any]:
+def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -> Bare:
     """``call`` (an eager op) on ``device`` in a bare loop, synced by reading its last output."""
     tf = _tf()
     out: list[Any] = [None]
@@ -121,8 +122,9 @@ def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -
         with tf.device(device):
             out[0] = call()
 
-    def sync() -> None:
-        out[0][..., :1].numpy()
+    def sync() -> None:  # nothing to wait for before the first call
+        if out[0] is not None:
+            out[0][..., :1].numpy()
 
     return reference.bare_loop(what, step, flops, "TFLOP/s", sync)
 
@@ -372,7 +374,7 @@ class TensorFlowBackend(Backend):
             return f"{device} (compute capability {cc[0]}.{cc[1]}) has no fp16 tensor cores"
         return None
 
-    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
         """The same XLA function in a bare loop, on the check's tensors, as torch's is.
 
         TensorFlow has no elementwise kernel that writes into a given buffer with STREAM's
@@ -389,7 +391,7 @@ class TensorFlowBackend(Backend):
             counted_bytes,
         )
 
-    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+    def matmul_reference(self, kernel: Any, flops: float) -> Bare:
         """``tf.linalg.matmul`` on the check's inputs, in a plain loop."""
         tf = _tf()
         return _eager_loop(
@@ -399,7 +401,7 @@ class TensorFlowBackend(Backend):
             flops,
         )
 
-    def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+    def conv2d_reference(self, kernel: Any, flops: float) -> Bare:
         """The pass through TensorFlow's public functions, in a bare loop.
 
         ``tf.nn.conv2d``, ``tf.nn.conv2d_transpose`` (the input gradient) and

@@ -44,6 +44,7 @@ from perfsuite.backends.base import (
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import gpu_facts
+from perfsuite.measure import Bare
 from perfsuite.sources import EventSource
 
 # gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
@@ -554,13 +555,13 @@ class TorchBackend(Backend):
         """Allocate the arrays on the device."""
         return TorchStream(device, elements, seed)
 
-    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> dict[str, Any]:
+    def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
         """The same in-place torch call in a bare loop, on the check's tensors."""
         return reference.same_call(
             f"torch in-place {kernel} in a bare loop", kernels, kernel, counted_bytes
         )
 
-    def matmul_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+    def matmul_reference(self, kernel: Any, flops: float) -> Bare:
         """``torch.matmul`` (or ``_scaled_mm``) on the check's tensors, in a bare loop."""
         torch = _torch()
         a, b, c = kernel.a, kernel.b, kernel.c
@@ -579,7 +580,7 @@ class TorchBackend(Backend):
             what = "torch.matmul(a, b, out=c) in a loop"
         return reference.bare_loop(what, step, flops, "TFLOP/s", kernel.sync)
 
-    def conv2d_reference(self, kernel: Any, flops: float) -> dict[str, Any]:
+    def conv2d_reference(self, kernel: Any, flops: float) -> Bare:
         """The pass as users write it: ``F.conv2d`` or ``torch.nn.grad``, in a bare loop."""
         torch = _torch()
         x, w, dy = kernel.x, kernel.w, kernel.dy

@@ -121,7 +121,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     backend = backends.get(case.target.backend)
     geometry = Geometry.of(spec, case.precision)
     kernel = backend.conv2d(case.target.device, spec, case.precision, pass_, SEED)
-    bare = backend.conv2d_reference(kernel, geometry.flops)  # right before the check: fidelity
+    bare = backend.conv2d_reference(kernel, geometry.flops)  # sampled beside the check: fidelity
     no_floor = floor_note(spec)
 
     what = f"conv2d {pass_} {spec.batch}x{spec.height}x{spec.width}x{spec.cin}->{spec.cout}"
@@ -161,12 +161,12 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
                 ai_weights_cached=geometry.ai_weights_cached,
             ),
             "backend_version": backend.version(),
-            "bare_reference": bare,
             **kernel.describe(),
         },
         close=kernel.close,
         source=backend.timer(case.target.device),
         capture=backend.capture(case.target.device),
+        bare=bare,
         expectations=(
             flops.cross_check(
                 geometry.flops,

@@ -1,7 +1,13 @@
-"""Fidelity: each check's best over the bare reference measured beside it in the same run."""
+"""Fidelity: each check over the bare reference sampled beside it in the same run.
+
+Where the reference's samples were taken in pairs with the check's (one right before each),
+the fidelity is the median of the pairs' ratios: the machine's drift between samples then
+cancels.  Otherwise it is the check's best over the reference's best.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +20,9 @@ def fidelity(best: float, reference: Mapping[str, Any] | None) -> float | None:
     """Check over reference (both rates), or None where there is no reference value."""
     if not reference or not reference.get("value"):
         return None
+    ratios = reference.get("pair_ratios")
+    if ratios:
+        return float(statistics.median(ratios))
     return best / float(reference["value"])
 
 

@@ -106,7 +106,7 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
     _check_memory(target, size)
     kernels = backend.stream_kernels(target.device, size.elements, SEED)
     nbytes = counted_bytes(kernel, size.elements, kernels.itemsize)
-    # The same kernel written bare, on the same device, right before the check (fidelity).
+    # The same kernel written bare, on the same device, sampled beside the check (fidelity).
     bare = backend.stream_reference(kernels, kernel, nbytes)
     params: dict[str, Any] = {"kernel": kernel, "backend": target.backend, "device": target.device}
     if probe.follows_host(params):
@@ -135,10 +135,10 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
             "cache_bytes": size.cache_bytes,
             "cache_source": size.cache_source,
             "backend_version": backend.version(),
-            "bare_reference": bare,
             **kernels.describe(),
         },
         close=getattr(kernels, "close", None),
         source=backend.timer(target.device),
         capture=backend.capture(target.device),
+        bare=bare,
     )
