@@ -18,11 +18,11 @@ limit once the machine's own drift is taken out.
 Every check above the limit gets a reason from the evidence in the records:
 
 * a check with a bare reference (the same operation written bare, one sample of it right
-  before each of the check's, see ``perfsuite/backends/reference.py``): when its own
-  spread is as large (at least 0.8 of the check's, in log terms), the spread is the
-  machine's, since the harness is not in the reference; when the reference stayed within
-  the limit and the check did not, it is the harness's; in between, both.  Check ÷ reference
-  is printed too;
+  before each of the check's, see ``perfsuite/backends/reference.py``): when the check's
+  ratio to it (the run's fidelity, from pairs of samples) stayed within the limit, or the
+  reference's own spread is as large (at least 0.8 of the check's, in log terms), the
+  spread is the machine's, since the harness is not in the reference; when the reference
+  stayed within the limit and the check did not, it is the harness's; in between, both;
 * a collective over ranks: within the limit inside each state of the CPUs' link, or not;
 * any other: within the limit per unit of the machine probe's speed, or unexplained.
 
@@ -176,8 +176,13 @@ def reason(node: str, values: list[float], adjusted: list[float], runs: int, lim
     refs = REFERENCES.get(node, [])
     if len(refs) == runs and all(r for r in refs):
         ref_spread = spread_of([float(r or 0.0) for r in refs])
-        ratio_spread = spread_of([v / float(r or 1.0) for v, r in zip(values, refs, strict=True)])
+        fidelity = FIDELITY.get(node, [])
+        paired = len(fidelity) == runs  # check over reference, sample by sample in each run
+        pairs = zip(values, refs, strict=True)
+        ratio_spread = spread_of(fidelity if paired else [v / float(r or 1.0) for v, r in pairs])
         figures = f"bare reference {ref_spread:.3f}, check / reference {ratio_spread:.3f}"
+        if paired and ratio_spread <= limit:
+            return f"machine: the check kept its ratio to the bare reference beside it ({figures})"
         if ref_spread <= limit:
             return f"harness: the bare reference held, the check did not ({figures})"
         if math.log(ref_spread) >= SAME_SHARE * math.log(spread_of(values)):
