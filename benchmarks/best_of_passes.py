@@ -125,13 +125,17 @@ def main() -> None:
         for i in range(count):
             aa.update(judge(kept, i, 0.0, args.tolerance, args.rule))
             power.update(judge(kept, i, args.slowdown, args.tolerance, args.rule))
-        n = sum(aa.values())
-        way = f"best of {args.passes}" if best else "one pass"
-        print(
-            f"| {way} | {aa['regressed'] / n:.1%} ({aa['regressed']}/{n}) | "
-            f"{aa['noisy'] / n:.1%} | {power['regressed'] / n:.1%} ({power['regressed']}/{n}) | "
-            f"{power['noisy'] / n:.1%} |"
-        )
+        print(table_row(f"best of {args.passes}" if best else "one pass", aa, power))
+
+
+def table_row(way: str, aa: Counter[str], power: Counter[str]) -> str:
+    """One Markdown row: A/A regressed and noisy, power and power noisy, as shares."""
+    n = sum(aa.values())
+    return (
+        f"| {way} | {aa['regressed'] / n:.1%} ({aa['regressed']}/{n}) | "
+        f"{aa['noisy'] / n:.1%} | {power['regressed'] / n:.1%} ({power['regressed']}/{n}) | "
+        f"{power['noisy'] / n:.1%} |"
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,7 @@ def stretched(
     values = tuple(workload.value(s, m.calls) for s in seconds)
     bare = m.bare
     if bare is not None and bare.get("pair_ratios"):
-        ratios = measure.pair_ratios(values, bare["samples"], workload.higher_is_better)
-        bare = {**bare, "pair_ratios": ratios}
+        bare = {**bare, "pair_ratios": measure.pair_ratios(values, bare["samples"])}
     return dataclasses.replace(m, seconds=seconds, values=values, bare=bare)
 
 

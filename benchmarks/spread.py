@@ -89,7 +89,8 @@ def main() -> None:
 
 LINKS: dict[str, list[dict[str, Any] | None]] = defaultdict(list)  # check -> kept readings
 REFERENCES: dict[str, list[float | None]] = defaultdict(list)  # check -> bare reference rates
-FIDELITY: dict[str, list[float]] = defaultdict(list)  # check -> best / reference, per run
+FIDELITY: dict[str, list[float]] = defaultdict(list)  # check -> its fidelity, per run
+PAIRED: dict[str, list[bool]] = defaultdict(list)  # check -> reference sampled in pairs, per run
 
 
 def read_records(
@@ -114,6 +115,8 @@ def read_records(
             machine = result.context.get("machine") or {}
             LINKS[result.id].append(probe.stored(machine, link=True))
             REFERENCES[result.id].append(bare_reference_value(result.context))
+            bare = result.context.get("bare_reference")
+            PAIRED[result.id].append(isinstance(bare, dict) and bare.get("paired") is True)
             component = machine.get("component")
             if component and machine.get(component):
                 speed = float(machine[component])
@@ -177,7 +180,8 @@ def reason(node: str, values: list[float], adjusted: list[float], runs: int, lim
     if len(refs) == runs and all(r for r in refs):
         ref_spread = spread_of([float(r or 0.0) for r in refs])
         fidelity = FIDELITY.get(node, [])
-        paired = len(fidelity) == runs  # check over reference, sample by sample in each run
+        # check over reference, sample by sample, in every run
+        paired = len(fidelity) == runs and all(PAIRED.get(node, [])) and bool(PAIRED.get(node))
         pairs = zip(values, refs, strict=True)
         ratio_spread = spread_of(fidelity if paired else [v / float(r or 1.0) for v, r in pairs])
         figures = f"bare reference {ref_spread:.3f}, check / reference {ratio_spread:.3f}"

@@ -72,11 +72,7 @@ def main() -> None:
 
     def c_kernel(kind: str) -> float:
         counted = triad_bytes if kind == "triad" else copy_bytes
-        return best_gbs(
-            reference.c_stream(
-                kind, stream.a, stream.b, stream.c, STREAM_SCALAR, stream.threads, counted
-            )
-        )
+        return best_gbs(reference.c_stream(kind, stream, STREAM_SCALAR, stream.threads, counted))
 
     def numpy_gbs(step: Callable[[], None], counted: int) -> Callable[[], float]:
         return lambda: best_gbs(reference.bare_loop("numpy", step, counted, "GB/s"))

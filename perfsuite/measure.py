@@ -12,7 +12,9 @@ does the rest the same way for every check:
 * a check's bare reference (:class:`Bare`: the same operation written directly against its
   framework) is warmed up and calibrated the same way, and one of its samples is taken right
   before each of the check's, so that each pair sees the same moment of a machine whose
-  speed drifts; the check's fidelity is the median over the pairs of check over reference.
+  speed drifts; the check's fidelity is the median over the pairs of check over reference
+  (with a source that takes all its samples at once, device event timers, the reference's
+  samples follow the check's, unpaired, and the fidelity is best over best).
 
 The repetitions themselves run through pytest-benchmark's ``pedantic`` mode where it is
 enabled, so each measurement also appears in its table and ``--benchmark-json``; where it is
@@ -161,8 +163,8 @@ class Bare:
     sync: Callable[[], None] = _nothing
     unavailable: str = ""
 
-    def timed(self, higher_is_better: bool = True) -> Workload:
-        """The reference as a workload, for the warm-up, calibration and samples."""
+    def timed(self) -> Workload:
+        """The reference as a workload (a rate), for the warm-up, calibration and samples."""
         if self.run is None:
             raise ValueError(f"{self.what} has no reference: {self.unavailable}")
         return Workload(
@@ -174,7 +176,6 @@ class Bare:
             run=self.run,
             sync=self.sync,
             scale=self.scale,
-            higher_is_better=higher_is_better,
         )
 
 
@@ -239,7 +240,7 @@ class Measurement:
     calls: int = 1  # operations per sample
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
     launch: str = "host"  # how a sample's calls were issued: "host", or "graph" (replayed)
-    bare: dict[str, Any] | None = None  # the bare reference's samples (see :func:`_paired`)
+    bare: dict[str, Any] | None = None  # the bare reference's samples (:func:`_bare_entry`)
 
     @property
     def overhead_fraction(self) -> float | None:
@@ -393,6 +394,8 @@ def measure(
         replay, launch = _captured(workload, calls) if in_process else (None, "host")
         total = policy.warmup + rounds
         expected = total * calls * (once or 0.0)
+        if bare is not None:  # a reference sample before each of the check's
+            expected += total * bare.calls * bare.once
         bar = (
             progress(total, expected)
             if progress is not None and expected >= PROGRESS_SECONDS
@@ -435,34 +438,60 @@ def measure(
         calls=calls,
         call_seconds=once,
         launch=launch,
-        bare=_bare_entry(workload.bare, bare, values, rounds),
+        bare=_bare_entry(workload.bare, bare, values, policy.warmup),
     )
 
 
 class _BareSamples:
-    """A bare reference's samples, taken one right before each of the check's."""
+    """A bare reference's samples, taken one right before each of the check's.
 
-    def __init__(self, workload: Workload, policy: Policy) -> None:
-        self.workload = workload
-        self.warmed = _warm_up(workload, policy)
-        self.calls, _ = calibrate(workload, policy.sample_seconds)
+    A reference that raises (a thread it could not start, a framework error) is dropped with
+    the reason, and the check goes on: a missing reference is "no-reference", never a failure.
+    """
+
+    def __init__(self, bare: Bare) -> None:
+        self.bare = bare
+        self.workload = bare.timed()
+        self.warmed = WarmUp(0.0)
+        self.calls = 1
+        self.once = 0.0
         self.seconds: list[float] = []
         self.before_check = 0  # samples taken in the check's pre-sample hook
+        self.error = ""
 
     @classmethod
     def start(cls, check: Workload, policy: Policy) -> _BareSamples | None:
         """Warm up and calibrate the check's reference, or None where it has none."""
         if check.bare is None or check.bare.run is None:
             return None
-        return cls(check.bare.timed(check.higher_is_better), policy)
+        samples = cls(check.bare)
+        if not check.higher_is_better:
+            samples.error = "a bare reference is a rate; this check is a latency"
+            return samples
+        try:
+            samples.warmed = _warm_up(samples.workload, policy)
+            samples.calls, samples.once = calibrate(samples.workload, policy.sample_seconds)
+        except Exception as exc:  # any framework's error: the check goes on without it
+            samples.fail(exc)
+        return samples
 
-    def sample(self) -> None:
+    def fail(self, exc: Exception) -> None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        self.error = f"the reference failed: {type(exc).__name__}: {first}"[:300]
+
+    def sample(self, hook: bool = True) -> None:
         """One sample of the reference, as long as one of the check's."""
-        self.workload.sync()
-        start = time.perf_counter()
-        self.workload.step(self.calls)
-        self.seconds.append(time.perf_counter() - start)
-        self.before_check += 1
+        if self.error:
+            return
+        try:
+            self.workload.sync()
+            start = time.perf_counter()
+            self.workload.step(self.calls)
+            self.seconds.append(time.perf_counter() - start)
+        except Exception as exc:  # any framework's error: the check goes on without it
+            self.fail(exc)
+            return
+        self.before_check += hook
 
     def top_up(self, rounds: int) -> None:
         """As many samples as the check took, where its source did not take them in pairs.
@@ -470,46 +499,51 @@ class _BareSamples:
         A device event timer queues all its samples after a single pre-sample hook; the
         reference's samples then follow the check's instead of interleaving with them.
         """
-        while len(self.seconds) < rounds:
-            self.sample()
-            self.before_check -= 1
+        while not self.error and len(self.seconds) < rounds:
+            self.sample(hook=False)
+
+    def entry(self, values: tuple[float, ...], warmup: int) -> dict[str, Any]:
+        """The record's entry: the reference's samples and, where paired, the pairs' ratios.
+
+        The sources that pair call the pre-sample hook once per warm-up round and once per
+        sample, in that order (pytest-benchmark's ``--benchmark-cprofile`` calls it once
+        more, after them): the samples paired with the check's are those that came after
+        the warm-up rounds' and before any later one.
+        """
+        if self.error:
+            return {"what": self.bare.what, "unavailable": self.error}
+        rounds = len(values)
+        paired = self.before_check >= warmup + rounds
+        kept = self.seconds[warmup : warmup + rounds] if paired else self.seconds[-rounds:]
+        rates = [self.workload.value(s, self.calls) for s in kept]
+        entry: dict[str, Any] = {
+            "what": self.bare.what,
+            "value": max(rates),
+            "unit": self.bare.unit,
+            "samples": rates,
+            "calls_per_sample": self.calls,
+            "warmup_s": round(self.warmed.seconds, 4),
+            "paired": paired,
+        }
+        if paired:
+            entry["pair_ratios"] = pair_ratios(values, rates)
+        return entry
 
 
 def _bare_entry(
-    bare: Bare | None, samples: _BareSamples | None, values: tuple[float, ...], rounds: int
+    bare: Bare | None, samples: _BareSamples | None, values: tuple[float, ...], warmup: int
 ) -> dict[str, Any] | None:
-    """The record's entry for a check's bare reference: its samples, and the pairs' ratios.
-
-    The pairs are the last ``rounds`` reference samples with the check's samples, when every
-    one of them was taken right before its check sample (the warm-up rounds' hooks come
-    first); their ratios, check over reference, are the fidelity's evidence.
-    """
+    """The record's entry for a check's bare reference, or None where the check has none."""
     if bare is None:
         return None
     if samples is None:
         return {"what": bare.what, "unavailable": bare.unavailable or "not measured in process"}
-    timed = samples.workload
-    rates = [timed.value(s, samples.calls) for s in samples.seconds[-rounds:]]
-    entry: dict[str, Any] = {
-        "what": bare.what,
-        "value": max(rates) if timed.higher_is_better else min(rates),
-        "unit": bare.unit,
-        "samples": rates,
-        "calls_per_sample": samples.calls,
-        "warmup_s": round(samples.warmed.seconds, 4),
-        "paired": samples.before_check >= rounds and len(values) == len(rates),
-    }
-    if entry["paired"]:
-        entry["pair_ratios"] = pair_ratios(values, rates, timed.higher_is_better)
-    return entry
+    return samples.entry(values, warmup)
 
 
-def pair_ratios(
-    values: Sequence[float], references: Sequence[float], higher_is_better: bool
-) -> list[float]:
-    """Each check sample over the reference sample taken with it (below 1: the check is slower)."""
-    pairs = zip(values, references, strict=True)
-    return [v / r if higher_is_better else r / v for v, r in pairs]
+def pair_ratios(values: Sequence[float], references: Sequence[float]) -> list[float]:
+    """Each check sample over the reference sample taken with it (rates; below 1: slower)."""
+    return [v / r for v, r in zip(values, references, strict=True)]
 
 
 def _captured(workload: Workload, calls: int) -> tuple[Callable[[], object] | None, str]:

@@ -374,3 +374,47 @@ def test_a_reference_that_cannot_be_built_is_recorded_with_why_and_never_timed()
     m = measure(work, Policy(warmup=0, repetitions=2, sample_seconds=0.005))
     assert m.bare == {"what": "C STREAM", "unavailable": "no C compiler (cc not found)"}
     assert "r" not in log
+
+
+def test_pairs_skip_the_warm_up_rounds_and_a_hook_after_the_samples() -> None:
+    """The samples paired are those taken after the warm-up rounds' hooks and before any later.
+
+    pytest-benchmark's ``--benchmark-cprofile`` calls the pre-sample hook once more after the
+    timed rounds; that sample must not shift the pairs.
+    """
+    from perfsuite.measure import _BareSamples
+
+    samples = _BareSamples(Bare("ref", lambda: None, 1.0, "op/s"))
+    samples.seconds = [9.0, 1.0, 2.0, 4.0, 9.0]  # warm-up, three pairs, one after
+    samples.before_check = 5
+    entry = samples.entry((1.0, 1.0, 1.0), warmup=1)
+    assert entry["paired"] is True and entry["samples"] == [1.0, 0.5, 0.25]
+    assert entry["pair_ratios"] == [1.0, 2.0, 4.0]
+
+
+def test_a_reference_that_fails_is_dropped_with_the_reason_and_the_check_goes_on() -> None:
+    calls = [0]
+
+    def flaky() -> None:
+        calls[0] += 1
+        time.sleep(0.001)
+        if calls[0] > 12:
+            raise RuntimeError("device lost\nmore detail")
+
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
+        run=lambda: time.sleep(0.001), bare=Bare("the op, bare", flaky, 1.0, "op/s"),
+    )  # fmt: skip
+    m = measure(work, Policy(warmup=0, repetitions=4, sample_seconds=0.005))
+    assert len(m.values) == 4
+    assert m.bare == {
+        "what": "the op, bare",
+        "unavailable": "the reference failed: RuntimeError: device lost",
+    }
+
+
+def test_a_latency_check_gets_no_rate_reference() -> None:
+    log: list[str] = []
+    work, _ = _drifting_pair(log)
+    m = measure(replace(work, higher_is_better=False), Policy(warmup=0, repetitions=2))
+    assert m.bare is not None and "is a latency" in m.bare["unavailable"] and "r" not in log

@@ -281,3 +281,22 @@ def test_conv_floors_judge_layers_that_fill_a_device_against_their_roofline_boun
     assert reference.combine(67.0, 3350.0) == pytest.approx(min(67.0, geometry.ai * 3.35))
     assert refs["batch1"] == (None, "batch 1 < 16: judged against its baseline only")
     assert refs["narrow"] == (None, "16 input channels < 64: judged against its baseline only")
+
+
+def test_closing_a_kernel_frees_the_tensors_its_bare_references_use() -> None:
+    """A reference reads the kernel's tensors at each call: it keeps none alive on its own."""
+    import gc
+    import weakref
+
+    mm = TB.matmul("cpu", 64, 32, 48, "fp32", seed=1)
+    conv = TB.conv2d("cpu", ConvSpec(1, 8, 8, 4, 4), "fp32", "input_grad", seed=1)
+    refs = [TB.matmul_reference(mm, 1.0), TB.conv2d_reference(conv, 1.0)]
+    for bare in refs:
+        assert bare.run is not None
+        bare.run()
+    alive = [weakref.ref(t) for t in (mm.a, mm.b, mm.c, conv.x, conv.w, conv.dy)]
+    mm.close()
+    conv.close()
+    gc.collect()
+    assert all(r() is None for r in alive), "a bare reference kept a closed kernel's tensor"
+    assert len(refs) == 2

@@ -210,16 +210,17 @@ class NumpyBackend(Backend):
         return NumpyStream(elements, seed)
 
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
-        """STREAM's kernel in C with one thread per chunk, on the check's own arrays."""
-        return reference.c_stream(
-            kernel, kernels.a, kernels.b, kernels.c, STREAM_SCALAR, kernels.threads, counted_bytes
-        )
+        """STREAM's kernel in C, as many threads as the check's, on the check's own arrays."""
+        return reference.c_stream(kernel, kernels, STREAM_SCALAR, kernels.threads, counted_bytes)
 
     def matmul_reference(self, kernel: Any, flops: float) -> Bare:
         """``np.matmul(a, b, out=c)`` in a plain loop, on the check's arrays."""
-        a, b, c = kernel.a, kernel.b, kernel.c
+        k = kernel  # its arrays are read at each call, so closing the kernel frees them
         return reference.bare_loop(
-            "np.matmul(a, b, out=c) in a loop", lambda: np.matmul(a, b, out=c), flops, "TFLOP/s"
+            "np.matmul(a, b, out=c) in a loop",
+            lambda: np.matmul(k.a, k.b, out=k.c),
+            flops,
+            "TFLOP/s",
         )
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:

@@ -7,9 +7,10 @@ one sample right before each of the check's: each pair sees the same moment of t
 and the record's ``fidelity`` is the median of the pairs' ratios (check over reference).
 
 * numpy STREAM: the four STREAM kernels in C, compiled when the session first needs them
-  (``cc -O3 -march=native``), one POSIX thread per chunk as the check splits its arrays,
-  joined before the call returns (an OpenMP team would go on spinning on the CPUs the check
-  runs on next), run on the check's own arrays through ctypes.  No compiler: the fidelity is
+  (``cc -O3 -march=native``), as many POSIX threads as the check has, each on one
+  contiguous chunk (not pinned; the check's threads are), joined before the call returns
+  (an OpenMP team would go on spinning on the CPUs the check runs on next), run on the
+  check's own arrays through ctypes.  No compiler: the fidelity is
   "no-reference", never a failure.
 * numpy GEMM: ``np.matmul(a, b, out=c)`` in a plain loop.
 * torch and TensorFlow STREAM: the check's own call in a bare loop; GEMM and convolutions:
@@ -113,24 +114,21 @@ def _c_stream() -> tuple[Any, str] | tuple[None, str]:
     return lib, f"C STREAM ({how})"
 
 
-def c_stream(
-    kernel: str,
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    scalar: float,
-    threads: int,
-    counted_bytes: int,
-) -> Bare:
-    """STREAM's ``kernel`` in C on these arrays, ``threads`` POSIX threads; or why none."""
+def c_stream(kernel: str, arrays: Any, scalar: float, threads: int, counted_bytes: int) -> Bare:
+    """STREAM's ``kernel`` in C on ``arrays``' a, b and c, ``threads`` POSIX threads; or why none.
+
+    The arrays are read at each call, so closing their owner frees them.
+    """
     lib, how = _c_stream()
     if lib is None:
         return Bare("C STREAM", unavailable=how)
     pointer = ctypes.POINTER(ctypes.c_double)
-    args = (STREAM_KINDS[kernel], *(x.ctypes.data_as(pointer) for x in (a, b, c)), a.size)
+    kind = STREAM_KINDS[kernel]
 
     def step() -> None:
-        if lib.stream_pass(*args, scalar, threads) != 0:
+        a, b, c = (np.asarray(getattr(arrays, name)) for name in "abc")
+        ptrs = (x.ctypes.data_as(pointer) for x in (a, b, c))
+        if lib.stream_pass(kind, *ptrs, a.size, scalar, threads) != 0:
             raise RuntimeError("the C STREAM reference could not start its threads")
 
     return bare_loop(

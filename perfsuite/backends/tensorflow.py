@@ -122,9 +122,10 @@ def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -
         with tf.device(device):
             out[0] = call()
 
-    def sync() -> None:  # nothing to wait for before the first call
+    def sync() -> None:  # waits for the last output, then lets it go (nothing before the first)
         if out[0] is not None:
             out[0][..., :1].numpy()
+            out[0] = None
 
     return reference.bare_loop(what, step, flops, "TFLOP/s", sync)
 
@@ -409,18 +410,18 @@ class TensorFlowBackend(Backend):
         tape would also run the forward convolution).
         """
         tf = _tf()
-        x, w, dy = kernel.x, kernel.w, kernel.dy
+        k = kernel  # its tensors are read at each call, so closing the kernel frees them
         strides, padding = kernel.strides, kernel.padding
         calls: dict[str, tuple[str, Callable[[], Any]]] = {
-            "forward": ("tf.nn.conv2d", lambda: tf.nn.conv2d(x, w, strides, padding)),
+            "forward": ("tf.nn.conv2d", lambda: tf.nn.conv2d(k.x, k.w, strides, padding)),
             "input_grad": (
                 "tf.nn.conv2d_transpose",
-                lambda: tf.nn.conv2d_transpose(dy, w, kernel.x_shape, strides, padding),
+                lambda: tf.nn.conv2d_transpose(k.dy, k.w, k.x_shape, strides, padding),
             ),
             "filter_grad": (
                 "tf.compat.v1.nn.conv2d_backprop_filter",
                 lambda: tf.compat.v1.nn.conv2d_backprop_filter(
-                    x, kernel.w_shape, dy, strides, padding
+                    k.x, k.w_shape, k.dy, strides, padding
                 ),
             ),
         }

@@ -562,20 +562,25 @@ class TorchBackend(Backend):
         )
 
     def matmul_reference(self, kernel: Any, flops: float) -> Bare:
-        """``torch.matmul`` (or ``_scaled_mm``) on the check's tensors, in a bare loop."""
+        """``torch.matmul`` (or ``_scaled_mm``) on the check's tensors, in a bare loop.
+
+        The tensors are read from the kernel at each call, so closing the kernel frees them.
+        """
         torch = _torch()
-        a, b, c = kernel.a, kernel.b, kernel.c
+        k = kernel
         if kernel.precision == "fp8":
-            s = kernel.scale
 
             def step() -> None:
-                torch._scaled_mm(a, b, s, s, out_dtype=torch.bfloat16, use_fast_accum=True, out=c)
+                torch._scaled_mm(
+                    k.a, k.b, k.scale, k.scale, out_dtype=torch.bfloat16, use_fast_accum=True,
+                    out=k.c,
+                )  # fmt: skip
 
             what = "torch._scaled_mm in a loop"
         else:
 
             def step() -> None:
-                torch.matmul(a, b, out=c)
+                torch.matmul(k.a, k.b, out=k.c)
 
             what = "torch.matmul(a, b, out=c) in a loop"
         return reference.bare_loop(what, step, flops, "TFLOP/s", kernel.sync)
@@ -583,20 +588,20 @@ class TorchBackend(Backend):
     def conv2d_reference(self, kernel: Any, flops: float) -> Bare:
         """The pass as users write it: ``F.conv2d`` or ``torch.nn.grad``, in a bare loop."""
         torch = _torch()
-        x, w, dy = kernel.x, kernel.w, kernel.dy
+        k = kernel  # its tensors are read at each call, so closing the kernel frees them
         stride, padding = kernel.args[0], kernel.args[1]
         calls = {
             "forward": (
                 "F.conv2d",
-                lambda: torch.nn.functional.conv2d(x, w, None, stride, padding),
+                lambda: torch.nn.functional.conv2d(k.x, k.w, None, stride, padding),
             ),
             "input_grad": (
                 "torch.nn.grad.conv2d_input",
-                lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride, padding),
+                lambda: torch.nn.grad.conv2d_input(k.x.shape, k.w, k.dy, stride, padding),
             ),
             "filter_grad": (
                 "torch.nn.grad.conv2d_weight",
-                lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, stride, padding),
+                lambda: torch.nn.grad.conv2d_weight(k.x, k.w.shape, k.dy, stride, padding),
             ),
         }
         name, step = calls[kernel.pass_]

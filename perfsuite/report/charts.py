@@ -475,7 +475,7 @@ def changes(ctx: ChartContext) -> str | None:
     "Check over a bare reference in the same run: is each number the machine's or the harness's?",
 )
 def fidelity(ctx: ChartContext) -> str | None:
-    """Each check's best over its bare reference's best; 1.0 means the harness costs nothing."""
+    """Each check's fidelity to its bare reference; 1.0 means the harness costs nothing."""
     rows = [
         c for c in (ctx.record.derived.get("fidelity") or {}).get("checks", []) if c["fidelity"]
     ]
