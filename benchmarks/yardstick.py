@@ -4,8 +4,9 @@
 
 In one process, for ``--seconds``, this takes samples of 0.1 s in turn of: the check's
 operation (a 2048³ fp32 GEMM, or a 128 MiB STREAM triad), the machine probe's C compute
-kernel (independent chains of vector multiply-adds on every CPU, wall clock) and the C STREAM
-triad on arrays of its own (every CPU).  It then groups the check's samples in windows of 5
+kernel (independent chains of vector multiply-adds on every CPU, wall clock), the C STREAM
+triad on arrays of its own (every CPU) and a 1024³ GEMM through numpy's BLAS (for a torch
+check, a GEMM of another library).  It then groups the check's samples in windows of 5
 (one quick check's worth) and prints how much the windows' medians move (sd of the log,
 max/min) for the check alone and for the check over each yardstick sampled beside it.
 
@@ -94,10 +95,16 @@ def main() -> None:
     )
     if triad.run is None:
         raise SystemExit(f"no C triad: {triad.unavailable}")
+    a, b = (np.random.default_rng(5).random((1024, 1024), dtype=np.float32) for _ in range(2))
+    c = np.empty_like(a)
     workloads = {
         "check": check_workload(args.check),
         "C compute": Workload("y", {}, "", "", Work(1.0, ""), compute_yardstick()),
         "C triad": triad.timed(),
+        # numpy's BLAS: a GEMM of another library than torch's and TensorFlow's
+        "numpy GEMM 1024³": Workload(
+            "y", {}, "", "", Work(1.0, ""), lambda: np.matmul(a, b, out=c)
+        ),
     }
     calls = {}
     for name, w in workloads.items():
@@ -116,7 +123,7 @@ def main() -> None:
     print("| series | sd of window medians (log) | max/min | correlation with the check |")
     print("|---|---|---|---|")
     series = {"check alone": check}
-    for name in ("C compute", "C triad"):
+    for name in ("C compute", "C triad", "numpy GEMM 1024³"):
         series[f"check / {name}"] = check / np.array(rates[name])
     for name, values in series.items():
         logs = [
