@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from perfsuite import stats
@@ -67,14 +68,27 @@ def judge_raw(before: list[RunRecord], after: RunRecord, tol: float) -> Counter[
     """The two-level test alone over the checks every session kept, the family at once."""
     runs = [{r.id: r for r in record.results} for record in before]
     current = [r for r in after.results if all(r.id in run for run in runs)]
-    baseline = [[run[r.id].samples for run in runs] for r in current]
+    return two_level(
+        [(r.samples, [run[r.id].samples for run in runs], r.higher_is_better) for r in current],
+        tol,
+    )
+
+
+def two_level(
+    family: Sequence[tuple[Sequence[float], Sequence[Sequence[float]], bool]], tol: float
+) -> Counter[str]:
+    """Each check's verdict: (samples now, baseline runs' samples, higher is better) each.
+
+    The plugin's two-level test, the run-to-run prior fitted across the family, and the
+    family corrected at once (no probe, no guard).
+    """
     prior = stats.fit_prior(
-        [stats.run_variance(b, r.higher_is_better) for r, b in zip(current, baseline, strict=True)],
-        [len(before) - 1] * len(current),
+        [stats.run_variance(runs, higher) for _, runs, higher in family],
+        [len(runs) - 1 for _, runs, _ in family],
     )
     comparisons = [
-        stats.compare(r.samples, b, higher_is_better=r.higher_is_better, prior=prior)
-        for r, b in zip(current, baseline, strict=True)
+        stats.compare(now, runs, higher_is_better=higher, prior=prior)
+        for now, runs, higher in family
     ]
     significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
     return Counter(

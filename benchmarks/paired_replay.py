@@ -27,8 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.best_of_passes import table_row
-from perfsuite import stats
+from benchmarks.best_of_passes import table_row, two_level
 from perfsuite.records import load_record
 
 
@@ -43,23 +42,13 @@ def paired_samples(result: object) -> tuple[float, ...] | None:
 def verdicts(
     runs: list[dict[str, tuple[tuple[float, ...], bool]]], i: int, slowdown: float, tol: float
 ) -> Counter[str]:
-    """Run ``i`` against the others: the two-level test, the family corrected at once."""
+    """Run ``i`` (slowed by ``slowdown``) against the others, by the two-level test."""
     before = [run for j, run in enumerate(runs) if j != i]
-    comparisons = []
-    baselines = []
+    family = []
     for check, (samples, higher) in runs[i].items():
         factor = (1 - slowdown) if higher else 1 / (1 - slowdown)
-        baselines.append(([run[check][0] for run in before], higher, [s * factor for s in samples]))
-    prior = stats.fit_prior(
-        [stats.run_variance(b, h) for b, h, _ in baselines], [len(before) - 1] * len(baselines)
-    )
-    for b, h, now in baselines:
-        comparisons.append(stats.compare(now, b, higher_is_better=h, prior=prior))
-    significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
-    return Counter(
-        stats.decide(c, tolerance=tol, significant=s)[0]
-        for c, s in zip(comparisons, significant, strict=True)
-    )
+        family.append(([s * factor for s in samples], [run[check][0] for run in before], higher))
+    return two_level(family, tol)
 
 
 def main() -> None:

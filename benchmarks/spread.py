@@ -179,9 +179,9 @@ def reason(node: str, values: list[float], adjusted: list[float], runs: int, lim
     refs = REFERENCES.get(node, [])
     if len(refs) == runs and all(r for r in refs):
         ref_spread = spread_of([float(r or 0.0) for r in refs])
-        fidelity = FIDELITY.get(node, [])
+        fidelity, flags = FIDELITY.get(node, []), PAIRED.get(node, [])
         # check over reference, sample by sample, in every run
-        paired = len(fidelity) == runs and all(PAIRED.get(node, [])) and bool(PAIRED.get(node))
+        paired = len(fidelity) == len(flags) == runs and all(flags)
         pairs = zip(values, refs, strict=True)
         ratio_spread = spread_of(fidelity if paired else [v / float(r or 1.0) for v, r in pairs])
         figures = f"bare reference {ref_spread:.3f}, check / reference {ratio_spread:.3f}"

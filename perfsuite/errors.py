@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def first_line(thing: object) -> str:
+    """The first line of ``str(thing)`` (an exception, a warning's message), or ""."""
+    text = str(thing).strip()
+    return text.splitlines()[0] if text else ""
+
+
 class PerfsuiteError(Exception):
     """A problem the user can fix; its message says what is wrong and where."""
 

@@ -19,7 +19,7 @@ import pytest
 
 from perfsuite import noise, outcome, probe, stats
 from perfsuite.backends import Target, skip_reason
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import Result
@@ -118,8 +118,7 @@ class Perf:
         except Exception as exc:
             if not (isinstance(exc, MemoryError) or type(exc).__name__ in OOM_ERRORS):
                 raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            message = f"out of memory: {type(exc).__name__}: {first}"
+            message = f"out of memory: {type(exc).__name__}: {first_line(exc)}"
         # Outside the except block, so the report is the one line, not a chained traceback.
         _fail(message)
 
@@ -203,8 +202,7 @@ def framework_warnings(into: list[str]) -> Iterator[None]:
                 if Path(w.filename).resolve().is_relative_to(_PACKAGE):
                     own.append(w)
                     continue
-                first = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
-                text = f"{w.category.__name__}: {first}"[:300]
+                text = f"{w.category.__name__}: {first_line(w.message)}"[:300]
                 if text not in into:
                     into.append(text)
     for w in own:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from perfsuite.errors import first_line
 from perfsuite.model import Work
 from perfsuite.sources import ChildSource, ClockSource, Source
 
@@ -476,8 +477,7 @@ class _BareSamples:
         return samples
 
     def fail(self, exc: Exception) -> None:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        self.error = f"the reference failed: {type(exc).__name__}: {first}"[:300]
+        self.error = f"the reference failed: {type(exc).__name__}: {first_line(exc)}"[:300]
 
     def sample(self, hook: bool = True) -> None:
         """One sample of the reference, as long as one of the check's."""

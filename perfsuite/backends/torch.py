@@ -42,7 +42,7 @@ from perfsuite.backends.base import (
     cpu_precision_reason,
     page_skip,
 )
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.detect import gpu_facts
 from perfsuite.measure import Bare
 from perfsuite.sources import EventSource
@@ -492,7 +492,7 @@ class TorchBackend(Backend):
         try:
             torch.cuda.init()
         except Exception as exc:  # torch raises RuntimeError or its own AssertionError
-            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            error = first_line(exc) or type(exc).__name__
         raise PerfsuiteError(
             cuda_broken_message(torch.__version__, torch.version.cuda, facts.driver, error)
         )
