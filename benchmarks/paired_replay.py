@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.best_of_passes import table_row, two_level
+from perfsuite.errors import StorageError
 from perfsuite.records import load_record
 
 
@@ -60,7 +61,10 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.records) < 3 or not 0 < args.slowdown < 1 or args.tolerance <= 0:
         parser.error("give 3 or more records, --slowdown in (0, 1), a positive --tolerance")
-    records = [load_record(p) for p in args.records]
+    try:
+        records = [load_record(p) for p in args.records]
+    except StorageError as exc:
+        raise SystemExit(f"not a readable run record: {exc}") from None
     paired = [{r.id: paired_samples(r) for r in rec.results} for rec in records]
     checks = set.intersection(*({k for k, v in run.items() if v} for run in paired))
     if not checks:
