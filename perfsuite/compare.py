@@ -223,11 +223,25 @@ def compare_runs(
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     link_flags: dict[str, str] = {}
     for i in common:
-        if probe.follows_link(b_results[i].params):  # like with like, as the plugin does
-            same, flag = probe.link_state(b_results[i].context.get("machine"), kept[i])
+        rb = b_results[i]
+        if probe.follows_link(rb.params):  # like with like, as the plugin does
+            same, flag = probe.link_state(rb.context.get("machine"), kept[i])
+            bound = None
+            if flag:  # or against the runs that bound it, as the plugin does
+                bound = probe.link_bound(
+                    rb.samples,
+                    [r.samples for r in runs[i]],
+                    rb.context.get("machine"),
+                    kept[i],
+                    effect=probe.link_effect(rb.params),
+                    higher_is_better=rb.higher_is_better,
+                    tolerance=_tolerance(rb, tolerance),
+                )
+            if bound is not None:
+                same, flag = bound[1], None
             if same is not None:
                 runs[i] = [runs[i][k] for k in same]
-                judged[i] = _judged_samples(b_results[i], runs[i])
+                judged[i] = _judged_samples(rb, runs[i])
             if flag:
                 link_flags[i] = flag
     comparisons = [
@@ -243,7 +257,7 @@ def compare_runs(
     rows = []
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]
-        tol = tolerance if tolerance is not None else rb.baseline.tolerance or 0.05
+        tol = _tolerance(rb, tolerance)
         guards = list(rb.noise.get("flags", ()))
         if node_id in link_flags:
             guards.append(link_flags[node_id])
@@ -275,6 +289,11 @@ def compare_runs(
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
+
+
+def _tolerance(b: Result, tolerance: float | None) -> float:
+    """The tolerance a comparison applies to B's result: the one given, or B's own."""
+    return tolerance if tolerance is not None else b.baseline.tolerance or 0.05
 
 
 def _judged_samples(

@@ -200,11 +200,27 @@ class Judge:
             }
             if entry is not None and probe.follows_link(workload.params):
                 same, flag = probe.link_state(context["machine"], machines)
+                link: dict[str, Any] = {"baseline_runs": len(same or ()), "of": len(entry.runs)}
+                bound = None
+                if flag:  # unlike any baseline run: judged against the runs that bound it
+                    bound = probe.link_bound(
+                        values,
+                        entry.run_samples,
+                        context["machine"],
+                        machines,
+                        effect=probe.link_effect(workload.params),
+                        higher_is_better=workload.higher_is_better,
+                        tolerance=plan.tolerance,
+                    )
+                if bound is not None:
+                    link = {"baseline_runs": len(bound[1]), "of": len(entry.runs),
+                            "bound": bound[0], "state": flag}  # fmt: skip
+                    same, flag = bound[1], None
                 guards = [*guards, flag] if flag else guards
                 if same is not None:  # like with like: the runs in the link's state now
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
-                    context["link_state"] = {"baseline_runs": len(same), "of": len(entry.runs)}
+                    context["link_state"] = link
             change = probe.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
                 context["machine_change"] = {
@@ -289,6 +305,19 @@ class Judge:
             source=measurement.source,
         )
         return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
+
+
+def link_note(link: Mapping[str, Any]) -> str:
+    """Which baseline runs a check that follows the CPUs' link was compared with."""
+    runs = f"the {link['baseline_runs']} of {link['of']} baseline runs"
+    if link.get("bound") not in ("slower", "faster"):
+        return f"compared with {runs} measured with the CPUs' link in the state it was in now"
+    way = "slowest" if link["bound"] == "slower" else "fastest"
+    return (
+        f"measured {link.get('state') or 'in another link state'}, so compared with {runs} "
+        f"in the link state where this check runs {way}: the link cannot explain "
+        f"a check {link['bound']} than those"
+    )
 
 
 def finalize(
@@ -405,10 +434,7 @@ def explain(result: Result, profile: str = "") -> str:
         )
     link = result.context.get("link_state")
     if isinstance(link, dict) and base.verdict in CHANGED:
-        parts.append(
-            f"compared with the {link['baseline_runs']} of {link['of']} baseline runs measured "
-            "with the CPUs' link in the state it was in now"
-        )
+        parts.append(link_note(link))
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:
         parts.append(reference_note(base.ratio, reference_ratio))

@@ -74,6 +74,9 @@ COMPONENTS = ("memory", "cache", "compute")
 LINK = "link"
 LINK_ROUNDS = 2000
 LINK_PASSES = 7
+# ``cross_cpu`` of work that shares the CPUs' way to memory, and of work whose threads
+# hand data to each other (``True``: recorded before the two were told apart).
+MEMORY_LINKS, HANDOFFS = "memory", "handoff"
 LINK_STATES = 2.0  # two link readings further apart than this are different states
 LINK_ON_CPU = 0.9  # a pass counts when both sides ran at least this share of it on their CPU
 LINK_LIMIT_S = 1.0  # a side that waits longer than this gives up
@@ -191,13 +194,30 @@ def follows_link(params: Mapping[str, Any]) -> bool:
     """
     if not follows_host(params):
         return False
-    if params.get("cross_cpu") is True:
+    if params.get("cross_cpu") in (True, MEMORY_LINKS, HANDOFFS):
         return True
     try:
         ranks = int(params.get("ranks", 1) or 1)
     except (TypeError, ValueError):
         return False
     return ranks > 1
+
+
+def link_effect(params: Mapping[str, Any]) -> int:
+    """Which way the far state (two vCPUs on different chiplets) moves a check, or 0.
+
+    +1 for work that shares the CPUs' way to memory (``cross_cpu`` is ``"memory"``: two
+    chiplets have two links to memory, so STREAM on every CPU runs faster), -1 for work
+    whose CPUs hand data to each other (ranks, a pipeline's threads: ``"handoff"``; the far
+    path is slower), 0 for a check that does not follow the link or whose record does not
+    say which way.
+    """
+    if not follows_link(params):
+        return 0
+    kind = params.get("cross_cpu")
+    if kind == MEMORY_LINKS:
+        return 1
+    return -1 if kind == HANDOFFS or kind is None else 0
 
 
 def follows_host(params: Mapping[str, Any]) -> bool:
@@ -581,6 +601,74 @@ def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None,
             f"baseline run ({min(known):.3g}-{max(known):.3g})"
         )
     return same, None
+
+
+def link_bounds(current: Any, baseline: Sequence[Any], effect: int) -> dict[str, list[int]]:
+    """The baseline runs that bound the check whatever state its link was in during it.
+
+    For a check measured across two link states, or in a state no baseline run was in,
+    like cannot be compared with like; but the link only ever moves a check one way
+    (``link_effect``).  ``"slower"`` lists the baseline runs measured in a state where the
+    check runs no faster than in any state it saw now (for STREAM: the nearest link it saw,
+    or nearer; for ranks: the farthest, or farther), the runs of the most extreme such state,
+    so a check significantly slower than those runs is slower than the link can explain;
+    ``"faster"`` is the mirror image.
+    Empty lists where the baseline has no such run or no readings, or for ``effect`` 0.
+    """
+    edges = [rate(current.get(k), LINK) for k in ("before", "after")] if current else []
+    seen = [e for e in [*edges, rate(current, LINK)] if e is not None]
+    if effect == 0 or not seen:
+        return {"slower": [], "faster": []}
+    low, high = min(seen), max(seen)
+    source = str(current.get("source", ""))
+    rates = [rate(r, LINK, source) for r in baseline]
+    near = [i for i, r in enumerate(rates) if r is not None and r >= high / LINK_STATES]
+    far = [i for i, r in enumerate(rates) if r is not None and r <= low * LINK_STATES]
+    # Of those, the runs of the one state at the far end (a baseline of two states would
+    # otherwise be judged with both states' spread).
+    if near:
+        top = max(float(rates[i] or 0.0) for i in near)
+        near = [i for i in near if float(rates[i] or 0.0) >= top / LINK_STATES]
+    if far:
+        bottom = min(float(rates[i] or 0.0) for i in far)
+        far = [i for i in far if float(rates[i] or 0.0) <= bottom * LINK_STATES]
+    # A nearer link (a higher handoff rate) slows work that shares the way to memory.
+    return {"slower": near, "faster": far} if effect > 0 else {"slower": far, "faster": near}
+
+
+def link_bound(
+    samples: Sequence[float],
+    runs: Sequence[Sequence[float]],
+    current: Any,
+    machines: Sequence[Any],
+    *,
+    effect: int,
+    higher_is_better: bool,
+    tolerance: float,
+) -> tuple[str, list[int]] | None:
+    """The baseline runs to judge a check against when its link state cannot be matched.
+
+    ``machines`` are the runs' readings (with their link where they held one state).  Of
+    the two bounds of ``link_bounds``, the one the check moved beyond by more than its
+    tolerance (per unit of machine speed, as the verdict judges it): ``("slower",
+    indices)`` for a check slower than every run in its slowest state, ``("faster", ...)``
+    for the mirror image.  None when the check lies within the bounds (the link may explain
+    it) or the baseline has no run in the bounding state.
+    """
+    band = math.log1p(tolerance)
+    for direction, indices in link_bounds(current, machines, effect).items():
+        if not indices:
+            continue
+        now: Sequence[float] = samples
+        then: Sequence[Sequence[float]] = [runs[i] for i in indices]
+        change = machine_change(current, [machines[i] for i in indices])
+        if change is not None:
+            now = adjust(samples, change["now"], higher_is_better)
+            then = adjust_runs(then, change["rates"], higher_is_better)
+        move = math.log(raw_ratio(now, then, higher_is_better))
+        if (move < -band and direction == "slower") or (move > band and direction == "faster"):
+            return direction, indices
+    return None
 
 
 def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:

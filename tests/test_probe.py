@@ -356,6 +356,69 @@ def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> 
     assert not probe.follows_link({"device": "cpu"})
     assert probe.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
     assert not probe.follows_link({"device": "gpu:0", "cross_cpu": True})
+    assert probe.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
+    assert probe.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
+    assert probe.link_effect({"device": "cpu", "ranks": 2}) == -1
+    assert probe.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
+    assert probe.link_effect({"device": "cpu"}) == 0
+
+
+def test_the_link_bounds_are_the_runs_in_the_states_that_bound_the_check() -> None:
+    runs = [linked(25.0), linked(6.0), linked(24.0), linked(5.8), {"memory": 25.0}]
+    across = linked(6.0, before=25.0)
+    # Memory-bound work runs slowest with the nearest link: a slowdown is judged against
+    # the near runs, a speed-up against the far ones.
+    assert probe.link_bounds(across, runs, 1) == {"slower": [0, 2], "faster": [1, 3]}
+    assert probe.link_bounds(across, runs, -1) == {"slower": [1, 3], "faster": [0, 2]}
+    assert probe.link_bounds(linked(60.0), runs, 1) == {"slower": [], "faster": [1, 3]}
+    assert probe.link_bounds(across, runs, 0) == {"slower": [], "faster": []}
+    assert probe.link_bounds({"memory": 1.0}, runs, 1) == {"slower": [], "faster": []}
+
+
+def stream_like(samples: list[float], link: float, before: float | None = None) -> Result:
+    """Host STREAM on every CPU (GB/s) with a probe reading of the CPUs' link."""
+    r = result("copy", samples, None)
+    machine = {**linked(link, before), "component": "memory"}
+    params = {"device": "cpu", "cross_cpu": "memory"}
+    return replace(r, params=params, context={"machine": machine})
+
+
+def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_state(
+    tmp_path: Path,
+) -> None:
+    """All baseline runs near (30 GB/s); the far state only ever speeds STREAM up."""
+    rng = np.random.default_rng(17)
+    store = BaselineStore(tmp_path)
+    for i, link in enumerate([25.0, 24.0, 26.0, 23.0, 25.5]):
+        store.save("cpu", [stream_like(list(30 * (1 + 0.01 * rng.standard_normal(10))), link)],
+                   f"run-{i}")  # fmt: skip
+    judge = Judge(
+        Settings(), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
+        dt.date(2026, 1, 1),
+    )  # fmt: skip
+
+    def judged(rate: float, link: float, before: float, kind: object = "memory") -> Result:
+        params = {"device": "cpu", "cross_cpu": kind}
+        workload = Workload(
+            check="toy", params=params, metric="bandwidth", unit="GB/s",
+            work=Work(1.0, "B"), run=lambda: None,
+        )  # fmt: skip
+        values = tuple(rate * (1 + 0.01 * rng.standard_normal(10)))
+        measurement = Measurement(seconds=values, values=values, timer="t")
+        plan = judge.plan("copy", workload, None)
+        return judge.judge("copy", workload, measurement, plan, machine=linked(link, before))
+
+    slower = judged(20.0, 6.0, before=25.0)
+    assert slower.baseline.verdict == "regressed", slower.message
+    assert slower.context["link_state"]["bound"] == "slower"
+    assert "changed state during the measurement" in slower.message
+    faster = judged(45.0, 6.0, before=25.0)  # what the far state does to STREAM
+    assert faster.baseline.verdict == "noisy", faster.message
+    far = judged(20.0, 6.0, before=6.0)  # a state no baseline run was in
+    assert far.baseline.verdict == "regressed", far.message
+    older = judged(20.0, 6.0, before=25.0, kind=True)  # no direction: as before
+    assert older.baseline.verdict == "noisy", older.message
+    assert "bound" not in older.context.get("link_state", {})
 
 
 def collective(samples: list[float], link: float) -> Result:
@@ -400,9 +463,14 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
     assert "3 of 5 baseline runs measured with the CPUs' link" in slower.message
     assert slower.baseline.baseline_median == pytest.approx(25.0, rel=0.02)
     assert judged(55.0, 6.0).baseline.verdict == "ok"
-    elsewhere = judged(120.0, 60.0)
+    elsewhere = judged(20.0, 60.0)  # faster, with a nearer link than any baseline run's
     assert elsewhere.baseline.verdict == "noisy", elsewhere.message
     assert "another state than in every baseline run" in elsewhere.message
+    # A nearer link only ever speeds a collective up: slower than every state's runs is real.
+    beyond = judged(120.0, 60.0)
+    assert beyond.baseline.verdict == "regressed", beyond.message
+    assert beyond.context["link_state"]["bound"] == "slower"
+    assert "the link cannot explain a check slower than those" in beyond.message
 
 
 def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
@@ -421,6 +489,16 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     assert rows[0].verdict == "regressed", rows[0].reason
     rows, _, _ = compare_runs(before, record("b", 55.0, 6.0))
     assert rows[0].verdict == "ok", rows[0].reason
+
+    def stream(run_id: str, rate: float, link: float, before: float | None = None) -> RunRecord:
+        r = stream_like(list(rate * (1 + 0.01 * rng.standard_normal(10))), link, before)
+        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+
+    near = [stream(f"a{i}", 30.0, link) for i, link in enumerate([25.0, 24.0, 26.0, 23.0])]
+    rows, _, _ = compare_runs(near, stream("b", 20.0, 6.0, before=25.0))
+    assert rows[0].verdict == "regressed", rows[0].reason
+    rows, _, _ = compare_runs(near, stream("b", 45.0, 6.0, before=25.0))
+    assert rows[0].verdict == "noisy", rows[0].reason
 
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import sections
+from perfsuite import probe, sections
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.inputs.dataset import Dataset, DatasetSpec
@@ -283,7 +283,7 @@ def throughput_workload(
     limit, source = compute_limit(profile, model_flops, reference)
     return Workload(
         check="input_pipeline",
-        params={"config": config, "batch": size, "cross_cpu": True},
+        params={"config": config, "batch": size, "cross_cpu": probe.HANDOFFS},
         metric="throughput",
         unit="samples/s",
         work=Work(size, "samples", f"one batch of {size} decoded, resized {IMAGE}x{IMAGE} images"),
@@ -425,7 +425,7 @@ def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Wor
 
     return Workload(
         check="input_bound",
-        params={"variant": variant, "batch": TRAIN_BATCH, "cross_cpu": True},
+        params={"variant": variant, "batch": TRAIN_BATCH, "cross_cpu": probe.HANDOFFS},
         metric="train_throughput",
         unit="samples/s",
         work=Work(TRAIN_BATCH, "samples", f"one training step of batch {TRAIN_BATCH}"),
@@ -482,7 +482,7 @@ def storage_workload(layout: str, dataset: Dataset) -> Workload:
 
     return Workload(
         check="storage_read",
-        params={"layout": layout, "cross_cpu": True},
+        params={"layout": layout, "cross_cpu": probe.HANDOFFS},
         metric="read_bandwidth",
         unit="MB/s",
         work=Work(total, "B", f"every byte of {len(paths)} file(s), read sequentially"),

@@ -113,8 +113,9 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
         # The host's bandwidth with every CPU streaming depends on where the hypervisor put
         # the CPUs (two vCPUs on one chiplet share its link to memory): judged like with
         # like by the probe's link state (see perfsuite/probe.py), even when the check is
-        # confined to one CPU, so that a narrower run is compared with the same machine.
-        params["cross_cpu"] = True
+        # confined to one CPU, so that a narrower run is compared with the same machine;
+        # a farther link only ever speeds it up.
+        params["cross_cpu"] = probe.MEMORY_LINKS
     return Workload(
         check="memory_bandwidth",
         params=params,
