@@ -18,7 +18,9 @@ fitted over the baseline's runs as each rule sees them, under several rules:
   pipelines in records from the night of 2026-11-25 on; ``stream``: host memory bandwidth;
   ``pipeline``: input pipelines in any record; ``all``: every host check) compared only
   with the baseline runs measured in the CPUs' link state they were measured in
-  (``probe.link_state``), from the baseline runs' own records;
+  (``probe.link_state``), from the baseline runs' own records (without the bound the
+  plugin now judges a check unlike every run by, ``probe.link_bound``; ``perfsuite
+  compare`` on the same records replays that);
 * **B+X**: byte rates follow the probe's component B, every other check follows X, for
   every pair of components the records carry (records from an older probe may carry others,
   such as ``memory1``), with the baseline runs' readings taken from their own run records

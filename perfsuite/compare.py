@@ -39,6 +39,7 @@ class Row:
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
     guards: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
+    bounded: tuple[str, str] = ("", "")  # the link bound judged by, and why (stats.decide)
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -222,6 +223,7 @@ def compare_runs(
     ]
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     link_flags: dict[str, str] = {}
+    bounds: dict[str, tuple[str, str]] = {}
     for i in common:
         rb = b_results[i]
         if probe.follows_link(rb.params):  # like with like, as the plugin does
@@ -238,7 +240,7 @@ def compare_runs(
                     tolerance=_tolerance(rb, tolerance),
                 )
             if bound is not None:
-                same, flag = bound[1], None
+                same, bounds[i], flag = bound[1], (bound[0], flag or ""), None
             if same is not None:
                 runs[i] = [runs[i][k] for k in same]
                 judged[i] = _judged_samples(rb, runs[i])
@@ -265,8 +267,15 @@ def compare_runs(
         flag = probe.guard(judged[node_id][2], tol, raw)
         if flag:
             guards.append(flag)
+        bounded = bounds.get(node_id, ("", ""))
         verdict, reason = stats.decide(
-            comparison, tolerance=tol, significant=sig, guards=guards, alpha=alpha
+            comparison,
+            tolerance=tol,
+            significant=sig,
+            guards=guards,
+            alpha=alpha,
+            bound=bounded[0],
+            held=bounded[1],
         )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
@@ -283,6 +292,7 @@ def compare_runs(
                 judged[node_id][2],
                 bool(sig),
                 tuple(guards),
+                bounded,
             )
         )
     a_ids = {r.id for record in before for r in record.results}
@@ -334,6 +344,8 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             family_size=len(rows),
             guards=row.guards,
             final=True,
+            bound=row.bounded[0],
+            held=row.bounded[1],
         )
         judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
         results.append(judged.with_outcome(outcome.of(judged), row.reason))

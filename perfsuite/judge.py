@@ -191,6 +191,7 @@ class Judge:
         runs: Sequence[Sequence[float]] | None = every_run
         machines: list[Any] = entry.machines if entry else []
         compared = runs  # the baseline runs compared with, in the check's own unit
+        bounded: dict[str, Any] = {}  # the bound a check unlike every baseline run is judged by
         guards = noise.get("flags", [])
         if machine is not None:
             host = probe.follows_host(workload.params)
@@ -215,7 +216,7 @@ class Judge:
                 if bound is not None:
                     link = {"baseline_runs": len(bound[1]), "of": len(entry.runs),
                             "bound": bound[0], "state": flag}  # fmt: skip
-                    same, flag = bound[1], None
+                    same, bounded, flag = bound[1], {"bound": bound[0], "held": flag}, None
                 guards = [*guards, flag] if flag else guards
                 if same is not None:  # like with like: the runs in the link's state now
                     runs = compared = [entry.run_samples[i] for i in same]
@@ -241,6 +242,7 @@ class Judge:
             alpha=self.settings.alpha,
             guards=guards,
             prior=self.baseline.prior,
+            **bounded,
         )
         if entry is not None:
             baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
@@ -361,6 +363,8 @@ def finalize(
             significant=True,
             guards=b.guards,
             alpha=alpha,
+            bound=b.bound,
+            held=b.held,
         )
         if verdict != b.verdict:
             reason += (

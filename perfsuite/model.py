@@ -93,6 +93,8 @@ class BaselineVerdict:
     threshold: float | None = None  # the family's first (strictest) threshold
     blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
     guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
+    bound: str = ""  # "slower"/"faster": judged against the baseline runs that bound it
+    held: str = ""  # why a bound comparison cannot clear the check (the link's state)
     final: bool = False  # significance decided over the session's whole family
 
 

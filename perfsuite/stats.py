@@ -497,6 +497,8 @@ def decide(
     significant: bool,
     guards: Sequence[str] = (),
     alpha: float = ALPHA,
+    bound: str = "",
+    held: str = "",
 ) -> tuple[str, str]:
     """Turn a comparison into a verdict and the reason for it.
 
@@ -510,6 +512,12 @@ def decide(
     change at its tolerance is reported apart (``detectable``).  A
     guarded change (measured under foreign load, in another link state, on a machine that
     moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
+
+    ``bound`` ("slower" or "faster") says the baseline runs compared with only bound the
+    check (``probe.link_bound``; ``held`` says why like was not compared with like): a
+    significant change that way, beyond the tolerance and the spread, is a change;
+    anything else is *noisy*, never *ok*, since the runs like the check's would have lain
+    further that way.
     """
     c = comparison
     stat = f"ratio {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}], p={c.p_value:.2g}"
@@ -529,6 +537,26 @@ def decide(
     within_noise = (
         not (guards or significant or c.few_samples) and p_noise is not None and p_noise > alpha
     )
+    if bound:
+        moved = "slower" if c.ratio < 1 else "faster"
+        changed = worse if bound == "slower" else better
+        if changed and significant and not (c.few_samples or guards or within_spread):
+            return ("regressed" if worse else "improved"), (
+                f"{moved} beyond {tolerance:.0%} ({stat}){runs}; against the baseline runs "
+                "that bound it"
+            )
+        why = (
+            "not significant"
+            if changed and not significant
+            else "within their run-to-run spread"
+            if changed and within_spread
+            else f"not {bound} beyond {tolerance:.0%}"
+        )
+        measured = "; ".join([*guards, held]) or "in another link state"
+        return "noisy", (
+            f"{moved} ({stat}) but measured {measured}; against the baseline runs that bound "
+            f"it: {why}{few}{runs}"
+        )
     if (worse or better) and not within_spread and not within_noise:
         direction = "slower" if worse else "faster"
         if guards:
@@ -571,6 +599,8 @@ def baseline_verdict(
     alpha: float = ALPHA,
     guards: Sequence[str] = (),
     prior: Prior = Prior(),
+    bound: str = "",
+    held: str = "",
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
 
@@ -593,6 +623,8 @@ def baseline_verdict(
         significant=significant,
         guards=guards,
         alpha=family.alpha if family else alpha,
+        bound=bound,
+        held=held,
     )
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
@@ -608,6 +640,8 @@ def baseline_verdict(
         baseline_run_id=baseline_run_id,
         detectable=detect,
         threshold=threshold,
+        bound=bound,
+        held=held,
     )
 
 
@@ -625,6 +659,8 @@ def verdict_of(
     detectable: float | None = None,
     threshold: float | None = None,
     final: bool = False,
+    bound: str = "",
+    held: str = "",
 ) -> BaselineVerdict:
     """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(
@@ -650,4 +686,6 @@ def verdict_of(
         threshold=threshold,
         guards=tuple(guards),
         final=final,
+        bound=bound,
+        held=held,
     )

@@ -127,6 +127,11 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     assert all(probe.follows_link(r["params"]) for r in record["results"]), (
         "pipelines, training input and storage reads are judged by the CPUs' link state"
     )
+    effects = {r["check"]: probe.link_effect(r["params"]) for r in record["results"]}
+    assert effects["input_pipeline"] == -1, "the far link only slows a pipeline's handoffs"
+    assert all(e == 0 for c, e in effects.items() if c != "input_pipeline"), (
+        "training input and storage reads: the far link's way was not measured"
+    )
     assert tuned["floor"]["verdict"] in ("pass", "fail")
     assert configs["interleave"]["first_batch_s"] > 0
     assert configs["interleave"]["cores_needed"] > 0

@@ -358,7 +358,12 @@ def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> 
     assert not probe.follows_link({"device": "gpu:0", "cross_cpu": True})
     assert probe.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
     assert probe.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
-    assert probe.link_effect({"device": "cpu", "ranks": 2}) == -1
+    assert probe.link_effect({"device": "cpu", "ranks": 2, "size": 64 << 10}) == -1
+    assert probe.link_effect({"device": "cpu", "ranks": 2, "total_bytes": 1 << 20}) == -1
+    assert probe.link_effect({"device": "cpu", "ranks": 2, "size": 16 << 20}) == 0, (
+        "a large message also streams memory: the far link's way is not known"
+    )
+    assert probe.link_effect({"device": "cpu", "ranks": 2}) == 0
     assert probe.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
     assert probe.link_effect({"device": "cpu"}) == 0
 
@@ -372,6 +377,16 @@ def test_the_link_bounds_are_the_runs_in_the_states_that_bound_the_check() -> No
     assert probe.link_bounds(across, runs, -1) == {"slower": [1, 3], "faster": [0, 2]}
     assert probe.link_bounds(linked(60.0), runs, 1) == {"slower": [], "faster": [1, 3]}
     assert probe.link_bounds(across, runs, 0) == {"slower": [], "faster": []}
+    # Readings a little over 2x apart: a run in the state of both bounds neither way.
+    between = [linked(6.0), linked(8.0), linked(14.0)]
+    assert probe.link_bounds(linked(11.0, before=5.0), between, 1) == {
+        "slower": [2],
+        "faster": [],
+    }
+    other = [{**linked(25.0), "source": "numpy"}, linked(24.0)]
+    assert probe.link_bounds(across, other, 1) == {"slower": [1], "faster": []}, (
+        "a reading from another probe source is no state"
+    )
     assert probe.link_bounds({"memory": 1.0}, runs, 1) == {"slower": [], "faster": []}
 
 
@@ -397,13 +412,16 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
         dt.date(2026, 1, 1),
     )  # fmt: skip
 
-    def judged(rate: float, link: float, before: float, kind: object = "memory") -> Result:
+    def judged(
+        rate: float, link: float, before: float, kind: object = "memory", spread: float = 0.01,
+        values: tuple[float, ...] = (),
+    ) -> Result:  # fmt: skip
         params = {"device": "cpu", "cross_cpu": kind}
         workload = Workload(
             check="toy", params=params, metric="bandwidth", unit="GB/s",
             work=Work(1.0, "B"), run=lambda: None,
         )  # fmt: skip
-        values = tuple(rate * (1 + 0.01 * rng.standard_normal(10)))
+        values = values or tuple(rate * np.exp(spread * rng.standard_normal(10)))
         measurement = Measurement(seconds=values, values=values, timer="t")
         plan = judge.plan("copy", workload, None)
         return judge.judge("copy", workload, measurement, plan, machine=linked(link, before))
@@ -416,6 +434,11 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
     assert faster.baseline.verdict == "noisy", faster.message
     far = judged(20.0, 6.0, before=6.0)  # a state no baseline run was in
     assert far.baseline.verdict == "regressed", far.message
+    # A bound comparison never clears a check: not significant is noisy, not ok.
+    wide = (10.0, 40.0, 12.0, 38.0, 20.0, 35.0, 15.0, 30.0, 18.0, 33.0)  # median 25: 0.83
+    scattered = judged(0.0, 6.0, before=25.0, values=wide)
+    assert scattered.baseline.verdict == "noisy", scattered.message
+    assert "against the baseline runs that bound it" in scattered.baseline.reason
     older = judged(20.0, 6.0, before=25.0, kind=True)  # no direction: as before
     assert older.baseline.verdict == "noisy", older.message
     assert "bound" not in older.context.get("link_state", {})
@@ -426,7 +449,7 @@ def collective(samples: list[float], link: float) -> Result:
     r = result("ar", samples, None)
     return replace(
         r,
-        params={"device": "cpu", "ranks": 2},
+        params={"device": "cpu", "ranks": 2, "size": 64 << 10},
         metric="latency",
         unit="µs",
         higher_is_better=False,
@@ -446,15 +469,15 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
         dt.date(2026, 1, 1),
     )  # fmt: skip
     workload = Workload(
-        check="toy", params={"device": "cpu", "ranks": 2}, metric="latency", unit="µs",
-        work=Work(1.0, "op"), run=lambda: None, higher_is_better=False,
+        check="toy", params={"device": "cpu", "ranks": 2, "size": 64 << 10}, metric="latency",
+        unit="µs", work=Work(1.0, "op"), run=lambda: None, higher_is_better=False,
     )  # fmt: skip
 
-    def judged(latency: float, link: float) -> Result:
+    def judged(latency: float, link: float, before: float | None = None) -> Result:
         values = tuple(latency * (1 + 0.01 * rng.standard_normal(10)))
         measurement = Measurement(seconds=values, values=values, timer="t")
         plan = judge.plan("ar", workload, None)
-        machine = linked(link)
+        machine = linked(link, before)
         return judge.judge("ar", workload, measurement, plan, machine=machine)
 
     slower = judged(30.0, 25.0)
@@ -471,6 +494,11 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
     assert beyond.baseline.verdict == "regressed", beyond.message
     assert beyond.context["link_state"]["bound"] == "slower"
     assert "the link cannot explain a check slower than those" in beyond.message
+    assert beyond.context["link_state"]["baseline_runs"] == 2, "the far state's runs alone"
+    # Across both states and faster than the near state's runs: no link explains that.
+    quicker = judged(12.0, 25.0, before=6.0)
+    assert quicker.baseline.verdict == "improved", quicker.message
+    assert quicker.baseline.bound == "faster"
 
 
 def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
@@ -499,6 +527,14 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     assert rows[0].verdict == "regressed", rows[0].reason
     rows, _, _ = compare_runs(near, stream("b", 45.0, 6.0, before=25.0))
     assert rows[0].verdict == "noisy", rows[0].reason
+    # Faster than the near state's runs, measured across both states: improved.
+    across = collective(list(12.0 * (1 + 0.01 * rng.standard_normal(10))), 25.0)
+    machine = {**linked(25.0, before=6.0), "component": "cache"}
+    b = RunRecord(
+        "b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, context={"machine": machine}),)
+    )
+    rows, _, _ = compare_runs(before, b)
+    assert rows[0].verdict == "improved" and rows[0].bounded[0] == "faster", rows[0].reason
 
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:
