@@ -226,26 +226,23 @@ def compare_runs(
     bounds: dict[str, tuple[str, str]] = {}
     for i in common:
         rb = b_results[i]
-        if probe.follows_link(rb.params):  # like with like, as the plugin does
-            same, flag = probe.link_state(rb.context.get("machine"), kept[i])
-            bound = None
-            if flag:  # or against the runs that bound it, as the plugin does
-                bound = probe.link_bound(
-                    rb.samples,
-                    [r.samples for r in runs[i]],
-                    rb.context.get("machine"),
-                    kept[i],
-                    effect=probe.link_effect(rb.params),
-                    higher_is_better=rb.higher_is_better,
-                    tolerance=_tolerance(rb, tolerance),
-                )
-            if bound is not None:
-                same, bounds[i], flag = bound[1], (bound[0], flag or ""), None
+        if probe.follows_link(rb.params):  # like with like, or the bound, as the plugin does
+            same, flag, way = probe.link_runs(
+                rb.samples,
+                [r.samples for r in runs[i]],
+                rb.context.get("machine"),
+                kept[i],
+                params=rb.params,
+                higher_is_better=rb.higher_is_better,
+                tolerance=_tolerance(rb, tolerance),
+            )
+            if way:
+                bounds[i] = (way, flag or "")
+            elif flag:
+                link_flags[i] = flag
             if same is not None:
                 runs[i] = [runs[i][k] for k in same]
                 judged[i] = _judged_samples(rb, runs[i])
-            if flag:
-                link_flags[i] = flag
     comparisons = [
         stats.compare(
             judged[i][0],

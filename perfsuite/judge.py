@@ -200,28 +200,28 @@ class Judge:
                 "component": probe.component_for(workload.unit) if host else None,
             }
             if entry is not None and probe.follows_link(workload.params):
-                same, flag = probe.link_state(context["machine"], machines)
-                link: dict[str, Any] = {"baseline_runs": len(same or ()), "of": len(entry.runs)}
-                bound = None
-                if flag:  # unlike any baseline run: judged against the runs that bound it
-                    bound = probe.link_bound(
-                        values,
-                        entry.run_samples,
-                        context["machine"],
-                        machines,
-                        effect=probe.link_effect(workload.params),
-                        higher_is_better=workload.higher_is_better,
-                        tolerance=plan.tolerance,
-                    )
-                if bound is not None:
-                    link = {"baseline_runs": len(bound[1]), "of": len(entry.runs),
-                            "bound": bound[0], "state": flag}  # fmt: skip
-                    same, bounded, flag = bound[1], {"bound": bound[0], "held": flag}, None
-                guards = [*guards, flag] if flag else guards
-                if same is not None:  # like with like: the runs in the link's state now
+                same, flag, way = probe.link_runs(
+                    values,
+                    entry.run_samples,
+                    context["machine"],
+                    machines,
+                    params=workload.params,
+                    higher_is_better=workload.higher_is_better,
+                    tolerance=plan.tolerance,
+                )
+                if way:  # unlike any baseline run: judged against the runs that bound it
+                    bounded = {"bound": way, "held": flag}
+                elif flag:
+                    guards = [*guards, flag]
+                if same is not None:  # like with like, or the runs that bound it
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
-                    context["link_state"] = link
+                    extra = {"bound": way, "state": flag} if way else {}
+                    context["link_state"] = {
+                        "baseline_runs": len(same),
+                        "of": len(entry.runs),
+                        **extra,
+                    }
             change = probe.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
                 context["machine_change"] = {

@@ -532,9 +532,14 @@ def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
     return out
 
 
+def _link_edges(reading: Mapping[str, Any]) -> list[float | None]:
+    """The link rates read right before and right after a check (None where not read)."""
+    return [rate(reading.get(k), LINK) for k in ("before", "after")]
+
+
 def _link_steady(reading: Mapping[str, Any]) -> bool:
     """Whether the link stayed in one state from the reading before to the one after."""
-    edges = [rate(reading.get(k), LINK) for k in ("before", "after")]
+    edges = _link_edges(reading)
     if edges[0] is None or edges[1] is None:
         return True  # one reading (a stored one): nothing to tell
     return abs(math.log(edges[1] / edges[0])) <= math.log(LINK_STATES)
@@ -624,7 +629,7 @@ def link_bounds(current: Any, baseline: Sequence[Any], effect: int) -> dict[str,
     ``"faster"`` is the mirror image.
     Empty lists where the baseline has no such run or no readings, or for ``effect`` 0.
     """
-    edges = [rate(current.get(k), LINK) for k in ("before", "after")] if current else []
+    edges = _link_edges(current) if current else []
     seen = [e for e in [*edges, rate(current, LINK)] if e is not None]
     if effect == 0 or not seen:
         return {"slower": [], "faster": []}
@@ -681,6 +686,40 @@ def link_bound(
         if (move < -band and direction == "slower") or (move > band and direction == "faster"):
             return direction, indices
     return None
+
+
+def link_runs(
+    samples: Sequence[float],
+    runs: Sequence[Sequence[float]],
+    current: Any,
+    machines: Sequence[Any],
+    *,
+    params: Mapping[str, Any],
+    higher_is_better: bool,
+    tolerance: float,
+) -> tuple[list[int] | None, str | None, str]:
+    """The baseline runs a check that follows the CPUs' link is compared with.
+
+    Returns ``(indices, flag, way)``: like with like (``link_state``: ``indices`` None for
+    every run, ``flag`` a noise flag when like cannot be compared with like); or, where it
+    cannot, the runs that bound the check (``link_bound``), with ``way`` "slower" or
+    "faster" and ``flag`` saying why like was not compared with like.  ``way`` is empty
+    unless the runs bound it.
+    """
+    same, flag = link_state(current, machines)
+    if flag:
+        bound = link_bound(
+            samples,
+            runs,
+            current,
+            machines,
+            effect=link_effect(params),
+            higher_is_better=higher_is_better,
+            tolerance=tolerance,
+        )
+        if bound is not None:
+            return bound[1], flag, bound[0]
+    return same, flag, ""
 
 
 def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:
