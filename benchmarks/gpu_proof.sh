@@ -18,6 +18,10 @@
 #           results stay out, as always), with its HTML report;
 # knobs     the knobs (torch.compile, AMP, channels-last) alone, in quick mode;
 # aa        an A/A rerun of STREAM and GEMM in quick mode, judged against that baseline;
+# verdicts  the verdict benchmark (benchmarks/verdicts.py) on the GPU's STREAM and GEMM checks
+#           in quick mode: a baseline of 5 fresh runs, then A/A and 20%-slowdown runs in turn
+#           until VERDICT_S (default 480) seconds are nearly spent; packed as verdicts.tgz
+#           (not in the default steps: run it alone, `gpu_proof.sh verdicts`);
 # rest      the torch CPU parameters of suites/ on the same machine, in quick mode, with what
 #           is left of DEADLINE_S (seconds since the script started; default 560).
 #
@@ -85,6 +89,12 @@ step baseline 330 $PY -m pytest suites/ "${COMMON[@]}" --perf-save-baseline --pe
 step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
 step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
     --perf-quick
+VERDICT_S=${VERDICT_S:-480}
+VWORK=/tmp/perfsuite-verdicts
+step verdicts "$VERDICT_S" $PY benchmarks/verdicts.py --mode quick --backends torch \
+    --select "gpu and (test_stream or test_gemm)" --baseline-runs 5 --reruns 10 --power-runs 10 \
+    --skip-taskset --deadline-s $((VERDICT_S - 25)) --work "$VWORK"
+[[ -d $VWORK ]] && tar czf "$OUT/verdicts.tgz" -C "$VWORK" .
 LEFT=$(( ${DEADLINE_S:-560} - SECONDS - 10 ))
 if (( LEFT > 20 )); then
     step rest "$LEFT" $PY -m pytest suites/ "${PLUG[@]}" -p no:cacheprovider --hw=auto \

@@ -17,7 +17,13 @@ It runs the real suite in fresh processes and counts verdicts from the run recor
 Usage::
 
     python benchmarks/verdicts.py [--mode quick|full] [--reruns 10] [--backends numpy,tensorflow]
-                                  [--work DIR]
+                                  [--select EXPR] [--deadline-s S] [--work DIR]
+
+``--select`` narrows the suite with pytest's ``-k`` (on a GPU machine, say, ``"gpu and
+(test_stream or test_gemm)"``); the family is then the checks selected.  ``--deadline-s``
+stops starting runs that would end past it (judged by the longest run so far); the A/A and
+power runs alternate after the baseline, so a deadline cuts both alike, and the tables say
+how many ran.
 
 ``--mode full`` runs the quick suite's checks with the full-mode policy (``-m "not
 perf_full"``), so both modes are judged in a family of the same size.  It prints Markdown
@@ -170,6 +176,13 @@ def main() -> None:
         help="keep WORK's baseline and its runs, and judge new A/A and power runs against it, "
         "named aa-TAG-i and power-TAG-i (after a change to the judging, not the measuring)",
     )
+    parser.add_argument("--select", default="", help="pytest -k expression for the suite")
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=0.0,
+        help="start no run that would end more than this many seconds after the start",
+    )
     parser.add_argument(
         "--backends",
         default="",
@@ -185,7 +198,10 @@ def main() -> None:
     mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
     if args.backends:
         mode_args = [*mode_args, "--perf-backend", args.backends]
+    if args.select:
+        mode_args = [*mode_args, "-k", args.select]
     suite = ["suites/", *mode_args]
+    started = time.perf_counter()
 
     walls: dict[str, list[float]] = {}
 
@@ -201,11 +217,35 @@ def main() -> None:
     for i in range(0 if tag else args.baseline_runs):
         run(f"baseline-{i}", ["--perf-save-baseline", "--perf-force-baseline"])
     base = baseline_runs(work)
-    print(f"A/A: {args.reruns} reruns", flush=True)
-    aa = [run(f"aa{tag}-{i}", []) for i in range(args.reruns)]
-    print(f"power: {args.power_runs} runs with a 20% slowdown", flush=True)
+    print(
+        f"A/A: {args.reruns} reruns; power: {args.power_runs} runs with a 20% slowdown "
+        "(alternating)",
+        flush=True,
+    )
     slow = {"PERFSUITE_INJECT_SLOWDOWN": "0.2"}
-    power = [run(f"power{tag}-{i}", [], env=slow) for i in range(args.power_runs)]
+    aa: list[dict[str, Any]] = []
+    power: list[dict[str, Any]] = []
+
+    def time_left() -> bool:
+        if not args.deadline_s:
+            return True
+        longest = max((w for v in walls.values() for w in v), default=0.0)
+        if time.perf_counter() - started + longest <= args.deadline_s:
+            return True
+        print(f"  deadline: {args.deadline_s:.0f} s would pass; no further run", flush=True)
+        return False
+
+    for i in range(max(args.reruns, args.power_runs)):
+        if i < args.reruns:
+            if not time_left():
+                break
+            aa.append(run(f"aa{tag}-{i}", []))
+        if i < args.power_runs:
+            if not time_left():
+                break
+            power.append(run(f"power{tag}-{i}", [], env=slow))
+    if not aa:
+        sys.exit("no A/A run finished before the deadline")
 
     pinned: dict[str, dict[str, Any]] = {}
     compare_status: dict[str, int] = {}
@@ -237,8 +277,8 @@ def main() -> None:
     print(f"\n### Verdicts, {args.mode} mode ({os.cpu_count()} cores)\n")
     print(
         f"Baseline of {args.baseline_runs} runs; family of {family.get('size')} checks "
-        f"(first threshold {family.get('first_threshold', 0):.2g}); {args.reruns} A/A reruns "
-        f"({aa_t['total']} verdicts); {args.power_runs} runs with a 20% slowdown "
+        f"(first threshold {family.get('first_threshold', 0):.2g}); {len(aa)} A/A reruns "
+        f"({aa_t['total']} verdicts); {len(power)} runs with a 20% slowdown "
         f"({power_t['total']} verdicts).\n"
     )
     print("| rule | A/A regressed | A/A noisy | power at 20% (regressed) |")
