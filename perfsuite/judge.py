@@ -158,7 +158,7 @@ class Judge:
             return f"{text}; use --perf-samples {plan.needed}"
         return (
             f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
-            "and their run-to-run spread limit it; accept more baseline runs "
+            f"limit it ({_baseline_limit(verdict)}); accept more baseline runs "
             "(--perf-baseline-runs) or raise the tolerance"
         )
 
@@ -307,6 +307,16 @@ class Judge:
             source=measurement.source,
         )
         return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
+
+
+def _baseline_limit(verdict: BaselineVerdict) -> str:
+    """Which level of the baseline's spread bounds what a check can detect, as a phrase."""
+    between = verdict.between_run_sd or 0.0
+    within = verdict.within_run_sd or 0.0
+    n = verdict.n_baseline or 0
+    if n and within / math.sqrt(n) > between:
+        return f"the spread of its {n} samples, sd {within:.1%} within a run"
+    return f"their run-to-run spread, sd {between:.1%}"
 
 
 def link_note(link: Mapping[str, Any]) -> str:

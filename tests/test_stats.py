@@ -289,3 +289,14 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     # Final already: nothing changes a second time.
     again, changed = finalize(final, alpha=0.2, correction="fdr")
     assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]
+
+
+def test_a_blind_verdict_names_the_baseline_level_that_limits_it() -> None:
+    """Within-run scatter over few samples, or the run-to-run spread: the larger is named."""
+    from perfsuite.judge import _baseline_limit
+    from perfsuite.model import BaselineVerdict
+
+    scattered = BaselineVerdict("ok", between_run_sd=0.0, within_run_sd=0.065, n_baseline=25)
+    assert _baseline_limit(scattered) == "the spread of its 25 samples, sd 6.5% within a run"
+    drifting = BaselineVerdict("ok", between_run_sd=0.11, within_run_sd=0.05, n_baseline=25)
+    assert _baseline_limit(drifting) == "their run-to-run spread, sd 11.0%"
