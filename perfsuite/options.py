@@ -14,7 +14,7 @@ import pytest
 
 from perfsuite import allocator, outcome, stats
 from perfsuite.baseline import DEFAULT_WINDOW
-from perfsuite.settings import DEFAULT_TOLERANCE, MIN_SAMPLES, Settings
+from perfsuite.settings import DEFAULT_TOLERANCE, MAX_SAMPLE_SECONDS, MIN_SAMPLES, Settings
 
 
 def _flag(help_text: str) -> dict[str, Any]:
@@ -99,6 +99,20 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
             "help": (
                 "repetitions per check, fixed (default: the mode's, raised where the "
                 "baseline needs more)"
+            ),
+        },
+        "string",
+        "",
+    ),
+    (
+        "--perf-sample-seconds",
+        "perf_sample_seconds",
+        {
+            "metavar": "SECONDS",
+            "help": (
+                "each sample repeats the operation for at least this long (default: the "
+                "mode's, 0.2 s, quick 0.1 s); longer samples average over a GPU's power "
+                "management, at the cost of time"
             ),
         },
         "string",
@@ -326,6 +340,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _sample_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= MAX_SAMPLE_SECONDS:
+        raise ValueError(text)
+    return value
+
+
 def _launcher(text: str) -> str:
     from perfsuite.collectives.launch import Launcher, LauncherError
 
@@ -441,6 +462,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         return p if p.is_absolute() else config.rootpath / p
 
     samples_raw = str(option("perf_samples")).strip()
+    sample_seconds_raw = str(option("perf_sample_seconds")).strip()
     model_flops = option("perf_model_flops")
     data_dir = option("perf_data_dir")
     model = option("perf_model")
@@ -479,6 +501,16 @@ def settings_from_config(config: pytest.Config) -> Settings:
                 f"a whole number of repetitions >= {MIN_SAMPLES}",
             )
             if samples_raw
+            else None
+        ),
+        sample_seconds=(
+            _parse(
+                "--perf-sample-seconds",
+                sample_seconds_raw,
+                _sample_seconds,
+                f"seconds > 0 and <= {MAX_SAMPLE_SECONDS:g}",
+            )
+            if sample_seconds_raw
             else None
         ),
         tolerance=_parse(

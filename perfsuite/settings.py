@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from perfsuite.measure import FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
 MIN_SAMPLES = 3  # a median, a spread and a test need at least this many
+MAX_SAMPLE_SECONDS = 60.0  # longer samples leave too few of them in any sensible session
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Settings:
     quick: bool = False
     backends: tuple[str, ...] = ()  # run only these backends; empty: all
     samples: int | None = None  # repetitions per check, overriding the mode's
+    sample_seconds: float | None = None  # the least a sample lasts, overriding the mode's
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = stats.ALPHA
     correction: str = stats.DEFAULT_CORRECTION  # fdr (Benjamini-Hochberg) or holm
@@ -58,6 +60,11 @@ class Settings:
             )
         if self.samples is not None and self.samples < MIN_SAMPLES:
             raise ValueError(f"samples must be at least {MIN_SAMPLES}, got {self.samples}")
+        if self.sample_seconds is not None and not 0 < self.sample_seconds <= MAX_SAMPLE_SECONDS:
+            raise ValueError(
+                f"a sample lasts more than 0 s and at most {MAX_SAMPLE_SECONDS:g} s, "
+                f"got {self.sample_seconds}"
+            )
         if self.malloc_threshold < 0:
             raise ValueError(f"the malloc threshold is a size, got {self.malloc_threshold}")
         if self.baseline_runs < 1:
@@ -68,8 +75,10 @@ class Settings:
 
     @property
     def policy(self) -> Policy:
-        """Repetition policy: fewer repetitions in quick mode; ``samples`` overrides both."""
+        """The mode's policy (fewer repetitions in quick mode), with the options' overrides."""
         base = QUICK if self.quick else FULL
+        if self.sample_seconds:
+            base = replace(base, sample_seconds=self.sample_seconds)
         return base.with_repetitions(self.samples) if self.samples else base
 
     def to_dict(self) -> dict[str, Any]:

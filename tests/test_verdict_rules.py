@@ -357,6 +357,9 @@ def test_a_check_missing_from_a_pass_is_left_out_of_the_session(tmp_path: Path) 
         (["--perf-tolerance", "-0.1"], "--perf-tolerance: expected a fraction between 0 and 1"),
         (["--perf-fail-on", "sometimes"], "--perf-fail-on: expected a comma-separated list"),
         (["--perf-baseline-runs", "0"], "--perf-baseline-runs: expected a whole number >= 1"),
+        (["--perf-sample-seconds", "0"], "--perf-sample-seconds: expected seconds > 0 and <= 60"),
+        (["--perf-sample-seconds", "1e9"], "--perf-sample-seconds: expected seconds > 0"),
+        (["--perf-sample-seconds", "long"], "--perf-sample-seconds: expected seconds > 0"),
     ],
 )
 def test_bad_options_are_usage_errors(
@@ -632,3 +635,19 @@ def test_a_baseline_spread_over_hours_needs_no_note() -> None:
         for r in record.results
     ]
     assert "within 3 min" in baseline_note(minutes)
+
+
+def test_the_sample_length_option_sets_every_check_s_policy(project: pytest.Pytester) -> None:
+    """--perf-sample-seconds reaches the calibration (more calls a sample) and the record."""
+    project.runpytest("-k", "fast", "--perf-samples=3").assert_outcomes(passed=1, deselected=2)
+    (short,) = last_record(project)["results"]
+    project.runpytest("-k", "fast", "--perf-samples=3", "--perf-sample-seconds=0.5")
+    record = last_record(project)
+    (long,) = record["results"]
+    assert record["settings"]["sample_seconds"] == 0.5
+    assert long["context"]["policy"]["sample_seconds"] == 0.5
+    assert short["context"]["policy"]["sample_seconds"] == 0.1  # quick mode's
+    # a call of this check takes about 2 ms: 0.5 s needs several times the calls of 0.1 s
+    assert long["context"]["policy"]["calls_per_sample"] > 2 * short["context"]["policy"][
+        "calls_per_sample"
+    ]
