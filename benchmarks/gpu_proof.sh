@@ -22,6 +22,9 @@
 #           in quick mode: a baseline of 5 fresh runs, then A/A and 20%-slowdown runs in turn
 #           until VERDICT_S (default 480) seconds are nearly spent; packed as verdicts.tgz
 #           (not in the default steps: run it alone, `gpu_proof.sh verdicts`);
+# samplelen the large GEMMs (8192³, every precision) at 0.1, 0.5 and 1 s samples, 2 fresh quick
+#           runs each (benchmarks/sample_length.py): does a longer sample average over the
+#           power controller's course (not in the default steps; about 4 minutes);
 # rest      the torch CPU parameters of suites/ on the same machine, in quick mode, with what
 #           is left of DEADLINE_S (seconds since the script started; default 560).
 #
@@ -89,6 +92,9 @@ step baseline 330 $PY -m pytest suites/ "${COMMON[@]}" --perf-save-baseline --pe
 step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
 step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
     --perf-quick
+step samplelen 300 $PY benchmarks/sample_length.py --seconds 0.1,0.5,1 --runs 2 \
+    --work /tmp/perfsuite-samplelen -- suites/test_gemm.py "${PLUG[@]}" -p no:cacheprovider \
+    --hw=auto --perf-backend torch -k "gpu and 8192x8192x8192" --perf-quick
 VERDICT_S=${VERDICT_S:-480}
 VWORK=/tmp/perfsuite-verdicts
 step verdicts "$VERDICT_S" $PY benchmarks/verdicts.py --mode quick --backends torch \
