@@ -93,8 +93,8 @@ step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
 step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
     --perf-quick
 step samplelen 300 $PY benchmarks/sample_length.py --seconds 0.1,0.5,1 --runs 2 \
-    --work /tmp/perfsuite-samplelen -- suites/test_gemm.py "${PLUG[@]}" -p no:cacheprovider \
-    --hw=auto --perf-backend torch -k "gpu and 8192x8192x8192" --perf-quick
+    --work /tmp/perfsuite-samplelen -- suites/test_gemm.py "${PLUG[@]}" \
+    --perf-backend torch -k "gpu and 8192x8192x8192" --perf-quick
 VERDICT_S=${VERDICT_S:-480}
 VWORK=/tmp/perfsuite-verdicts
 step verdicts "$VERDICT_S" $PY benchmarks/verdicts.py --mode quick --backends torch \

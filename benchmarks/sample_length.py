@@ -17,43 +17,27 @@ alike.  Everything after ``--`` is passed to pytest.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.verdicts import pytest_run  # noqa: E402 (after the path it needs)
 
 
 def run(
     work: Path, seconds: float, index: int, pytest_args: list[str]
 ) -> tuple[dict[str, Any], float]:
     """One fresh pytest process at this sample length; its run record and wall time."""
-    reports = work / f"s{seconds:g}-{index}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--perf-html=no",
-        f"--perf-report-dir={reports}",
-        f"--perf-sample-seconds={seconds:g}",
-        *pytest_args,
-    ]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    paths = sorted(reports.glob("*/*.json"))
-    if not paths:
-        sys.exit(f"no run record from {' '.join(cmd)}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return json.loads(paths[-1].read_text()), wall
+    record, wall, _status = pytest_run(
+        work, f"s{seconds:g}-{index}", [f"--perf-sample-seconds={seconds:g}", *pytest_args]
+    )
+    return record, wall
 
 
 def within_sd(samples: list[float]) -> float:
@@ -73,6 +57,7 @@ def main() -> None:
     if not lengths or min(lengths) <= 0 or args.runs < 1:
         parser.error("--seconds: positive lengths; --runs: at least 1")
     pytest_args = [a for a in args.pytest_args if a != "--"]
+    (args.work / "baselines").mkdir(parents=True, exist_ok=True)  # none: every check is new
     sds: dict[tuple[str, float], list[float]] = defaultdict(list)
     medians: dict[tuple[str, float], list[float]] = defaultdict(list)
     walls: dict[float, list[float]] = defaultdict(list)
