@@ -203,10 +203,7 @@ def _entry(
                 run_id,
                 str(run.get("created", "")),
                 tuple(float(v) for v in values),
-                {
-                    **(shared if isinstance(shared, dict) else {}),
-                    **(policy if isinstance(policy, dict) else {}),
-                },
+                _run_policy(shared, policy),
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
@@ -501,6 +498,20 @@ def _run_ids(entries: Iterable[Any]) -> set[str]:
         elif isinstance(entry, dict):
             used.update(str(r.get("run_id")) for r in entry.get("runs", ()) if isinstance(r, dict))
     return used | {json.loads(b'"' + q + b'"') for q in quoted}
+
+
+def _run_policy(shared: Any, own: Any) -> dict[str, Any]:
+    """A baseline run's policy for one check: the run's, then the check's own facts.
+
+    The check's ``sample_seconds`` is how long its samples lasted (the median), which
+    shadows the run's: the length the run asked for is kept as ``sample_target``.
+    """
+    merged = dict(shared) if isinstance(shared, dict) else {}
+    target = merged.get("sample_seconds")
+    if isinstance(target, int | float) and not isinstance(target, bool):
+        merged["sample_target"] = target
+    merged.update(own if isinstance(own, dict) else {})
+    return merged
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).

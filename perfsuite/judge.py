@@ -38,6 +38,8 @@ class Plan:
     needed: int | None  # samples that would detect the tolerance; None if no count can
     tolerance: float
     tolerance_from: str
+    limited_by: str = ""  # where no count can: what in the baseline keeps it from it
+    baseline_scatter: float | None = None  # the baseline's within-run sd (log), if any
 
 
 class Judge:
@@ -87,8 +89,7 @@ class Judge:
         tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
         planned = policy.repetitions
         entry = self._entry(node_id, workload.unit)
-        if entry is None or isinstance(workload.source, ChildSource):
-            # Child processes and ranks decide their own repetitions.
+        if entry is None:
             return Plan(planned, planned, None, None, tol, tol_from)
         lv = stats.levels(
             entry.judged_run_samples(),
@@ -97,16 +98,30 @@ class Judge:
         )
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
+        limited_by = "" if needed is not None else stats.baseline_limit(lv, tol)
+        scatter = math.sqrt(lv.within_var)
+        if isinstance(workload.source, ChildSource):
+            # Child processes and ranks take the count they are given (--perf-samples).
+            return Plan(planned, planned, None, needed, tol, tol_from, limited_by, scatter)
         rounds = planned
         if needed is not None and needed > planned:
             cap = limit
             seconds = [r.policy.get("sample_seconds") for r in entry.runs]
             known = [s for s in seconds if isinstance(s, int | float) and s > 0]
-            if known and policy.max_seconds > 0:
-                cap = min(cap, max(planned, int(policy.max_seconds / max(known))))
+            # a sample lasts what the baseline's did, or at least what this run asks for
+            longest = max([*known, policy.sample_seconds])
+            if longest > 0 and policy.max_seconds > 0:
+                cap = min(cap, max(planned, int(policy.max_seconds / longest)))
             rounds = min(needed, cap)
         return Plan(
-            rounds, planned, stats.detectable(lv, rounds, self.threshold), needed, tol, tol_from
+            rounds,
+            planned,
+            stats.detectable(lv, rounds, self.threshold),
+            needed,
+            tol,
+            tol_from,
+            limited_by,
+            scatter,
         )
 
     # -- judging ----------------------------------------------------------------------------
@@ -143,23 +158,6 @@ class Judge:
             higher_is_better=workload.higher_is_better,
             figure=ref.figure,
             estimated=estimated,
-        )
-
-    def _blind(self, verdict: BaselineVerdict, plan: Plan, n: int) -> str:
-        """Why a comparison cannot detect its tolerance, with what would help; or ""."""
-        if verdict.detectable is None or verdict.detectable <= plan.tolerance:
-            return ""
-        family = verdict.family_size or 1
-        text = (
-            f"cannot detect a {plan.tolerance:.0%} change with {n} samples in a family of "
-            f"{family} (smallest detectable: {verdict.detectable:.0%})"
-        )
-        if plan.needed is not None and plan.needed > n:
-            return f"{text}; use --perf-samples {plan.needed}"
-        return (
-            f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
-            f"limit it ({_baseline_limit(verdict)}); accept more baseline runs "
-            "(--perf-baseline-runs) or raise the tolerance"
         )
 
     def judge(
@@ -245,7 +243,7 @@ class Judge:
             **bounded,
         )
         if entry is not None:
-            baseline = replace(baseline, blind=self._blind(baseline, plan, len(values)))
+            baseline = replace(baseline, blind=blind_note(baseline, plan, len(values)))
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
@@ -309,14 +307,30 @@ class Judge:
         return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
 
 
-def _baseline_limit(verdict: BaselineVerdict) -> str:
-    """Which level of the baseline's spread bounds what a check can detect, as a phrase."""
-    between = verdict.between_run_sd or 0.0
-    within = verdict.within_run_sd or 0.0
-    n = verdict.n_baseline or 0
-    if n and within / math.sqrt(n) > between:
-        return f"the spread of its {n} samples, sd {within:.1%} within a run"
-    return f"their run-to-run spread, sd {between:.1%}"
+def blind_note(verdict: BaselineVerdict, plan: Plan, n: int) -> str:
+    """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+    if verdict.detectable is None or verdict.detectable <= plan.tolerance:
+        return ""
+    family = verdict.family_size or 1
+    text = (
+        f"cannot detect a {plan.tolerance:.0%} change with {n} samples in a family of "
+        f"{family} (smallest detectable: {verdict.detectable:.0%})"
+    )
+    if plan.needed is not None and plan.needed > n:
+        return f"{text}; use --perf-samples {plan.needed}"
+    if plan.needed is not None:  # the baseline said n would do
+        own, then = verdict.within_run_sd, plan.baseline_scatter
+        if own and then is not None and own > then:
+            return (
+                f"{text}; this run's samples scattered more than the baseline's (sd {own:.1%} "
+                f"against {then:.1%}): rerun it, or take more samples (--perf-samples)"
+            )
+        return f"{text}; {n} samples left it just short: take more (--perf-samples)"
+    return (
+        f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
+        f"limit it ({plan.limited_by or 'their spread'}); accept more baseline runs "
+        "(--perf-baseline-runs) or raise the tolerance"
+    )
 
 
 def link_note(link: Mapping[str, Any]) -> str:
@@ -569,25 +583,35 @@ def reference_tag(result: Result) -> str:
 def measured_unlike(
     policy: Mapping[str, Any], entry: BaselineEntry | None
 ) -> dict[str, Any] | None:
-    """How this run's measurement differs from every baseline run's (mode, warm-up), or None.
+    """How this run's measurement differs from every baseline run's, or None.
 
-    Quick mode warms each check up for a fifth of full mode's time.  A check that speeds up
-    as it runs (clocks, caches, a library's autotuning) can then read differently in the two
-    modes with nothing changed: on an H100, the fp16 GEMM 7860x64x2560 read 206-209 TFLOP/s
-    in quick runs and 250 in full runs, minutes apart, where the other shapes agreed.
+    Mode and warm-up: quick mode warms each check up for a fifth of full mode's time.  A
+    check that speeds up as it runs (clocks, caches, a library's autotuning) can then read
+    differently in the two modes with nothing changed: on an H100, the fp16 GEMM
+    7860x64x2560 read 206-209 TFLOP/s in quick runs and 250 in full runs, minutes apart,
+    where the other shapes agreed.  Sample length (``--perf-sample-seconds``): within a
+    quick run on an H100 the power-capped GEMMs' 0.1 s samples followed the controller's
+    course (bf16 720, 621, 627, 674, 681 TFLOP/s), which longer samples may average out.
     """
     if entry is None:
         return None
     modes = {str(r.policy.get("mode")) for r in entry.runs if r.policy.get("mode")}
     warmups = {r.policy.get("warmup_seconds") for r in entry.runs}
+    lengths = {r.policy.get("sample_target") for r in entry.runs}
+    lengths = {x for x in lengths if isinstance(x, int | float)}
     mode, warmup = str(policy.get("mode", "")), policy.get("warmup_seconds")
-    if not modes or (mode in modes and warmup in warmups):
+    length = policy.get("sample_seconds")
+    like_mode = not modes or (mode in modes and warmup in warmups)
+    like_length = not lengths or length in lengths
+    if like_mode and like_length:
         return None
     return {
         "mode": mode,
         "warmup_seconds": warmup,
         "baseline_modes": sorted(modes),
         "baseline_warmup_seconds": sorted(w for w in warmups if isinstance(w, int | float)),
+        "sample_seconds": length,
+        "baseline_sample_seconds": sorted(lengths),
     }
 
 
@@ -599,13 +623,21 @@ def mode_tag(result: Result) -> str:
     if result.baseline.verdict not in CHANGED:
         return ""
     now, then = unlike.get("warmup_seconds"), unlike.get("baseline_warmup_seconds", ())
-    warm_now = warm_then = ""
-    if isinstance(now, int | float):
-        warm_now = f" (warm-up {now:g} s)"
-        warm_then = f" (warm-up {'/'.join(f'{w:g}' for w in then)} s)"
+    parts_now: list[str] = []
+    parts_then: list[str] = []
+    if isinstance(now, int | float) and then:
+        parts_now.append(f"warm-up {now:g} s")
+        parts_then.append(f"warm-up {'/'.join(f'{w:g}' for w in then)} s")
+    length, lengths = unlike.get("sample_seconds"), unlike.get("baseline_sample_seconds") or []
+    if isinstance(length, int | float) and lengths and length not in lengths:
+        parts_now.append(f"{length:g} s samples")
+        parts_then.append(f"{'/'.join(f'{x:g}' for x in lengths)} s samples")
+    now_text = f" ({', '.join(parts_now)})" if parts_now else ""
+    then_text = f" ({', '.join(parts_then)})" if parts_then else ""
+    modes = "/".join(unlike["baseline_modes"]) or "unrecorded"
     return (
-        f"measured in {unlike['mode']} mode{warm_now} against baseline runs in "
-        f"{'/'.join(unlike['baseline_modes'])} mode{warm_then}"
+        f"measured in {unlike['mode']} mode{now_text} against baseline runs in "
+        f"{modes} mode{then_text}"
     )
 
 

@@ -308,9 +308,9 @@ def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
     A framework's first calls can be slow for longer than any fixed warm-up: a TensorFlow
     XLA function on a CPU whose 128 MiB outputs land on fresh heap pages ran at 6 GB/s in
     some of its first 20 calls and at 15-20 GB/s after.  So, past ``warmup_seconds``, the
-    operation runs in windows as long as one sample (each call synced), until two
-    windows in a row agree on the time per call within ``warmup_settle``, or
-    ``warmup_max_seconds`` have passed in all.
+    operation runs in windows as long as one sample (each call synced; shorter where two
+    such windows would not fit in the time left), until two windows in a row agree on the
+    time per call within ``warmup_settle``, or ``warmup_max_seconds`` have passed in all.
     """
     start = time.perf_counter()
     while policy.warmup_seconds > 0 and time.perf_counter() - start < policy.warmup_seconds:
@@ -320,7 +320,9 @@ def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
         return WarmUp(time.perf_counter() - start)
     windows: list[float] = []
     settled = False
-    window = max(policy.sample_seconds, 1e-3)
+    # a sample long, but two windows must fit in what is left (long --perf-sample-seconds)
+    room = (policy.warmup_max_seconds - (time.perf_counter() - start)) / 2
+    window = max(min(policy.sample_seconds, room), 1e-3)
     while time.perf_counter() - start < policy.warmup_max_seconds:
         began, calls = time.perf_counter(), 0
         while calls == 0 or time.perf_counter() - began < window:

@@ -110,9 +110,9 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         {
             "metavar": "SECONDS",
             "help": (
-                "each sample repeats the operation for at least this long (default: the "
-                "mode's, 0.2 s, quick 0.1 s); longer samples average over a GPU's power "
-                "management, at the cost of time"
+                "each sample repeats the operation (up to 100,000 calls) to last at least "
+                "this long (default: the mode's, 0.2 s, quick 0.1 s); longer samples may "
+                "average over a GPU's power management, at the cost of time"
             ),
         },
         "string",

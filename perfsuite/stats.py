@@ -384,6 +384,32 @@ def detectable(
     return 1 - math.exp(-effect)
 
 
+def baseline_limit(lv: Levels, tolerance: float) -> str:
+    """What in a baseline keeps any sample count from detecting ``tolerance``, as a phrase.
+
+    The parts of :meth:`Levels.variance` that more samples of the new run cannot shrink:
+    the scatter within the baseline's runs (through its centre) and the run-to-run spread
+    (the new run's own run-to-run deviation and the centre's), and the floor that no change
+    within the runs' own spread counts.
+    """
+    if lv.spread and 1 - math.exp(-lv.spread) > tolerance:
+        return (
+            f"a run's median lies up to +-{_pct(lv.spread)} from their centre, and no change "
+            "within that counts"
+        )
+    within = MEDIAN_FACTOR * lv.within_var * lv.mean_inv_n / lv.runs
+    between = (lv.between_var or 0.0) * (1 + 1 / lv.runs)
+    if within > between:
+        return (
+            f"the scatter within their runs, sd {math.sqrt(lv.within_var):.1%}; longer samples "
+            "(--perf-sample-seconds) may steady it"
+        )
+    if lv.between_var is None:
+        return "their run-to-run spread, unknown with one run"
+    borrowed = " (borrowed from the other checks)" if lv.between_source == "prior" else ""
+    return f"their run-to-run spread, sd {math.sqrt(lv.between_var):.1%}{borrowed}"
+
+
 def samples_needed(
     lv: Levels, tolerance: float, threshold: float, planned: int, limit: int
 ) -> int | None:

@@ -418,3 +418,18 @@ def test_a_latency_check_gets_no_rate_reference() -> None:
     work, _ = _drifting_pair(log)
     m = measure(replace(work, higher_is_better=False), Policy(warmup=0, repetitions=2))
     assert m.bare is not None and "is a latency" in m.bare["unavailable"] and "r" not in log
+
+
+def test_settling_windows_fit_the_warm_up_however_long_a_sample() -> None:
+    """A 30 s sample length still leaves two settling windows inside a 0.2 s warm-up cap."""
+    from perfsuite.measure import _warm_up
+
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
+        run=lambda: time.sleep(0.001),
+    )  # fmt: skip
+    policy = Policy(
+        warmup=0, repetitions=1, warmup_seconds=0.0, sample_seconds=30.0, warmup_max_seconds=0.2
+    )
+    warm = _warm_up(work, policy)
+    assert len(warm.windows) >= 2  # a 30 s window would have been one, and 30 s long

@@ -291,12 +291,47 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]
 
 
-def test_a_blind_verdict_names_the_baseline_level_that_limits_it() -> None:
-    """Within-run scatter over few samples, or the run-to-run spread: the larger is named."""
-    from perfsuite.judge import _baseline_limit
+def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
+    """Scatter within the runs, the run-to-run spread, or the runs' own span: the one that binds."""
+    # the H100's power-capped GEMM: every run follows the same course, the medians agree
+    course = [325.0, 332.0, 355.0, 364.0, 363.0]
+    scattered = stats.levels([course] * 5, higher_is_better=True)
+    assert stats.baseline_limit(scattered, 0.05).startswith("the scatter within their runs, sd")
+    assert "--perf-sample-seconds" in stats.baseline_limit(scattered, 0.05)
+    # tight runs whose medians move apart
+    drifting = stats.levels(
+        [[m * (1 + 0.001 * j) for j in range(5)] for m in (100.0, 104.0, 97.0, 103.0, 96.0)],
+        higher_is_better=True,
+    )
+    assert stats.baseline_limit(drifting, 0.2).startswith("their run-to-run spread, sd")
+    assert stats.baseline_limit(drifting, 0.02).startswith(
+        "a run's median lies up to +-4.1% from their centre"
+    )
+    single = stats.levels([course], higher_is_better=True)
+    assert stats.baseline_limit(single, 0.5).startswith("the scatter within their runs")
+    steady = stats.levels([[100.0] * 5], higher_is_better=True)
+    assert stats.baseline_limit(steady, 0.5) == "their run-to-run spread, unknown with one run"
+
+
+def test_a_blind_note_says_what_would_help() -> None:
+    """More samples where they would do; this run's scatter; or what in the baseline binds."""
+    from perfsuite.judge import Plan, blind_note
     from perfsuite.model import BaselineVerdict
 
-    scattered = BaselineVerdict("ok", between_run_sd=0.0, within_run_sd=0.065, n_baseline=25)
-    assert _baseline_limit(scattered) == "the spread of its 25 samples, sd 6.5% within a run"
-    drifting = BaselineVerdict("ok", between_run_sd=0.11, within_run_sd=0.05, n_baseline=25)
-    assert _baseline_limit(drifting) == "their run-to-run spread, sd 11.0%"
+    blind = BaselineVerdict("ok", detectable=0.12, family_size=19, baseline_runs=5)
+    blind = dataclasses.replace(blind, within_run_sd=0.06)
+
+    def plan(needed: int | None, scatter: float | None = 0.02, limit: str = "") -> Plan:
+        return Plan(5, 5, 0.04, needed, 0.05, "option", limit, scatter)
+
+    assert blind_note(dataclasses.replace(blind, detectable=0.04), plan(5), 5) == ""
+    assert blind_note(blind, plan(9), 5).endswith("; use --perf-samples 9")
+    assert "scattered more than the baseline's (sd 6.0% against 2.0%)" in blind_note(
+        blind, plan(5), 5
+    )
+    assert blind_note(blind, plan(5, scatter=0.08), 5).endswith(
+        "5 samples left it just short: take more (--perf-samples)"
+    )
+    assert "limit it (their run-to-run spread, sd 9.0%)" in blind_note(
+        blind, plan(None, limit="their run-to-run spread, sd 9.0%"), 5
+    )

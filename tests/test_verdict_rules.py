@@ -499,6 +499,8 @@ def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> N
         "warmup_seconds": 0.1,
         "baseline_modes": ["full"],
         "baseline_warmup_seconds": [0.5],
+        "sample_seconds": None,
+        "baseline_sample_seconds": [],
     }
     result = RunRecord.from_dict(json.loads((FIXTURES / "run-a-tf220.json").read_text())).results[0]
     result = replace(result, context={**result.context, "measured_unlike_baseline": unlike})
@@ -648,6 +650,41 @@ def test_the_sample_length_option_sets_every_check_s_policy(project: pytest.Pyte
     assert long["context"]["policy"]["sample_seconds"] == 0.5
     assert short["context"]["policy"]["sample_seconds"] == 0.1  # quick mode's
     # a call of this check takes about 2 ms: 0.5 s needs several times the calls of 0.1 s
-    assert long["context"]["policy"]["calls_per_sample"] > 2 * short["context"]["policy"][
-        "calls_per_sample"
-    ]
+    assert (
+        long["context"]["policy"]["calls_per_sample"]
+        > 2 * short["context"]["policy"]["calls_per_sample"]
+    )
+
+
+def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
+    tmp_path: Path,
+) -> None:
+    """The length a baseline run asked for (its run policy) survives the check's measured one."""
+    from dataclasses import replace
+
+    from perfsuite.baseline import BaselineStore
+    from perfsuite.judge import measured_unlike, mode_tag
+    from perfsuite.model import BaselineVerdict
+
+    path = write_baseline(tmp_path, {"t.py::test_gemm": rate_runs(100.0, k=2)})
+    data = json.loads(path.read_text())
+    quick = {"mode": "quick", "warmup_seconds": 0.1, "sample_seconds": 0.1}
+    data["run_policies"] = {"r0": quick, "r1": quick}
+    for run in data["entries"]["t.py::test_gemm"]["runs"]:
+        run["policy"] = {"samples": 5, "sample_seconds": 0.104}  # as measured
+    path.write_text(json.dumps(data))
+    (entry,) = BaselineStore(tmp_path / "baselines").load("slowgpu").entries.values()
+    assert {r.policy["sample_target"] for r in entry.runs} == {0.1}
+    assert measured_unlike(quick, entry) is None
+    longer = measured_unlike({**quick, "sample_seconds": 1.0}, entry)
+    assert longer is not None and longer["baseline_sample_seconds"] == [0.1]
+    result = RunRecord.from_dict(json.loads((FIXTURES / "run-a-tf220.json").read_text())).results[0]
+    result = replace(
+        result,
+        context={**result.context, "measured_unlike_baseline": longer},
+        baseline=BaselineVerdict(verdict="regressed"),
+    )
+    assert mode_tag(result) == (
+        "measured in quick mode (warm-up 0.1 s, 1 s samples) against baseline runs in quick "
+        "mode (warm-up 0.1 s, 0.1 s samples)"
+    )
