@@ -24,7 +24,8 @@
 #           (not in the default steps: run it alone, `gpu_proof.sh verdicts`);
 # samplelen the large GEMMs (8192³, every precision) at 0.1, 0.5 and 1 s samples, 2 fresh quick
 #           runs each (benchmarks/sample_length.py): does a longer sample average over the
-#           power controller's course (not in the default steps; about 4 minutes);
+#           power controller's course (not in the default steps; up to 7 minutes; the
+#           records are packed as samplelen.tgz, so a cut-off step still leaves them);
 # rest      the torch CPU parameters of suites/ on the same machine, in quick mode, with what
 #           is left of DEADLINE_S (seconds since the script started; default 560).
 #
@@ -92,15 +93,18 @@ step baseline 330 $PY -m pytest suites/ "${COMMON[@]}" --perf-save-baseline --pe
 step knobs 100 $PY -m pytest suites/test_knobs.py "${COMMON[@]}" --perf-quick
 step aa 55 $PY -m pytest suites/test_memory_bandwidth.py suites/test_gemm.py "${COMMON[@]}" \
     --perf-quick
-step samplelen 300 $PY benchmarks/sample_length.py --seconds 0.1,0.5,1 --runs 2 \
-    --work /tmp/perfsuite-samplelen -- suites/test_gemm.py "${PLUG[@]}" \
+SWORK=/tmp/perfsuite-samplelen
+step samplelen 420 $PY benchmarks/sample_length.py --seconds 0.1,0.5,1 --runs 2 \
+    --work "$SWORK" -- suites/test_gemm.py "${PLUG[@]}" \
     --perf-backend torch -k "gpu and 8192x8192x8192" --perf-quick
+[[ " ${STEPS[*]} " == *" samplelen "* && -d $SWORK/reports ]] \
+    && tar czf "$OUT/samplelen.tgz" -C "$SWORK" reports
 VERDICT_S=${VERDICT_S:-480}
 VWORK=/tmp/perfsuite-verdicts
 step verdicts "$VERDICT_S" $PY benchmarks/verdicts.py --mode quick --backends torch \
     --select "gpu and (test_stream or test_gemm)" --baseline-runs 5 --reruns 10 --power-runs 10 \
     --skip-taskset --deadline-s $((VERDICT_S - 25)) --work "$VWORK"
-[[ -d $VWORK ]] && tar czf "$OUT/verdicts.tgz" -C "$VWORK" .
+[[ " ${STEPS[*]} " == *" verdicts "* && -d $VWORK ]] && tar czf "$OUT/verdicts.tgz" -C "$VWORK" .
 LEFT=$(( ${DEADLINE_S:-560} - SECONDS - 10 ))
 if (( LEFT > 20 )); then
     step rest "$LEFT" $PY -m pytest suites/ "${PLUG[@]}" -p no:cacheprovider --hw=auto \

@@ -4,8 +4,9 @@ On an H100 the large 16-bit GEMMs of a quick run follow the GPU's power controll
 the run (bf16 8192³: 720, 621, 627, 674, 681 TFLOP/s in 0.1 s samples), so their within-run
 spread (3-7%) leaves the verdict blind to 5%.  This runs the same selection in fresh
 processes at several sample lengths (``--perf-sample-seconds``) and prints, per check and
-length, the within-run sd (log scale, the mean over runs), the run medians and their
-max/min, and the wall time per run::
+length, the warm-up (mean seconds, and in how many runs it settled: its windows grow with the
+sample, up to half the warm-up time left), the within-run sd (log scale, the mean over runs),
+the run medians and their max/min, and the wall time per run::
 
     python benchmarks/sample_length.py [--seconds 0.1,0.5,1] [--runs 2] [--work DIR] \
         -- suites/test_gemm.py -k "gpu and 8192x8192x8192" --perf-quick --perf-backend torch
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import statistics
 import sys
 from collections import defaultdict
@@ -57,9 +59,11 @@ def main() -> None:
     if not lengths or min(lengths) <= 0 or args.runs < 1:
         parser.error("--seconds: positive lengths; --runs: at least 1")
     pytest_args = [a for a in args.pytest_args if a != "--"]
+    shutil.rmtree(args.work / "reports", ignore_errors=True)  # no record of an earlier call
     (args.work / "baselines").mkdir(parents=True, exist_ok=True)  # none: every check is new
     sds: dict[tuple[str, float], list[float]] = defaultdict(list)
     medians: dict[tuple[str, float], list[float]] = defaultdict(list)
+    warmups: dict[tuple[str, float], list[tuple[float, bool]]] = defaultdict(list)
     walls: dict[float, list[float]] = defaultdict(list)
     unit: dict[str, str] = {}
     for i in range(args.runs):
@@ -71,12 +75,16 @@ def main() -> None:
                     continue
                 sds[r["id"], seconds].append(within_sd(r["samples"]))
                 medians[r["id"], seconds].append(r["summary"]["median"])
+                policy = r.get("context", {}).get("policy", {})
+                warmups[r["id"], seconds].append(
+                    (float(policy.get("warmup_s") or 0), bool(policy.get("warmup_settled")))
+                )
                 unit[r["id"]] = r["unit"]
             print(f"  {seconds:g} s samples, run {i}: {wall:.0f} s", flush=True)
     if not unit:
         sys.exit("no check measured anything (pytest -rs says why)")
-    print("\n| check | sample | within-run sd | run medians | max/min |")
-    print("|---|---|---|---|---|")
+    print("\n| check | sample | warm-up (settled) | within-run sd | run medians | max/min |")
+    print("|---|---|---|---|---|---|")
     for check in sorted(unit):
         for seconds in lengths:
             ms = medians[check, seconds]
@@ -84,9 +92,14 @@ def main() -> None:
                 continue
             sd = statistics.mean(sds[check, seconds])
             cells = ", ".join(f"{m:.4g}" for m in ms)
+            warm = warmups[check, seconds]
+            warm_cell = (
+                f"{statistics.mean(w for w, _ in warm):.2f} s "
+                f"({sum(ok for _, ok in warm)} of {len(warm)})"
+            )
             print(
-                f"| {check.split('[', 1)[-1].rstrip(']')} | {seconds:g} s | {sd:.2%} "
-                f"| {cells} {unit[check]} | {max(ms) / min(ms):.3f} |"
+                f"| {check.split('[', 1)[-1].rstrip(']')} | {seconds:g} s | {warm_cell} "
+                f"| {sd:.2%} | {cells} {unit[check]} | {max(ms) / min(ms):.3f} |"
             )
     print(
         "\nwall time per run: "

@@ -20,10 +20,11 @@ Usage::
                                   [--select EXPR] [--deadline-s S] [--work DIR]
 
 ``--select`` narrows the suite with pytest's ``-k`` (on a GPU machine, say, ``"gpu and
-(test_stream or test_gemm)"``); the family is then the checks selected.  ``--deadline-s``
-stops starting runs that would end past it (judged by the longest run so far); the A/A and
-power runs alternate after the baseline, so a deadline cuts both alike, and the tables say
-how many ran.
+(test_stream or test_gemm)"``); the family is then the checks selected, and the pinned runs
+are skipped (the baseline may lack their checks).  ``--deadline-s`` stops starting A/A and
+power runs that would end past it (judged by the longest run so far; the baseline and
+pinned runs always run); the A/A and power runs alternate after the baseline, so a deadline
+cuts both alike, and the tables say how many ran.
 
 ``--mode full`` runs the quick suite's checks with the full-mode policy (``-m "not
 perf_full"``), so both modes are judged in a family of the same size.  It prints Markdown
@@ -189,6 +190,8 @@ def main() -> None:
         help="comma-separated backends to run (--perf-backend); default: every installed one",
     )
     args = parser.parse_args()
+    if args.deadline_s < 0 or min(args.baseline_runs, args.reruns) < 1 or args.power_runs < 0:
+        parser.error("--deadline-s >= 0, --baseline-runs and --reruns >= 1, --power-runs >= 0")
     work = args.work / args.mode
     if not args.reuse_baseline:
         shutil.rmtree(work, ignore_errors=True)
@@ -198,9 +201,8 @@ def main() -> None:
     mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
     if args.backends:
         mode_args = [*mode_args, "--perf-backend", args.backends]
-    if args.select:
-        mode_args = [*mode_args, "-k", args.select]
-    suite = ["suites/", *mode_args]
+    # the selection narrows the suite's runs; the pinned runs keep the bandwidth checks
+    suite = ["suites/", *mode_args, *(["-k", args.select] if args.select else [])]
     started = time.perf_counter()
 
     walls: dict[str, list[float]] = {}
@@ -245,11 +247,13 @@ def main() -> None:
                 break
             power.append(run(f"power{tag}-{i}", [], env=slow))
     if not aa:
-        sys.exit("no A/A run finished before the deadline")
+        sys.exit("no A/A run finished: the deadline came before the first")
 
     pinned: dict[str, dict[str, Any]] = {}
     compare_status: dict[str, int] = {}
-    if not args.skip_taskset:
+    if args.select and not args.skip_taskset:
+        print("pinned runs: skipped (--select leaves the baseline without all their checks)")
+    if not args.skip_taskset and not args.select:
         for label, extra in (("serial", []), ("xdist", ["-n", "2"])):
             record, _wall, status = pytest_run(
                 work, f"taskset{tag}-{label}", [BANDWIDTH, *mode_args, *extra], pin=True
