@@ -688,3 +688,41 @@ def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
         "measured in quick mode (warm-up 0.1 s, 1 s samples) against baseline runs in quick "
         "mode (warm-up 0.1 s, 0.1 s samples)"
     )
+
+
+def test_the_adaptive_cap_counts_this_run_s_sample_length(tmp_path: Path) -> None:
+    """Extra samples stop at the mode's time cap (3 s quick) at the length this run asks for."""
+    import datetime as dt
+
+    import numpy as np
+
+    from perfsuite.baseline import BaselineStore
+    from perfsuite.hardware.profile import ProfileRegistry
+    from perfsuite.judge import Judge
+    from perfsuite.measure import Work, Workload
+    from perfsuite.settings import Settings
+    from perfsuite.tolerances import Tolerances
+
+    rng = np.random.default_rng(1)
+    runs = [list(100 * np.exp(0.03 * rng.standard_normal(5))) for _ in range(5)]
+    write_baseline(tmp_path, {"t.py::test_rate": runs})
+    workload = Workload(
+        check="rate", params={}, metric="rate", unit="1/s", work=Work(1.0, "loops"),
+        run=lambda: None,
+    )  # fmt: skip
+
+    def rounds(**settings: float) -> int:
+        judge = Judge(
+            Settings(quick=True, tolerance=0.04, **settings),  # type: ignore[arg-type]
+            ProfileRegistry([FIXTURES / "profiles"]).load("slowgpu"),
+            BaselineStore(tmp_path / "baselines").load("slowgpu"),
+            Tolerances(),
+            [],
+            dt.date(2026, 1, 1),
+        )
+        plan = judge.plan("t.py::test_rate", workload, None)
+        assert plan.needed is not None and plan.needed > plan.planned == 5
+        return plan.rounds
+
+    assert rounds() > 5  # 0.1 s samples: up to 15 within 3 s
+    assert rounds(sample_seconds=1.0) == 5  # 1 s samples: the cap leaves the planned 5
