@@ -201,7 +201,7 @@ def main() -> None:
     mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
     if args.backends:
         mode_args = [*mode_args, "--perf-backend", args.backends]
-    # the selection narrows the suite's runs; the pinned runs keep the bandwidth checks
+    # the selection narrows the suite's runs (the pinned runs are skipped with it)
     suite = ["suites/", *mode_args, *(["-k", args.select] if args.select else [])]
     started = time.perf_counter()
 

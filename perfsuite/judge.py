@@ -615,6 +615,11 @@ def measured_unlike(
     }
 
 
+def _slashed(values: Sequence[float]) -> str:
+    """Several settings of the baseline runs, as "0.1/0.5"."""
+    return "/".join(f"{v:g}" for v in values)
+
+
 def mode_tag(result: Result) -> str:
     """For a changed result measured unlike its baseline runs, a short note; else ""."""
     unlike = result.context.get("measured_unlike_baseline")
@@ -627,11 +632,11 @@ def mode_tag(result: Result) -> str:
     parts_then: list[str] = []
     if isinstance(now, int | float) and then:
         parts_now.append(f"warm-up {now:g} s")
-        parts_then.append(f"warm-up {'/'.join(f'{w:g}' for w in then)} s")
+        parts_then.append(f"warm-up {_slashed(then)} s")
     length, lengths = unlike.get("sample_seconds"), unlike.get("baseline_sample_seconds") or []
     if isinstance(length, int | float) and lengths and length not in lengths:
         parts_now.append(f"{length:g} s samples")
-        parts_then.append(f"{'/'.join(f'{x:g}' for x in lengths)} s samples")
+        parts_then.append(f"{_slashed(lengths)} s samples")
     now_text = f" ({', '.join(parts_now)})" if parts_now else ""
     then_text = f" ({', '.join(parts_then)})" if parts_then else ""
     modes = "/".join(unlike["baseline_modes"]) or "unrecorded"
