@@ -205,17 +205,24 @@ def main() -> None:
     suite = ["suites/", *mode_args, *(["-k", args.select] if args.select else [])]
     started = time.perf_counter()
 
-    walls: dict[str, list[float]] = {}
+    # Wall times of every run in this work folder, kept so that a later call with
+    # --reuse-baseline knows how long a run takes before its first one starts.
+    walls_file = work / "walls.json"
+    walls: dict[str, list[float]] = (
+        json.loads(walls_file.read_text()) if tag and walls_file.is_file() else {}
+    )
 
     def run(name: str, extra: list[str], **kw: Any) -> dict[str, Any]:
         record, wall, status = pytest_run(work, name, [*suite, *extra], **kw)
         walls.setdefault(name.split("-")[0], []).append(wall)
+        walls_file.write_text(json.dumps(walls))
         n = len(judged(record))
         verdicts = Counter(r["baseline"]["verdict"] for r in record["results"])
         print(f"  {name}: {wall:.0f} s, exit {status}, {n} judged: {dict(verdicts)}", flush=True)
         return record
 
-    print(f"baseline: {args.baseline_runs} runs ({args.mode})", flush=True)
+    reused = f"reused from {work / 'baselines'}"
+    print(f"baseline: {reused if tag else f'{args.baseline_runs} runs'} ({args.mode})", flush=True)
     for i in range(0 if tag else args.baseline_runs):
         run(f"baseline-{i}", ["--perf-save-baseline", "--perf-force-baseline"])
     base = baseline_runs(work)

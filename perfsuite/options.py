@@ -333,18 +333,15 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, most: float = 1e6) -> float:
     value = float(text)
-    if not 0 < value < 1e6:
+    if not 0 < value <= most:
         raise ValueError(text)
     return value
 
 
 def _sample_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= MAX_SAMPLE_SECONDS:
-        raise ValueError(text)
-    return value
+    return _seconds(text, MAX_SAMPLE_SECONDS)
 
 
 def _launcher(text: str) -> str:
