@@ -28,7 +28,8 @@ cuts both alike, and the tables say how many ran.
 
 ``--mode full`` runs the quick suite's checks with the full-mode policy (``-m "not
 perf_full"``), so both modes are judged in a family of the same size.  It prints Markdown
-tables (the README quotes them) and writes everything under ``--work``.
+tables (the README and docs/measurements.md keep them) and writes everything under
+``--work``.
 """
 
 from __future__ import annotations
