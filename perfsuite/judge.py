@@ -370,7 +370,11 @@ def finalize(
     out = list(results)
     if not judged:
         return out, []
-    size = max([len(judged), *(r.baseline.family_size or 1 for _, r in judged)])
+    # The family is the comparisons actually made: a check selected at collection that
+    # skipped or failed before comparing (a missing device or framework) is not in it.  A
+    # smaller family than the one each check was first judged in only lowers the bar, so
+    # nothing significant is taken back.
+    size = len(judged)
     final = stats.correct(
         [float(r.baseline.p_value or 1.0) for _, r in judged], alpha, size, correction
     )
@@ -378,7 +382,10 @@ def finalize(
     for (i, r), significant in zip(judged, final, strict=True):
         b = r.baseline
         if b.significant or not significant:
-            out[i] = replace(r, baseline=replace(b, significant=bool(b.significant), final=True))
+            out[i] = replace(
+                r,
+                baseline=replace(b, significant=bool(b.significant), final=True, family_size=size),
+            )
             continue
         comparison = stats.comparison_of(b, len(r.samples))
         verdict, reason = stats.decide(
@@ -397,7 +404,14 @@ def finalize(
             )
         new = replace(
             r,
-            baseline=replace(b, verdict=verdict, reason=reason, significant=True, final=True),
+            baseline=replace(
+                b,
+                verdict=verdict,
+                reason=reason,
+                significant=True,
+                final=True,
+                family_size=size,
+            ),
             waiver=waivers.rejudged(r.waiver, verdict),
         )
         new = new.with_outcome(outcome.of(new), explain(new, profile))

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from perfsuite import allocator, environment, late, noise, options, outcome
+from perfsuite import allocator, environment, late, noise, options, outcome, tolerances
 from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
@@ -123,14 +123,17 @@ def _is_perf(item: pytest.Item) -> bool:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """After every deselection: resolve profile and baseline, and size the family."""
-    perf_items = [i.nodeid for i in session.items if "perf" in getattr(i, "fixturenames", ())]
-    if perf_items:
+    items = [i for i in session.items if _is_perf(i)]
+    if items:
         perf_session = session.config.stash[SESSION_KEY]
         try:
+            for item in items:
+                marker = item.get_closest_marker("perf")
+                tolerances.marker_tolerance(item.nodeid, marker and marker.kwargs.get("tolerance"))
             perf_session.prepare()
         except PerfsuiteError as exc:
             raise pytest.UsageError(str(exc)) from None
-        perf_session.set_family(perf_items)
+        perf_session.set_family([i.nodeid for i in items])
 
 
 @pytest.fixture

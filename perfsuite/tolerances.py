@@ -26,7 +26,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from perfsuite.errors import StorageError
+from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.storage import check_toml_keys, read_toml
 
 FILENAME = "tolerances.toml"
@@ -36,6 +36,18 @@ SCHEMA_VERSION = 1
 def _fraction(path: Path, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
         raise StorageError(f"{path}: '{key}' must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def marker_tolerance(node_id: str, value: Any) -> float | None:
+    """A check's ``@pytest.mark.perf(tolerance=...)``, checked: a fraction between 0 and 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise PerfsuiteError(
+            f"{node_id}: @pytest.mark.perf(tolerance={value!r}) must be a fraction between 0 "
+            "and 1 (0.05 is 5%)"
+        )
     return float(value)
 
 
@@ -68,8 +80,9 @@ class Tolerances:
         if matches:
             pattern = max(matches, key=len)
             return self.checks[pattern], f"{self.path} [checks] {pattern!r}"
-        if marker is not None:
-            return float(marker), "marker"
+        checked = marker_tolerance(node_id, marker)
+        if checked is not None:
+            return checked, "marker"
         if self.default is not None:
             return self.default, f"{self.path} default"
         return fallback, "option"

@@ -273,6 +273,14 @@ def test_gpu_only(perf):
     pytest.skip("no GPU here")
 """
 
+MARKED = """
+import pytest
+
+@pytest.mark.perf(tolerance={tolerance})
+def test_marked(perf):
+    pass
+"""
+
 INI = "[pytest]\nperf_profile_dir = profiles\nperf_quick = true\n"
 ON_SLOWGPU = ("--hw", PROFILE, "--perf-allow-missing-device")
 
@@ -326,6 +334,13 @@ PLUGIN_ROWS = [
         (bad_profile("name = [[["),)),
     Row("tolerance-out-of-range-in-file", ON_SLOWGPU, PYTEST_USAGE, "tolerances.toml",
         (text_file(f"baselines/{PROFILE}/tolerances.toml", "default = 7\n"),)),
+    Row("tolerance-marker-0", ON_SLOWGPU, PYTEST_USAGE,
+        "test_marked.py::test_marked: @pytest.mark.perf(tolerance=0) must be a fraction",
+        (text_file("test_marked.py", MARKED.format(tolerance=0)),)),
+    Row("tolerance-marker-negative", ON_SLOWGPU, PYTEST_USAGE, "tolerance=-0.05",
+        (text_file("test_marked.py", MARKED.format(tolerance=-0.05)),)),
+    Row("tolerance-marker-text", ON_SLOWGPU, PYTEST_USAGE, "tolerance='5%'",
+        (text_file("test_marked.py", MARKED.format(tolerance="'5%'")),)),
     Row("waiver-without-reason", ON_SLOWGPU, PYTEST_USAGE, "waivers.toml",
         (text_file(f"baselines/{PROFILE}/waivers.toml",
                    f'[[waiver]]\ncheck = "{NODE}"\nexpires = "2099-01-01"\n'),)),

@@ -221,7 +221,12 @@ def test_baseline_round_trip(project: pytest.Pytester) -> None:
     # Quick mode (the project's ini) is refused unless forced.
     refused = project.runpytest("--hw=slowgpu", "--perf-save-baseline")
     refused.assert_outcomes(passed=1)
-    refused.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 quick mode)*"])
+    refused.stdout.fnmatch_lines(
+        [
+            "baseline: refused 1 result(s) (1 quick mode)*",
+            "baseline: refused test_toy.py::test_toy (quick mode)",
+        ]
+    )
     assert not (project.path / "baselines" / "slowgpu" / "baseline.json").exists()
     for r in records(project, "slowgpu"):
         (project.path / "reports" / "slowgpu" / f"{r['run_id']}.json").unlink()

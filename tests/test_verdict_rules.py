@@ -12,11 +12,12 @@ import shutil
 import statistics
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from perfsuite import outcome
+from perfsuite import outcome, stats
 from perfsuite.cli import main
 from perfsuite.model import RunRecord
 from perfsuite.report.html import render
@@ -118,6 +119,25 @@ def test_family_is_counted_after_deselection(project: pytest.Pytester) -> None:
     assert entry["baseline"]["family_size"] == 1 and entry["baseline"]["verdict"] == "regressed"
 
 
+def test_family_is_the_comparisons_made(project: pytest.Pytester) -> None:
+    """A check with a baseline that skips when it runs (no device) is not in the family."""
+    ids = [
+        f"test_rates.py::test_rate[{n}-{s}]"
+        for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
+    ]
+    gone = "test_gone.py::test_gone"
+    project.makepyfile(
+        test_gone="import pytest\n\ndef test_gone(perf):\n    pytest.skip('no device')\n"
+    )
+    write_baseline(project.path, {i: rate_runs(1e6) for i in [*ids, gone]})
+    result = project.runpytest("-p", "no:cacheprovider", "--perf-samples", "5")
+    result.assert_outcomes(failed=3, skipped=1)
+    record = last_record(project)
+    assert record["settings"]["family"]["size"] == 3
+    assert record["settings"]["family"]["final"] is True
+    assert {r["baseline"]["family_size"] for r in record["results"]} == {3}
+
+
 def test_xdist_siblings_are_not_foreign_load(project: pytest.Pytester) -> None:
     """Both workers burn CPU at once; each real regression must stay 'regressed'."""
     pytest.importorskip("xdist")
@@ -134,23 +154,26 @@ def test_xdist_siblings_are_not_foreign_load(project: pytest.Pytester) -> None:
     for r in record["results"]:
         assert not r["noise"]["flags"], r["noise"]
         assert r["baseline"]["verdict"] == "regressed"
+    # The controller collects no check, yet assembles every derived section of the record.
+    sections = {"allreduce", "fidelity", "input_pipeline", "knob_speedups", "roofline"}
+    assert sections <= set(record["derived"]), record["derived"].keys()
 
 
-def test_one_outcome_rule_everywhere(project: pytest.Pytester, tmp_path: Path) -> None:
+def test_one_outcome_rule_everywhere(
+    project: pytest.Pytester, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """pytest, terminal, Markdown, HTML, JUnit and compare all count the same outcomes."""
     ids = {
         n: f"test_rates.py::test_rate[{n}-{s}]"
         for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
     }
     fast = 1 / 0.002
-    write_baseline(
-        project.path,
-        {
-            ids["fast"]: rate_runs(fast * 0.5),
-            ids["slow"]: rate_runs(fast),
-            ids["other"]: rate_runs(fast),
-        },
-    )
+    baseline_runs = {
+        ids["fast"]: rate_runs(fast * 0.5),
+        ids["slow"]: rate_runs(fast),
+        ids["other"]: rate_runs(fast),
+    }
+    write_baseline(project.path, baseline_runs)
     (project.path / "baselines" / "slowgpu" / "waivers.toml").write_text(
         'schema_version = 1\n[[waiver]]\ntest = "*other*"\nreason = "never matches: not slower"\n'
     )
@@ -183,8 +206,26 @@ def test_one_outcome_rule_everywhere(project: pytest.Pytester, tmp_path: Path) -
         if p.get("name") == "perf_outcome"
     ]
     assert Counter(props) == counts
-    # compare: the record against itself judges every check the same way (pass).
-    assert main(["compare", str(record_path), str(record_path)]) == 0
+    # compare: the run judged against its baseline's five runs, as records, counts the same.
+    a_paths = []
+    for i in range(5):
+        a_results = tuple(
+            replace(
+                r,
+                samples=tuple(baseline_runs[r.id][i]),
+                summary=stats.summarize(baseline_runs[r.id][i]),
+            )
+            for r in record.results
+        )
+        a_path = tmp_path / f"a{i}.json"
+        a_path.write_text(json.dumps(replace(record, run_id=f"a{i}", results=a_results).to_dict()))
+        a_paths.append(str(a_path))
+    capsys.readouterr()
+    status = main(["compare", *a_paths, str(record_path), "--tolerance", "0.3"])
+    printed = capsys.readouterr().out.splitlines()
+    line = next(x for x in printed if re.fullmatch(r"(\d+ [a-z-]+)(, \d+ [a-z-]+)*", x))
+    assert Counter({k: int(n) for n, k in (p.split() for p in line.split(", "))}) == counts
+    assert status == (1 if counts["regressed"] else 0)
 
 
 def test_every_view_states_the_session_verdict_under_fail_on(project: pytest.Pytester) -> None:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 Line = tuple[str, dict[str, Any]]
 # Regressed (or improved) checks named one per line; the rest are counted.
 NAMED = 10
+# Results kept out of a baseline, named on one line; the rest are counted.
+REFUSED_NAMED = 5
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -198,6 +200,10 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
                     {"yellow": True},
                 )
             )
+            names = sorted(done.refused)
+            shown = ", ".join(f"{n} ({'; '.join(done.refused[n])})" for n in names[:REFUSED_NAMED])
+            more = f", and {len(names) - REFUSED_NAMED} more" if len(names) > REFUSED_NAMED else ""
+            lines.append((f"baseline: refused {shown}{more}", {"yellow": True}))
     for error in done.errors:
         lines.append((f"ERROR: {error}", {"red": True, "bold": True}))
     if done.late:
