@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -251,9 +252,59 @@ def test_amd_gpus_are_found_in_the_kfd_topology(tmp_path: Path) -> None:
     assert matched is not None and matched.name == "mi250x"
 
 
+ROCM_SMI = """#!/bin/sh
+# rocm-smi --showproductname on a node with one MI250X package (two GCDs).
+echo "============================ ROCm System Management Interface ============================"
+echo "====================================== Product Info ======================================"
+echo "GPU[0]		: Card series: 		AMD INSTINCT MI250X"
+echo "GPU[0]		: Card model: 		0x740c"
+echo "GPU[0]		: Card vendor: 		Advanced Micro Devices, Inc. [AMD/ATI]"
+echo "GPU[1]		: Card series: 		AMD INSTINCT MI250X"
+echo "GPU[1]		: Card model: 		0x740c"
+echo "=========================================================================================="
+"""
+
+
+def test_amd_gpus_are_found_through_rocm_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``rocm-smi`` is installed, its product names come first, one per GCD."""
+    from perfsuite.hardware.detect import amd_gpu_names
+
+    tool = tmp_path / "bin" / "rocm-smi"
+    tool.parent.mkdir()
+    tool.write_text(ROCM_SMI)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    names = amd_gpu_names(tmp_path / "no-kfd")
+    assert names == ("AMD INSTINCT MI250X", "AMD INSTINCT MI250X")
+    matched = ProfileRegistry().match_device(names[0], "gpu")
+    assert matched is not None and matched.name == "mi250x"
+
+
+def test_the_precision_table_says_what_each_gpu_needs_and_writes() -> None:
+    """Compute capabilities and GEMM outputs come from the one precision table."""
+    from perfsuite.backends import PRECISION, output_precision
+    from perfsuite.backends.base import gpu_precision_reason
+
+    assert output_precision("fp8").name == "bf16" and output_precision("fp16").name == "fp16"
+    v100, a100, h100 = (7, 0), (8, 0), (9, 0)
+    assert gpu_precision_reason("gpu:1", v100, "bf16") == (
+        "gpu:1 (compute capability 7.0) has no bf16; it needs 8.0+"
+    )
+    assert gpu_precision_reason("gpu:0", a100, "fp8") is not None
+    assert gpu_precision_reason("gpu:0", h100, "fp8") is None
+    assert all(gpu_precision_reason("gpu:0", v100, p) is None for p in ("fp32", "fp16"))
+    assert PRECISION["fp64"].itemsize == 8  # STREAM's word
+
+
 def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
     from perfsuite.backends.tensorflow import gpu_blind_reason
 
     reason = gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=8)
     assert "8 GPU(s) are visible" in reason and "perfsuite[tensorflow-gpu]" in reason
     assert "WARNING" not in gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=0)
+    # A CUDA build that finds fewer GPUs than the machine shows (a driver mismatch) is loud too.
+    cuda = gpu_blind_reason("gpu:2", 2, cuda_build=True, visible=8)
+    assert "WARNING: 8 GPU(s) are visible" in cuda and "finds 2" in cuda
+    assert "WARNING" not in gpu_blind_reason("gpu:2", 2, cuda_build=True, visible=2)

@@ -122,6 +122,7 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
             assert reference["paired"] is True and len(reference["pair_ratios"]) == 5
             assert reference["value"] == max(reference["samples"])
             assert row["fidelity"] == pytest.approx(statistics.median(reference["pair_ratios"]))
+            assert row["status"] == "measured"
     monkeypatch.setenv("CC", "/nonexistent/cc")
     no_cc = pytester.runpytest_subprocess(
         "-k", "numpy and triad", "-p", "no:cacheprovider", "--perf-report-dir", "nocc"
@@ -130,6 +131,7 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
     (path,) = (pytester.path / "nocc").glob("*/*.json")
     (row,) = json.loads(path.read_text())["derived"]["fidelity"]["checks"]
     assert row["fidelity"] is None and "no C compiler" in row["reference"]["unavailable"]
+    assert row["status"] == "no-reference"
 
 
 def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:

@@ -26,6 +26,7 @@ from perfsuite.backends.base import (
     StreamKernels,
     Target,
     gpu_slots,
+    output_precision,
     precisions_for,
     slot_facts,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "Target",
     "get",
     "gpu_slots",
+    "output_precision",
     "precisions_for",
     "registry",
     "skip_reason",

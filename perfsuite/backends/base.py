@@ -125,6 +125,8 @@ class Precision:
     dtype: str
     itemsize: int
     gpu_only: bool = False
+    output: str = ""  # the precision a GEMM writes C in, where it differs from the inputs'
+    min_capability: tuple[int, int] | None = None  # an NVIDIA GPU's, for its tensor cores
 
 
 # The one table of precisions: checks, backends and the roofline all read it.
@@ -133,12 +135,32 @@ PRECISION = {
     for p in (
         Precision("fp64", "float64", 8),
         Precision("fp32", "float32", 4),
-        Precision("tf32", "float32", 4, gpu_only=True),
+        Precision("tf32", "float32", 4, gpu_only=True, min_capability=(8, 0)),
         Precision("fp16", "float16", 2),
-        Precision("bf16", "bfloat16", 2),
-        Precision("fp8", "float8_e4m3fn", 1, gpu_only=True),
+        Precision("bf16", "bfloat16", 2, min_capability=(8, 0)),
+        Precision("fp8", "float8_e4m3fn", 1, gpu_only=True, output="bf16", min_capability=(8, 9)),
     )
 }
+
+
+def output_precision(precision: str) -> Precision:
+    """The precision a GEMM of ``precision`` inputs writes its result in."""
+    return PRECISION[PRECISION[precision].output or precision]
+
+
+def gpu_precision_reason(device: str, capability: tuple[int, int], precision: str) -> str | None:
+    """Why a GPU of this compute capability has no ``precision`` kernels, or None."""
+    need = PRECISION[precision].min_capability
+    if need and capability < need:
+        cc = f"{capability[0]}.{capability[1]}"
+        return (
+            f"{device} (compute capability {cc}) has no {precision}; it needs {need[0]}.{need[1]}+"
+        )
+    return None
+
+
+# STREAM's word: the arrays of every backend's STREAM kernels are of this precision.
+STREAM_WORD = PRECISION["fp64"]
 # What GEMM and conv are measured in (fp64 is STREAM's word, not a deep-learning precision).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 

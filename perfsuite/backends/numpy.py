@@ -35,6 +35,7 @@ from perfsuite.backends.base import (
     PAGE_BYTES,
     STREAM_PAGE_OFFSETS,
     STREAM_SCALAR,
+    STREAM_WORD,
     Backend,
     page_skip,
 )
@@ -45,7 +46,7 @@ DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size i
 
 def at_offset(elements: int, offset: int) -> np.ndarray:
     """A float64 array of ``elements`` that starts ``offset`` bytes into a 4 KiB page."""
-    raw = np.empty(elements + PAGE_BYTES // 8)
+    raw = np.empty(elements + PAGE_BYTES // STREAM_WORD.itemsize, dtype=STREAM_WORD.dtype)
     skip = page_skip(raw.ctypes.data, offset, raw.itemsize)
     return raw[skip : skip + elements]
 
@@ -78,7 +79,7 @@ def usable_cpus() -> int:
 class NumpyStream:
     """STREAM kernels on numpy arrays, chunked over a thread pool."""
 
-    itemsize = 8
+    itemsize = STREAM_WORD.itemsize
 
     def __init__(self, elements: int, seed: int, threads: int | None = None) -> None:
         """Allocate a, b, c and fill them with random data, each thread its own chunk."""

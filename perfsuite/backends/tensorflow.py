@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfsuite.backends import base, reference
-from perfsuite.backends.base import PRECISION, STREAM_SCALAR, Backend, ConvSpec
+from perfsuite.backends.base import PRECISION, STREAM_SCALAR, STREAM_WORD, Backend, ConvSpec
 from perfsuite.hardware.detect import gpu_facts
 from perfsuite.measure import Bare
 
@@ -50,19 +50,20 @@ def _tf_device(device: str) -> str:
 class TensorFlowStream:
     """STREAM kernels as XLA-fused TensorFlow functions on one device."""
 
-    itemsize = 8
+    itemsize = STREAM_WORD.itemsize
 
     def __init__(self, device: str, elements: int, seed: int) -> None:
         """Allocate a, b, c of random float64 data on the device."""
         tf = self._tf = _tf()
         self.elements = elements
         self.device = _tf_device(device)
+        word = getattr(tf, STREAM_WORD.dtype)
         with tf.device(self.device):
             self.a, self.b, self.c = (
-                tf.random.stateless_uniform([elements], seed=[seed, i], dtype=tf.float64)
+                tf.random.stateless_uniform([elements], seed=[seed, i], dtype=word)
                 for i in range(3)
             )
-            self.q = tf.constant(STREAM_SCALAR, tf.float64)
+            self.q = tf.constant(STREAM_SCALAR, word)
         self._out: Any = None
         jit = tf.function(jit_compile=True)
         self._copy = jit(lambda a: tf.identity(a))
@@ -309,6 +310,13 @@ def gpu_blind_reason(device: str, tf_gpus: int, cuda_build: bool, visible: int) 
             "TensorFlow cannot use them (on x86_64 the 'tensorflow' extra installs "
             "tensorflow-cpu); on a GPU runner: pip install 'perfsuite[tensorflow-gpu]'"
         )
+    elif visible > tf_gpus:
+        reason += (
+            f". WARNING: {visible} GPU(s) are visible on this machine but TensorFlow finds "
+            f"{tf_gpus}: its CUDA libraries or the driver do not match (TensorFlow logs why "
+            'at import; python -c "import tensorflow as tf; '
+            "print(tf.config.list_physical_devices('GPU'))\")"
+        )
     return reason
 
 
@@ -362,9 +370,7 @@ class TensorFlowBackend(Backend):
         if device == "cpu":
             return base.cpu_precision_reason("TensorFlow", precision)
         cc = self._compute_capability(device)
-        if precision in ("tf32", "bf16") and cc is not None and cc < (8, 0):
-            return f"{device} (compute capability {cc[0]}.{cc[1]}) has no {precision}"
-        return None
+        return base.gpu_precision_reason(device, cc, precision) if cc is not None else None
 
     def amp_unavailable_reason(self, device: str) -> str | None:
         """Mixed precision: bf16 instructions on a CPU, compute capability 7.0+ on a GPU."""

@@ -36,10 +36,13 @@ from perfsuite.backends.base import (
     PRECISION,
     STREAM_PAGE_OFFSETS,
     STREAM_SCALAR,
+    STREAM_WORD,
     Backend,
     ConvSpec,
     cpu_amp_reason,
     cpu_precision_reason,
+    gpu_precision_reason,
+    output_precision,
     page_skip,
 )
 from perfsuite.errors import PerfsuiteError, first_line
@@ -137,7 +140,7 @@ class _TorchKernel:
 class TorchStream(_TorchKernel):
     """STREAM kernels on three preallocated float64 tensors, written in place."""
 
-    itemsize = 8
+    itemsize = STREAM_WORD.itemsize
 
     def __init__(self, device: str, elements: int, seed: int) -> None:
         """Allocate a, b, c of random float64 data on the device.
@@ -145,7 +148,7 @@ class TorchStream(_TorchKernel):
         On the host each array starts at its place in a 4 KiB page
         (``base.STREAM_PAGE_OFFSETS``), each on a cache line and apart modulo 4 KiB.
         """
-        super().__init__(device, "fp64", set_tf32=False)
+        super().__init__(device, STREAM_WORD.name, set_tf32=False)
         self.elements = elements
         self.a, self.b, self.c = (
             self._placed(_random([elements], device, self.dtype, seed + i), name)
@@ -155,7 +158,7 @@ class TorchStream(_TorchKernel):
     def _placed(self, values: Any, name: str) -> Any:
         if self.device != "cpu":
             return values
-        raw = self._torch.empty(values.numel() + PAGE_BYTES // 8, dtype=values.dtype)
+        raw = self._torch.empty(values.numel() + PAGE_BYTES // self.itemsize, dtype=values.dtype)
         skip = page_skip(raw.data_ptr(), STREAM_PAGE_OFFSETS[name], raw.element_size())
         return raw.narrow(0, skip, values.numel()).copy_(values)
 
@@ -199,7 +202,8 @@ class TorchMatmul(_TorchKernel):
             # _scaled_mm wants B column-major: the transpose of a row-major [N,K] tensor.
             self.b = _random([n, k], device, self.dtype, seed + 1).t()
             self.scale = torch.ones((), device=self.torch_device)
-            self.c = torch.empty([m, n], device=self.torch_device, dtype=torch.bfloat16)
+            out = getattr(torch, output_precision(precision).dtype)
+            self.c = torch.empty([m, n], device=self.torch_device, dtype=out)
         else:
             self.b = _random([k, n], device, self.dtype, seed + 1)
             self.c = torch.empty([m, n], device=self.torch_device, dtype=self.dtype)
@@ -209,7 +213,7 @@ class TorchMatmul(_TorchKernel):
         torch = self._torch
         if self.precision == "fp8":
             return torch._scaled_mm(
-                self.a, self.b, self.scale, self.scale, out_dtype=torch.bfloat16,
+                self.a, self.b, self.scale, self.scale, out_dtype=self.c.dtype,
                 use_fast_accum=True, out=self.c,
             )  # fmt: skip
         return torch.matmul(self.a, self.b, out=self.c)
@@ -433,21 +437,6 @@ def conv_args(spec: ConvSpec) -> tuple[Any, ...]:
     return ([spec.stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
 
 
-# The compute capability each precision's tensor-core kernels need.
-MIN_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
-
-
-def gpu_precision_reason(device: str, capability: tuple[int, int], precision: str) -> str | None:
-    """Why a GPU of this compute capability has no ``precision`` kernels, or None."""
-    need = MIN_CAPABILITY.get(precision)
-    if need and capability < need:
-        cc = f"{capability[0]}.{capability[1]}"
-        return (
-            f"{device} (compute capability {cc}) has no {precision}; it needs {need[0]}.{need[1]}+"
-        )
-    return None
-
-
 def cuda_broken_message(torch_version: str, torch_cuda: str | None, driver: str, error: str) -> str:
     """The error when GPUs are visible but this torch cannot use them, naming both versions."""
     if torch_cuda is None:
@@ -572,7 +561,7 @@ class TorchBackend(Backend):
 
             def step() -> None:
                 torch._scaled_mm(
-                    k.a, k.b, k.scale, k.scale, out_dtype=torch.bfloat16, use_fast_accum=True,
+                    k.a, k.b, k.scale, k.scale, out_dtype=k.c.dtype, use_fast_accum=True,
                     out=k.c,
                 )  # fmt: skip
 

@@ -34,6 +34,7 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
         if not isinstance(bare, Mapping):
             continue
         best = stats.best(r.samples, r.higher_is_better)
+        ratio = fidelity(best, bare)
         rows.append(
             {
                 "id": r.id,
@@ -41,7 +42,9 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
                 "value": best,
                 "unit": r.unit,
                 "reference": dict(bare),
-                "fidelity": fidelity(best, bare),
+                "fidelity": ratio,
+                # A reference that could not be built or run is not a failure of the check.
+                "status": "measured" if ratio is not None else "no-reference",
             }
         )
     return {"checks": rows} if rows else {}

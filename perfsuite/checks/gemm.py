@@ -47,9 +47,6 @@ SQUARES = {"cpu": (2048, 4096), "gpu": (8192, 16384)}
 FULL_ONLY = {Shape(4096, 4096, 4096), Shape(16384, 16384, 16384), Shape(5124, 9124, 2560)}
 
 
-OUTPUT = {"fp8": "bf16"}  # the precision C is written in, where it differs from the inputs'
-
-
 def cases() -> list[Case]:
     """Every (target, precision, shape) the GEMM check runs."""
     out = []
@@ -76,7 +73,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     kernel = backend.matmul(case.target.device, shape.m, shape.n, shape.k, case.precision, SEED)
     analytic = flops.matmul_flops(shape.m, shape.n, shape.k)
     inputs = backends.PRECISION[case.precision]
-    output = backends.PRECISION[OUTPUT.get(case.precision, case.precision)]
+    output = backends.output_precision(case.precision)
     bare = backend.matmul_reference(kernel, analytic)  # sampled beside the check: fidelity
     square = shape.m == shape.n == shape.k  # a peak shape: judged against the floor too
     # The running framework's own FLOP counter cross-checks the count, where it has one.

@@ -20,6 +20,7 @@ from typing import Any
 
 from perfsuite import backends, probe
 from perfsuite.backends import Target
+from perfsuite.backends.base import STREAM_WORD
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
@@ -29,7 +30,7 @@ WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 KERNELS = tuple(WORDS)
 MIN_ELEMENTS = 1 << 20
 CACHE_MULTIPLE = 4
-ITEMSIZE = 8
+ITEMSIZE = STREAM_WORD.itemsize
 # Good HBM reaches 87-95% of peak on a device copy; DCGM-style floors sit at ~0.75x of what
 # good hardware reaches, so 0.75 x 0.87 = 0.65 of the datasheet peak.
 FLOOR_FRACTION = 0.65

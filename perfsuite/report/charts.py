@@ -476,21 +476,20 @@ def changes(ctx: ChartContext) -> str | None:
 )
 def fidelity(ctx: ChartContext) -> str | None:
     """Each check's fidelity to its bare reference; 1.0 means the harness costs nothing."""
-    rows = [
-        c for c in (ctx.record.derived.get("fidelity") or {}).get("checks", []) if c["fidelity"]
-    ]
+    rows = list((ctx.record.derived.get("fidelity") or {}).get("checks", []))
     if not rows:
         return None
     fig = _figure(11.0, max(2.4, 0.27 * len(rows) + 1.2))
     ax = fig.add_subplot()
-    values = [c["fidelity"] for c in rows]
+    # A check whose reference could not be built keeps its row, marked no-reference.
+    values = [c["fidelity"] or 0.0 for c in rows]
     ax.barh(
         range(len(rows)),
         values,
         color=["#2e8b57" if 0.9 <= v <= 1.1 else "#c0392b" for v in values],
     )
     for i, v in enumerate(values):
-        ax.text(v, i, f" {v:.2f}", va="center", fontsize=10)
+        ax.text(v, i, f" {v:.2f}" if v else " no-reference", va="center", fontsize=10)
     ax.axvline(1.0, color="0.2", lw=1)
     ax.axvline(0.9, color="0.5", lw=1, ls="--")
     ax.set_yticks(range(len(rows)), [c["id"].rsplit("::", 1)[-1] for c in rows], fontsize=10)
