@@ -333,15 +333,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _seconds(text: str, most: float = 1e6) -> float:
+def _seconds(text: str) -> float:
     value = float(text)
-    if not 0 < value <= most:
+    if not 0 < value < 1e6:
         raise ValueError(text)
     return value
 
 
 def _sample_seconds(text: str) -> float:
-    return _seconds(text, MAX_SAMPLE_SECONDS)
+    value = _seconds(text)
+    if value > MAX_SAMPLE_SECONDS:
+        raise ValueError(text)
+    return value
 
 
 def _launcher(text: str) -> str:

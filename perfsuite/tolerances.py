@@ -33,8 +33,13 @@ FILENAME = "tolerances.toml"
 SCHEMA_VERSION = 1
 
 
+def _is_fraction(value: Any) -> bool:
+    """A number strictly between 0 and 1 (not a bool): what every tolerance must be."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < 1
+
+
 def _fraction(path: Path, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+    if not _is_fraction(value):
         raise StorageError(f"{path}: '{key}' must be a fraction between 0 and 1, got {value!r}")
     return float(value)
 
@@ -43,7 +48,7 @@ def marker_tolerance(node_id: str, value: Any) -> float | None:
     """A check's ``@pytest.mark.perf(tolerance=...)``, checked: a fraction between 0 and 1."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+    if not _is_fraction(value):
         raise PerfsuiteError(
             f"{node_id}: @pytest.mark.perf(tolerance={value!r}) must be a fraction between 0 "
             "and 1 (0.05 is 5%)"
