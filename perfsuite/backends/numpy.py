@@ -188,12 +188,24 @@ class NumpyMatmul:
 
     def describe(self) -> dict[str, object]:
         """The BLAS numpy was built with."""
-        config = np.show_config(mode="dicts") or {}
-        blas = config.get("Build Dependencies", {}).get("blas", {})
-        return {"blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip()}
+        return {"blas": blas_library()}
 
     def close(self) -> None:
         """Nothing to restore."""
+
+
+def blas_library() -> str:
+    """The BLAS numpy was built with: name and version where numpy says (1.26 and later)."""
+    try:
+        config = np.show_config(mode="dicts") or {}
+    except TypeError:  # numpy before 1.26: the build's library names only
+        for key in ("blas_ilp64_opt_info", "blas_opt_info"):
+            libraries = (getattr(np.__config__, key, None) or {}).get("libraries")
+            if libraries:
+                return str(libraries[0])
+        return "?"
+    blas = config.get("Build Dependencies", {}).get("blas", {})
+    return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
 
 
 class NumpyBackend(Backend):
