@@ -395,13 +395,13 @@ def known_backends() -> dict[str, bool]:
     import importlib.util
 
     from perfsuite import backends
-    from perfsuite.checks import allreduce
+    from perfsuite.collectives import LIBRARIES
 
     known = {
         n: not b.module or importlib.util.find_spec(b.module) is not None
         for n, b in backends.registry().items()
     }
-    for name, (module, _hint) in allreduce.BACKENDS.items():
+    for name, (module, _hint) in LIBRARIES.items():
         known.setdefault(name, importlib.util.find_spec(module) is not None)
     return known
 

@@ -9,18 +9,22 @@ reaches the run record whichever process measured it.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+# The checks register the run record's derived sections (roofline, fidelity, ...) when
+# imported; the controller of an xdist run collects none, so the plugin imports them.
+import perfsuite.checks  # noqa: F401
 from perfsuite import allocator, environment, late, noise, options, outcome, tolerances
-from perfsuite.checks.cases import outside
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Result
-from perfsuite.report.terminal import summary_lines, verdict_lines
+from perfsuite.report.terminal import loud_skip, skip_warning_lines, summary_lines, verdict_lines
+from perfsuite.selection import outside
 from perfsuite.session import Finished, PerfSession, finish
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
@@ -33,6 +37,7 @@ SELECTED_KEY = pytest.StashKey[list[str]]()
 LATE_KEY = pytest.StashKey[dict[str, Result]]()
 JUNIT_KEY = pytest.StashKey[Path | None]()
 VARIABLES_KEY = pytest.StashKey[dict[str, str]]()
+SKIP_WARNINGS_KEY = pytest.StashKey[Counter[str]]()
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
@@ -69,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     allocator.pool_frameworks()
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
+    config.stash[SKIP_WARNINGS_KEY] = Counter()
     if not _is_worker(config):
         # The noise guard counts this process tree (xdist workers included) as its own.
         os.environ[noise.SESSION_PID_ENV] = str(os.getpid())
@@ -207,8 +213,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
     """The session's verdict lines, the last thing before pytest's own counts."""
+    warnings = skip_warning_lines(config.stash[SKIP_WARNINGS_KEY])
+    if not (warnings or EMPTY_KEY in config.stash or FINISHED_KEY in config.stash):
+        return
+    terminalreporter.write_sep("-", "perfsuite verdict")
+    for line, markup in warnings:
+        terminalreporter.write_line(line, **markup)
     if EMPTY_KEY in config.stash:
-        terminalreporter.write_sep("-", "perfsuite verdict")
         terminalreporter.write_line(
             f"perfsuite: FAILED: {config.stash[EMPTY_KEY]} perf check(s) were selected but none "
             "measured anything (pytest -rs lists the skip reasons); --perf-allow-empty lets "
@@ -217,7 +228,6 @@ def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
             bold=True,
         )
     elif FINISHED_KEY in config.stash:
-        terminalreporter.write_sep("-", "perfsuite verdict")
         perf_session = config.stash[SESSION_KEY]
         for line, markup in verdict_lines(perf_session.results, perf_session.settings.fail_on):
             terminalreporter.write_line(line, **markup)
@@ -239,6 +249,10 @@ class ResultCollector:
             report.user_properties = [
                 p for p in report.user_properties if p[0] != SELECTED_PROPERTY
             ]
+        if report.skipped and isinstance(report.longrepr, tuple):
+            warning = loud_skip(str(report.longrepr[2]))
+            if warning:
+                self._config.stash[SKIP_WARNINGS_KEY][warning] += 1
         if report.when != "call":
             return
         payload = [value for name, value in report.user_properties if name == RESULT_PROPERTY]

@@ -280,6 +280,49 @@ def test_unwritable_baseline_directory_is_reported_before_measuring(
     result.stderr.fnmatch_lines(["ERROR: *blocked/slowgpu: directory is not writable*"])
 
 
+BLIND = (
+    "TensorFlow (a CPU-only build) sees 0 GPU(s); no gpu:0 here. WARNING: 1 GPU(s) are "
+    "visible on this machine but the installed TensorFlow cannot use them"
+)
+
+
+def test_a_skip_that_hides_an_installation_problem_is_a_session_warning(
+    project: pytest.Pytester,
+) -> None:
+    """Without -rs, a loud skip reason still reaches the verdict, once, with its count."""
+    project.makepyfile(
+        test_blind=f"""
+import pytest
+
+@pytest.mark.parametrize("i", range(3))
+def test_tf_gpu(perf, i):
+    pytest.skip({BLIND!r})
+
+def test_no_torch(perf):
+    pytest.skip("no torch here")
+"""
+    )
+    result = project.runpytest("--hw=slowgpu", "-p", "no:cacheprovider", "-rN")
+    result.assert_outcomes(passed=1, skipped=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*perfsuite verdict*",
+            "warning: 1 GPU(s) are visible on this machine but the installed TensorFlow cannot "
+            "use them (3 check(s) skipped)",
+            "floors:*",
+            "baselines:*",
+            "perfsuite: PASSED*",
+        ]
+    )
+    assert "no torch here" not in result.stdout.str()
+    # With nothing measured at all, the warning comes before the empty-session failure.
+    result = project.runpytest("--hw=slowgpu", "-p", "no:cacheprovider", "-rN", "test_blind.py")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["warning: 1 GPU(s) are visible*(3 check(s) skipped)", "*none measured*"]
+    )
+
+
 def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(

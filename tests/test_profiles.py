@@ -300,6 +300,7 @@ def test_the_precision_table_says_what_each_gpu_needs_and_writes() -> None:
 
 def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
     from perfsuite.backends.tensorflow import gpu_blind_reason
+    from perfsuite.report.terminal import loud_skip
 
     reason = gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=8)
     assert "8 GPU(s) are visible" in reason and "perfsuite[tensorflow-gpu]" in reason
@@ -308,3 +309,6 @@ def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
     cuda = gpu_blind_reason("gpu:2", 2, cuda_build=True, visible=8)
     assert "WARNING: 8 GPU(s) are visible" in cuda and "finds 2" in cuda
     assert "WARNING" not in gpu_blind_reason("gpu:2", 2, cuda_build=True, visible=2)
+    # The session's terminal lifts the warning out of the skip reason (see test_plugin).
+    assert loud_skip(reason) is not None and loud_skip(reason).startswith("8 GPU(s) are visible")
+    assert loud_skip(gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=0)) is None

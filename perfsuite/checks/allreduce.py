@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite import sections
+from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES
 from perfsuite.collectives.launch import Launcher, free_loopback_ports
 from perfsuite.hardware.detect import gpu_facts, host_facts
 from perfsuite.hardware.profile import HardwareProfile
@@ -52,14 +53,6 @@ GPU_BUSBW_FRACTION = 0.3
 # four times (copy in, reduce, copy out): busbw well below a single-thread copy's rate.
 # The floor catches a transport that fell back to sockets, not a slightly slow one.
 SHM_BUSBW_FRACTION = 0.05
-BACKENDS = {
-    "mpi": ("mpi4py", "pip install 'perfsuite[mpi]'"),
-    "torch": ("torch", "pip install 'perfsuite[torch]'"),
-    "tensorflow": ("tensorflow", "pip install 'perfsuite[tensorflow]'"),
-    "horovod": ("horovod", "pip install horovod (built against your torch; see its docs)"),
-}
-# Backends whose CPU collectives go over TCP sockets by design (gloo; TF's gRPC ring).
-SOCKET_BACKENDS = frozenset({"torch", "tensorflow"})
 
 
 @dataclass(frozen=True)
@@ -95,7 +88,7 @@ def human_bytes(size: int) -> str:
 def cases(ranks: Sequence[int]) -> list[Case]:
     """Every (backend, device, ranks, size), with the fusion check per group."""
     out = []
-    for backend in BACKENDS:
+    for backend in LIBRARIES:
         # MPI and TF's ring reduce host buffers here; GPU allreduce is torch's and Horovod's.
         for device in ("cpu", "gpu") if backend in ("torch", "horovod") else ("cpu",):
             for n in ranks:
@@ -112,7 +105,7 @@ def busbw_factor(ranks: int) -> float:
 
 def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     """Why this case cannot run here, with an install hint; or None."""
-    module, hint = BACKENDS[case.backend]
+    module, hint = LIBRARIES[case.backend]
     if importlib.util.find_spec(module) is None:
         return f"{module} is not installed; {hint}"
     if case.backend == "horovod" and importlib.util.find_spec("torch") is None:
@@ -215,7 +208,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         )
     factor = busbw_factor(case.ranks)
     reference: Reference | None
-    if case.backend in SOCKET_BACKENDS and case.device == "cpu":
+    if case.backend in SOCKET_LIBRARIES and case.device == "cpu":
         reference = None  # gloo and TF's ring move data over TCP sockets: no figure applies
     elif case.device == "cpu":
         reference = Reference(

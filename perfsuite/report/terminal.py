@@ -88,6 +88,26 @@ def _counts(counter: Counter[str], order: Sequence[str]) -> str:
     return ", ".join(f"{counter[k]} {k}" for k in order if counter.get(k))
 
 
+# A skip reason with this marker is one a person must see even without ``-rs``: the checks
+# could have run here, and an installation problem stopped them (e.g. a CPU-only TensorFlow on
+# a machine with GPUs).
+LOUD_SKIP = ". WARNING: "
+
+
+def loud_skip(reason: str) -> str | None:
+    """The warning a skip reason carries (after :data:`LOUD_SKIP`), or None."""
+    _, marked, warning = reason.partition(LOUD_SKIP)
+    return warning.strip() or None if marked else None
+
+
+def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
+    """One line per distinct warning carried by skip reasons, with how many checks it cost."""
+    return [
+        (f"warning: {text} ({n} check(s) skipped)", {"yellow": True, "bold": True})
+        for text, n in warnings.most_common()
+    ]
+
+
 def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Line]:
     """Two short lines (floors, baselines) and the session's outcome."""
     floors = Counter(outcome.floor_label(r) for r in results)
