@@ -300,3 +300,38 @@ def test_closing_a_kernel_frees_the_tensors_its_bare_references_use() -> None:
     gc.collect()
     assert all(r() is None for r in alive), "a bare reference kept a closed kernel's tensor"
     assert len(refs) == 2
+
+
+@pytest.mark.parametrize("direction", ["h2d", "d2h"])
+def test_the_host_copy_reference_is_copy_between_the_kernels_own_buffers(direction: str) -> None:
+    """The bare copy moves the kernel's bytes in the check's direction, counted once."""
+    from types import SimpleNamespace
+
+    host = torch.arange(64, dtype=torch.uint8)
+    dev = torch.zeros(64, dtype=torch.uint8)
+    if direction == "d2h":
+        host, dev = dev, host
+    kernel = SimpleNamespace(
+        direction=direction, pinned=False, host=host, dev=dev, sync=lambda: None
+    )
+    bare = TB.host_copy_reference(kernel, 64)
+    assert (bare.work, bare.unit, bare.scale) == (64, "GB/s", 1e9)
+    assert bare.what == ("device.copy_(host) in a loop" if direction == "h2d" else
+                         "host.copy_(device) in a loop")  # fmt: skip
+    assert bare.run is not None
+    bare.run()
+    assert torch.equal(kernel.host, kernel.dev)
+    assert int(kernel.dev.sum()) == sum(range(64))
+
+
+@cuda
+def test_a_gpu_host_copy_carries_its_bare_reference() -> None:
+    from perfsuite.checks.cases import Case
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    case = Case(Target("torch", "gpu:0"), "", "h2d-pinned", ("h2d", "pinned"))
+    work = host_copy.workload(case, ProfileRegistry().load("h100-sxm"))
+    assert work.bare is not None and work.bare.run is not None
+    work.bare.run()
+    work.bare.sync()
+    work.close()

@@ -285,6 +285,10 @@ class Backend(ABC):
         """The conv pass written directly against the framework, on the kernel's tensors."""
         return Bare("bare conv2d", unavailable=f"{self.name} has none")
 
+    def host_copy_reference(self, kernel: Kernel, nbytes: int) -> Bare:
+        """The copy written directly against the framework, on the kernel's buffers, in GB/s."""
+        return Bare("bare copy", unavailable=f"{self.name} has none")
+
     def matmul(self, device: str, m: int, n: int, k: int, precision: str, seed: int) -> Kernel:
         """C[M,N] = A[M,K] x B[K,N] on random data."""
         raise NotImplementedError(f"{self.name} has no matmul")

@@ -596,6 +596,26 @@ class TorchBackend(Backend):
         name, step = calls[kernel.pass_]
         return reference.bare_loop(f"{name} in a loop", step, flops, "TFLOP/s", kernel.sync)
 
+    def host_copy_reference(self, kernel: Any, nbytes: int) -> Bare:
+        """``Tensor.copy_`` between the kernel's buffers, as users write it, in a bare loop.
+
+        The buffers are read from the kernel at each call, so closing the kernel frees them.
+        """
+        k = kernel
+        if k.direction == "h2d":
+
+            def step() -> None:
+                k.dev.copy_(k.host, non_blocking=k.pinned)
+
+            what = "device.copy_(host) in a loop"
+        else:
+
+            def step() -> None:
+                k.host.copy_(k.dev, non_blocking=k.pinned)
+
+            what = "host.copy_(device) in a loop"
+        return reference.bare_loop(what, step, nbytes, "GB/s", kernel.sync)
+
     def matmul_shape_reason(self, m: int, n: int, k: int, precision: str) -> str | None:
         """fp8 GEMMs (``_scaled_mm``) need K and N to be multiples of 16."""
         if precision == "fp8" and (k % 16 or n % 16):

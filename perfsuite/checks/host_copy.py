@@ -94,4 +94,5 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         },
         close=kernel.close,
         source=backend.timer(case.target.device),
+        bare=backend.host_copy_reference(kernel, NBYTES),
     )
