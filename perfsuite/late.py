@@ -9,7 +9,12 @@ brought in line, so that every view counts the same outcomes:
 
 * a passed check whose new outcome fails the session (``--perf-fail-on``) becomes a failure;
 * a check that failed only for being ``noisy`` (``--perf-fail-on noisy``) and whose new
-  outcome does not fail the session becomes a pass.
+  outcome does not fail the session becomes a pass;
+* a check whose new outcome is a waived regression becomes an expected failure (xfail), as
+  it would have been had it been decided when its test ran.
+
+The session's exit status follows the moved reports (:func:`amend_reports` says by how
+many the failures changed).
 """
 
 from __future__ import annotations
@@ -35,29 +40,47 @@ def _fails_for_noise(text: str) -> bool:
     return f"{WAS}: " in text  # outcome.failure_text of a noisy result
 
 
+def pytest_state(result: Result, fail_on: frozenset[str]) -> str:
+    """How pytest shows a result: ``failed`` (it fails the session), ``xfailed`` or ``passed``."""
+    if result.outcome in fail_on:
+        return "failed"
+    return "xfailed" if result.outcome == "waived" else "passed"
+
+
 def amend_reports(
     config: pytest.Config, late: Mapping[str, Result], fail_on: frozenset[str]
-) -> None:
-    """Move the call reports of checks whose outcome changed between passed and failed."""
+) -> int:
+    """Move the call reports of checks whose outcome changed; the change in failed reports.
+
+    A report is moved between passed, failed and xfailed (a regression with a waiver) as the
+    final outcome says.  A failed report moves only if it failed for being noisy.
+    """
     if not late:
-        return
+        return 0
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     stats: dict[str, list[Any]] = getattr(terminal, "stats", {})
+    moved = 0
     for report in list(stats.get("passed", ())) + list(stats.get("failed", ())):
         result = late.get(report.nodeid)
         if result is None or report.when != "call":
             continue
-        fails = result.outcome in fail_on
-        if report.outcome == "passed" and fails:
-            stats["passed"].remove(report)
+        have, want = report.outcome, pytest_state(result, fail_on)
+        if want == have or (have == "failed" and not _fails_for_noise(report.longreprtext)):
+            continue
+        stats[have].remove(report)
+        report.longrepr = None
+        if want == "failed":
             report.outcome = "failed"
             report.longrepr = outcome.failure_text(result)
-            stats.setdefault("failed", []).append(report)
-        elif report.outcome == "failed" and not fails and _fails_for_noise(report.longreprtext):
-            stats["failed"].remove(report)
+            moved += 1
+        elif want == "xfailed":
+            report.outcome = "skipped"
+            report.wasxfail = result.message
+        else:
             report.outcome = "passed"
-            report.longrepr = None
-            stats.setdefault("passed", []).append(report)
+        moved -= have == "failed"
+        stats.setdefault(want, []).append(report)
+    return moved
 
 
 def junit_path(config: pytest.Config) -> Path | None:
@@ -89,7 +112,8 @@ def amend_junit(
 
     Updates each late check's ``perf_outcome`` and ``perf_baseline`` properties, adds a
     ``<failure>`` where the new outcome fails the session (or drops the one it had for being
-    noisy where it no longer does), and keeps the suite's failure count in step.  Returns
+    noisy where it no longer does), marks a waived regression skipped as an xfail, and keeps
+    the suite's failure and skip counts in step.  Returns
     how many test cases changed; a missing or unreadable file is left alone.
     """
     if not late:
@@ -102,6 +126,7 @@ def amend_junit(
     changed = 0
     for suite in tree.iter("testsuite"):
         failures = int(suite.get("failures", "0"))
+        skipped = int(suite.get("skipped", "0"))
         for case in suite.iter("testcase"):
             result = wanted.get((case.get("classname", ""), case.get("name", "")))
             if result is None:
@@ -124,7 +149,12 @@ def amend_junit(
             ):
                 case.remove(failure)
                 failures -= 1
+            if pytest_state(result, fail_on) == "xfailed" and case.find("skipped") is None:
+                # As pytest writes an expected failure.
+                ET.SubElement(case, "skipped", type="pytest.xfail", message=result.message)
+                skipped += 1
         suite.set("failures", str(failures))
+        suite.set("skipped", str(skipped))
     if changed:
         text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(
             tree.getroot(), encoding="unicode"

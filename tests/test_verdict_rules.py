@@ -502,6 +502,16 @@ def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester)
     result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
     result.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 regressed, 1 quick mode)*"])
     assert path.read_bytes() == before
+    # A waiver makes the regression expected, not good: it stays out of the baseline too.
+    (path.parent / "waivers.toml").write_text(
+        'schema_version = 1\n[[waiver]]\ntest = "*fast*"\nreason = "known slowdown"\n'
+    )
+    result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
+    result.assert_outcomes(xfailed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        ["baseline: refused 1 result(s) (1 regressed (waived), 1 quick mode)*"]
+    )
+    assert path.read_bytes() == before
 
 
 def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> None:
@@ -552,14 +562,12 @@ def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> N
                 "mode (warm-up 0.5 s)") is tagged, (verdict, tag)  # fmt: skip
 
 
-def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -> None:
-    """A check judged first, before the family's other p-values were in, is decided again.
+FAMILY_ARGS = ("-p", "no:cacheprovider", "--perf-alpha=0.2", "--perf-tolerance=0.3",
+               "--perf-samples=5")  # fmt: skip
 
-    Every check runs at half its baseline, whose runs scatter by about 30% (so p is about
-    0.09 each).  Benjamini-Hochberg at alpha 0.2 over 3: the first check alone needs 0.067
-    and is noisy when its test ends; with the second in, 0.133 suffices.  At the end of the
-    session all three are regressed everywhere: record, terminal, pytest and JUnit.
-    """
+
+def half_speed_family(project: pytest.Pytester) -> dict[str, str]:
+    """Baselines at twice the rates' speed whose runs scatter by about 30%: p about 0.09."""
     ids = {
         n: f"test_rates.py::test_rate[{n}-{s}]"
         for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
@@ -576,10 +584,19 @@ def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -
         project.path,
         {ids["fast"]: runs(960.0), ids["slow"]: runs(480.0), ids["other"]: runs(960.0)},
     )
-    result = project.runpytest(
-        "-p", "no:cacheprovider", "--perf-alpha=0.2", "--perf-tolerance=0.3",
-        "--perf-samples=5", "--junitxml=junit.xml",
-    )  # fmt: skip
+    return ids
+
+
+def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -> None:
+    """A check judged first, before the family's other p-values were in, is decided again.
+
+    Every check runs at half its baseline, whose runs scatter by about 30% (so p is about
+    0.09 each).  Benjamini-Hochberg at alpha 0.2 over 3: the first check alone needs 0.067
+    and is noisy when its test ends; with the second in, 0.133 suffices.  At the end of the
+    session all three are regressed everywhere: record, terminal, pytest and JUnit.
+    """
+    ids = half_speed_family(project)
+    result = project.runpytest(*FAMILY_ARGS, "--junitxml=junit.xml")
     record = by_name(last_record(project))
     first = record["fast"]["baseline"]
     assert 0.2 / 3 < first["p_value"] < 0.2 * 2 / 3, first  # the design holds on this machine
@@ -598,6 +615,37 @@ def test_significance_is_final_over_the_whole_family(project: pytest.Pytester) -
     assert props == ["regressed"] * 3
     suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
     assert suite.get("failures") == "3"
+
+
+def test_a_late_outcome_moves_the_exit_status_and_a_waiver_makes_it_an_xfail(
+    project: pytest.Pytester,
+) -> None:
+    """The first check is noisy when its test ends and regressed at the end of the session.
+
+    Under ``--perf-fail-on noisy`` it failed for being noisy: it passes at the end, and so
+    does the session.  With a waiver on it, it ends an expected failure, as it would have
+    been had it been decided when its test ran.
+    """
+    half_speed_family(project)
+    result = project.runpytest(*FAMILY_ARGS, "--perf-fail-on=noisy", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["perfsuite: PASSED*"])
+    suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
+    assert suite.get("failures") == "0"
+
+    (project.path / "baselines" / "slowgpu" / "waivers.toml").write_text(
+        'schema_version = 1\n[[waiver]]\ntest = "*fast*"\nreason = "known slowdown"\n'
+    )
+    result = project.runpytest(*FAMILY_ARGS, "--junitxml=junit.xml")
+    result.assert_outcomes(failed=2, xfailed=1)
+    assert {n: r["outcome"] for n, r in by_name(last_record(project)).items()} == {
+        "fast": "waived", "slow": "regressed", "other": "regressed"
+    }  # fmt: skip
+    suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
+    assert (suite.get("failures"), suite.get("skipped")) == ("2", "1")
+    (skipped,) = suite.iter("skipped")
+    assert skipped.get("type") == "pytest.xfail" and "known slowdown" in skipped.get("message", "")
 
 
 def test_late_outcomes_rewrite_a_junit_file(tmp_path: Path) -> None:
