@@ -46,8 +46,11 @@ def refusals(result: Result, quick: bool) -> list[str]:
     """Why a result should not become part of a baseline (empty when it may)."""
     why = []
     kind = outcome.of(result)
-    if kind in ("fail", "regressed"):
-        why.append(kind if kind == "regressed" else "failed")
+    if kind == "fail":
+        why.append("failed")
+    # A waived regression is still one: taken in, it would become the baseline it is judged by.
+    if result.baseline.verdict == "regressed":
+        why.append("regressed (waived)" if kind == "waived" else "regressed")
     if result.noise.get("flags"):
         why.append("measured " + "; ".join(result.noise["flags"]))
     if quick:
