@@ -1,6 +1,7 @@
 """The ``perfsuite`` command.
 
 * ``perfsuite profiles [show NAME]``: list hardware profiles, or print one;
+* ``perfsuite backends``: the backends ``--perf-backend`` accepts, and which are installed;
 * ``perfsuite compare A.json B.json [--html FILE] [--passes N]``: the pre-upgrade A/B table and
   environment diff;
 * ``perfsuite report RUN.json [--baseline RUN.json] [-o FILE]``: render the HTML report;
@@ -54,6 +55,27 @@ def _profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backends(args: argparse.Namespace) -> int:
+    """Every backend ``--perf-backend`` accepts, whether it is installed, and how to install it."""
+    import importlib.util
+
+    from perfsuite import backends
+    from perfsuite.collectives import LIBRARIES
+
+    def installed(module: str) -> str:
+        return "yes" if not module or importlib.util.find_spec(module) is not None else "no"
+
+    rows = [("name", "kind", "installed", "to install")]
+    for name, backend in backends.registry().items():
+        hint = f"pip install 'perfsuite[{backend.extra}]'" if backend.extra else ""
+        rows.append((name, "framework", installed(backend.module), hint))
+    for name, (module, hint) in LIBRARIES.items():
+        rows.append((name, "collective (allreduce ranks)", installed(module), hint))
+    rows = [rows[0]] + [r if r[2] == "no" else (*r[:3], "") for r in rows[1:]]
+    print("\n".join(format_table(rows)))
+    return 0
+
+
 def _signed(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.0f}%"
 
@@ -80,7 +102,7 @@ def _compare(args: argparse.Namespace) -> int:
         "before; "
         f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
-    judged = compared_record(b, rows)
+    judged = compared_record(b, rows, args.tolerance)
     by_id = {row.id: row for row in rows}
     rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
@@ -115,18 +137,27 @@ def _compare(args: argparse.Namespace) -> int:
     print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
     for key, old, new in diff:
         print(f"  {key}: {old!r} -> {new!r}")
+    compared = [r for r in judged.results if r.id in {row.id for row in rows}]
     if args.html:
+        from dataclasses import replace
+
         from perfsuite.report.html import render
 
-        html = render(
+        # The report shows what compare judged, under compare's --fail-on: its banner and
+        # counts are the ones printed below, and its outcome the exit status.
+        shown = replace(
             judged,
+            results=tuple(compared),
+            settings={**judged.settings, "fail_on": sorted(args.fail_on)},
+        )
+        html = render(
+            shown,
             baseline=before[-1],
             title=f"perfsuite A/B: {before[-1].run_id} -> {b.run_id}",
             compared_with=[a.run_id for a in before],
         )
         write_text_atomic(Path(args.html), html)
         print(f"HTML report: {args.html}")
-    compared = [r for r in judged.results if r.id in {row.id for row in rows}]
     counts = outcome.counts(compared)
     print(
         "\n"
@@ -275,6 +306,7 @@ EXAMPLES = """\
 examples:
   perfsuite profiles                      list hardware profiles, and what auto means here
   perfsuite profiles show h100-sxm        print one profile's figures
+  perfsuite backends                      the backends --perf-backend accepts, installed or not
   perfsuite compare old.json new.json     pre-upgrade A/B: exit 1 on a regression
   perfsuite compare a1.json a2.json b.json --html ab.html
   perfsuite compare a1.json a2.json a3.json a4.json b1.json b2.json --passes 2
@@ -308,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile-dir", action="append", default=[], metavar="DIR", help="extra profile directory"
     )
     profiles.set_defaults(func=_profiles)
+
+    backends = sub.add_parser(
+        "backends", help="list the backends --perf-backend accepts, and which are installed"
+    )
+    backends.set_defaults(func=_backends)
 
     comp = sub.add_parser(
         "compare",
@@ -395,9 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument(
         "--runs",
         type=_positive,
-        default=DEFAULT_WINDOW,
+        default=None,
         metavar="K",
-        help=f"accepted runs kept per check (default: {DEFAULT_WINDOW})",
+        help="accepted runs kept per check (default: the window the baseline was written "
+        f"with, {DEFAULT_WINDOW} for a new one)",
     )
     accept.set_defaults(func=_accept)
     return parser

@@ -320,8 +320,11 @@ def _judged_samples(
     )
 
 
-def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
-    """Run B with each compared result's baseline verdict replaced by the A/B verdict."""
+def compared_record(b: RunRecord, rows: list[Row], tolerance: float | None = None) -> RunRecord:
+    """Run B with each compared result's baseline verdict replaced by the A/B verdict.
+
+    ``tolerance`` is the one the comparison applied, when given (else B's own, as there).
+    """
     by_id = {row.id: row for row in rows}
     results = []
     for r in b.results:
@@ -335,7 +338,7 @@ def compared_record(b: RunRecord, rows: list[Row]) -> RunRecord:
             c,
             row.verdict,
             row.reason,
-            tolerance=r.baseline.tolerance,
+            tolerance=_tolerance(r, tolerance),
             baseline_median=row.a_median,
             significant=row.significant,
             family_size=len(rows),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,20 @@ def test_profiles_lists_every_profile(capsys: pytest.CaptureFixture[str]) -> Non
     for name in ("v100", "a100", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "mi250x"):
         assert f"\n{name} " in out
     assert "1555 GB/s" in out
+
+
+def test_backends_lists_what_perf_backend_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command --perf-backend's help points to; the names are the options' own."""
+    from perfsuite.options import known_backends
+
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    names = {line.split()[0] for line in out.splitlines()[1:]}
+    assert names == set(known_backends())
+    assert "\nnumpy       framework" in out
+    horovod = next(line for line in out.splitlines() if line.startswith("horovod"))
+    installed = importlib.util.find_spec("horovod") is not None
+    assert ("pip install horovod" in horovod) is not installed
 
 
 def test_profiles_show_prints_a_loadable_profile(

@@ -89,19 +89,13 @@ def test_report_and_compare_commands_write_html(
     )
     assert "<!DOCTYPE html>" in out.read_text()
     ab = tmp_path / "ab.html"
-    assert (
-        main(
-            [
-                "compare",
-                str(FIXTURES / "report-baseline.json"),
-                str(FIXTURES / "report-run.json"),
-                "--html",
-                str(ab),
-            ]
-        )
-        == 1
-    )
+    pair = [str(FIXTURES / "report-baseline.json"), str(FIXTURES / "report-run.json")]
+    assert main(["compare", *pair, "--html", str(ab)]) == 1
     assert "FAILED (1 regressed)" in ab.read_text()
+    # The report judges as compare does, under compare's --fail-on: exit and banner agree.
+    assert main(["compare", *pair, "--html", str(ab), "--fail-on", "fail"]) == 0
+    html = ab.read_text()
+    assert 'data-state="passed"' in html and "FAILED" not in html
 
 
 def test_markdown_summary_puts_regressions_first() -> None:
