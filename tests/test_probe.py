@@ -570,3 +570,24 @@ def test_a_corrupt_stored_link_rate_is_a_load_error_and_the_file_is_left(tmp_pat
     with pytest.raises(StorageError, match="machine-probe rate"):
         store.load("cpu")
     assert path.read_bytes() == before
+
+
+def test_a_library_that_will_not_load_is_a_reason_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken toolchain (here: a 'compiler' that writes garbage) gives no library and why."""
+    import tempfile
+
+    from perfsuite import native
+
+    fake = tmp_path / "fake-cc"
+    fake.write_text(
+        '#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho "not a library" > "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    lib, why = native.build("broken_toolchain_probe", "int f(void) { return 1; }", ("-shared",))
+    assert lib is None
+    assert why.startswith("could not build broken_toolchain_probe: OSError"), why
+    assert not list((tmp_path / f"perfsuite-ref-{os.getuid()}").glob("*.so")), "kept the bad .so"
