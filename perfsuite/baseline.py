@@ -218,10 +218,15 @@ class BaselineStore:
     """Reads and writes ``<root>/<profile>/baseline.json``."""
 
     def __init__(
-        self, root: Path, window: int = DEFAULT_WINDOW, history_keep: int = HISTORY_KEEP
+        self, root: Path, window: int | None = None, history_keep: int = HISTORY_KEEP
     ) -> None:
-        """Use ``root``; keep ``window`` runs per check and ``history_keep`` old files."""
-        if window < 1:
+        """Use ``root``; keep ``window`` runs per check and ``history_keep`` old files.
+
+        With no ``window``, a save keeps the window the stored file was written with (so a
+        baseline built with ten runs per check stays at ten), or ``DEFAULT_WINDOW`` for a new
+        file.
+        """
+        if window is not None and window < 1:
             raise ValueError(f"a baseline keeps at least one run, got {window}")
         if history_keep < 0:
             raise ValueError(f"history_keep must be >= 0, got {history_keep}")
@@ -346,6 +351,7 @@ class BaselineStore:
             created = datetime.now(UTC).isoformat(timespec="seconds")
             entries: dict[str, Any] = data["entries"]
             run_policies: dict[str, Any] = data["run_policies"]
+            window = self.window or data["window"] or DEFAULT_WINDOW
             for result in chosen:
                 raw = entries.get(result.id)
                 if isinstance(raw, memoryview):
@@ -369,7 +375,7 @@ class BaselineStore:
                     "metric": result.metric,
                     "unit": result.unit,
                     "higher_is_better": result.higher_is_better,
-                    "runs": [*keep, run.to_dict()][-self.window :],
+                    "runs": [*keep, run.to_dict()][-window:],
                 }
             used = _run_ids(entries.values())
             environments = {k: v for k, v in data["environments"].items() if k in used}
@@ -381,7 +387,7 @@ class BaselineStore:
                 "schema_version": SCHEMA_VERSION,
                 "hardware_profile": profile,
                 "updated": created,
-                "window": self.window,
+                "window": window,
                 "environments": environments,
                 "run_policies": run_policies,
             }
@@ -400,7 +406,9 @@ class BaselineStore:
         other file (hand-edited, older layout, schema 1) is read and checked in full.
         """
         path = self.path(profile)
-        empty: dict[str, Any] = {"entries": {}, "environments": {}, "run_policies": {}}
+        empty: dict[str, Any] = {
+            "entries": {}, "environments": {}, "run_policies": {}, "window": None
+        }  # fmt: skip
         if not path.exists():
             return empty
         data = _read_layout(path)
@@ -417,10 +425,13 @@ class BaselineStore:
                 _entry(path, node_id, raw, data.get("run_policies"))
         environments = data.get("environments", {})
         run_policies = data.get("run_policies", {})
+        window = data.get("window")
         return {
             "entries": entries,
             "environments": environments if isinstance(environments, dict) else {},
             "run_policies": run_policies if isinstance(run_policies, dict) else {},
+            # The stored window, where the file has a sensible one (schema 1 had none).
+            "window": window if isinstance(window, int) and window >= 1 else None,
         }
 
 

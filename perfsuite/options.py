@@ -73,10 +73,11 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "perf_baseline_runs",
         {
             "metavar": "K",
-            "help": f"accepted runs a baseline keeps per check (default: {DEFAULT_WINDOW})",
+            "help": "accepted runs a baseline keeps per check (default: the window the "
+            f"baseline was written with, {DEFAULT_WINDOW} for a new one)",
         },
         "string",
-        str(DEFAULT_WINDOW),
+        "",
     ),
     (
         "--perf-malloc-threshold",
@@ -481,7 +482,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
         save_baseline=bool(option("perf_save_baseline")),
         force_baseline=bool(option("perf_force_baseline")),
         baseline_runs=_parse(
-            "--perf-baseline-runs", option("perf_baseline_runs"), _count(1), "a whole number >= 1"
+            "--perf-baseline-runs",
+            option("perf_baseline_runs"),
+            lambda text: _count(1)(text) if text else None,
+            "a whole number >= 1",
         ),
         malloc_threshold=_parse(
             "--perf-malloc-threshold",

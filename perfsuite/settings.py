@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import allocator, outcome, stats
-from perfsuite.baseline import DEFAULT_WINDOW
 from perfsuite.measure import FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
@@ -25,7 +24,7 @@ class Settings:
     profile_dirs: tuple[Path, ...] = ()
     save_baseline: bool = False
     force_baseline: bool = False
-    baseline_runs: int = DEFAULT_WINDOW
+    baseline_runs: int | None = None  # None: the stored baseline's own window, else 5
     malloc_threshold: int = allocator.DEFAULT_MIB  # MiB; 0 leaves glibc's own policy
     quick: bool = False
     backends: tuple[str, ...] = ()  # run only these backends; empty: all
@@ -67,7 +66,7 @@ class Settings:
             )
         if self.malloc_threshold < 0:
             raise ValueError(f"the malloc threshold is a size, got {self.malloc_threshold}")
-        if self.baseline_runs < 1:
+        if self.baseline_runs is not None and self.baseline_runs < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {self.baseline_runs}")
         unknown = set(self.fail_on) - set(outcome.CHOOSABLE)
         if unknown:

@@ -51,6 +51,23 @@ def test_save_then_load_round_trip_merges_entries(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("slowgpu/.*.tmp")), "no temporary file is left behind"
 
 
+def test_a_save_without_a_window_keeps_the_one_the_baseline_was_written_with(
+    tmp_path: Path,
+) -> None:
+    """Built with 3 runs per check, a baseline stays at 3 when a later save names none."""
+    for i in range(3):
+        BaselineStore(tmp_path, 3).save("slowgpu", [result("a", (i + 1.0,))], f"run-{i}")
+    BaselineStore(tmp_path).save("slowgpu", [result("a", (9.0,))], "run-9")
+    data = json.loads((tmp_path / "slowgpu" / "baseline.json").read_text())
+    assert data["window"] == 3
+    runs = BaselineStore(tmp_path).load("slowgpu").entries["a"].runs
+    assert [r.run_id for r in runs] == ["run-1", "run-2", "run-9"]
+    # A new baseline, with no window named, keeps the default five.
+    for i in range(7):
+        BaselineStore(tmp_path).save("other", [result("a", (i + 1.0,))], f"run-{i}")
+    assert len(BaselineStore(tmp_path).load("other").entries["a"].runs) == 5
+
+
 def test_each_baseline_run_keeps_the_bare_reference_measured_beside_it(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
     bare = {"what": "C STREAM", "value": 30.0, "unit": "GB/s"}
