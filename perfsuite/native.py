@@ -34,16 +34,20 @@ def build(name: str, source: str, flags: tuple[str, ...]) -> tuple[ctypes.CDLL |
             source_path = folder / f"{name}-{digest}.c"
             source_path.write_text(source)
             partial = folder / f".{name}-{digest}-{os.getpid()}.so"
-            proc = subprocess.run(
-                [compiler, *flags, "-o", str(partial), str(source_path)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            if proc.returncode != 0:
-                return None, f"{compiler} could not build {name}: {proc.stderr[-300:]}"
-            os.replace(partial, library)
+            try:
+                proc = subprocess.run(
+                    [compiler, *flags, "-o", str(partial), str(source_path)],
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=120,
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    return None, f"{compiler} could not build {name}: {proc.stderr[-300:]}"
+                os.replace(partial, library)
+            finally:
+                partial.unlink(missing_ok=True)  # what a failed or timed-out build left
         try:
             loaded = ctypes.CDLL(str(library))
         except OSError:

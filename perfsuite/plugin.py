@@ -185,12 +185,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     moved = late.amend_reports(config, changed, perf_session.settings.fail_on)
     session.testsfailed += moved
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
-    if (done.errors or failing) and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if done.errors or failing:
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif (
         moved < 0
         and session.testsfailed <= 0
         and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+        # -x / --maxfail stopped the run on a failure: the checks it never ran stay unknown.
+        and not (session.shouldfail or session.shouldstop)
     ):
         # Every failure was a noisy check that the whole family decided otherwise.
         session.exitstatus = pytest.ExitCode.OK

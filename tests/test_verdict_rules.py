@@ -633,6 +633,10 @@ def test_a_late_outcome_moves_the_exit_status_and_a_waiver_makes_it_an_xfail(
     result.stdout.fnmatch_lines(["perfsuite: PASSED*"])
     suite = next(ET.parse(project.path / "junit.xml").iter("testsuite"))
     assert suite.get("failures") == "0"
+    # Stopped by -x at that failure, the session never ran the other checks: it stays failed.
+    result = project.runpytest(*FAMILY_ARGS, "--perf-fail-on=noisy", "-x")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
     (project.path / "baselines" / "slowgpu" / "waivers.toml").write_text(
         'schema_version = 1\n[[waiver]]\ntest = "*fast*"\nreason = "known slowdown"\n'
