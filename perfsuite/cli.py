@@ -57,21 +57,23 @@ def _profiles(args: argparse.Namespace) -> int:
 
 def _backends(args: argparse.Namespace) -> int:
     """Every backend ``--perf-backend`` accepts, whether it is installed, and how to install it."""
-    import importlib.util
-
     from perfsuite import backends
     from perfsuite.collectives import LIBRARIES
+    from perfsuite.options import installed
 
-    def installed(module: str) -> str:
-        return "yes" if not module or importlib.util.find_spec(module) is not None else "no"
+    def row(name: str, kind: str, module: str, hint: str) -> tuple[str, str, str, str]:
+        here = installed(module)
+        return (name, kind, "yes" if here else "no", "" if here else hint)
 
     rows = [("name", "kind", "installed", "to install")]
-    for name, backend in backends.registry().items():
-        hint = f"pip install 'perfsuite[{backend.extra}]'" if backend.extra else ""
-        rows.append((name, "framework", installed(backend.module), hint))
-    for name, (module, hint) in LIBRARIES.items():
-        rows.append((name, "collective (allreduce ranks)", installed(module), hint))
-    rows = [rows[0]] + [r if r[2] == "no" else (*r[:3], "") for r in rows[1:]]
+    rows += [
+        row(name, "framework", b.module, f"pip install 'perfsuite[{b.extra}]'" if b.extra else "")
+        for name, b in backends.registry().items()
+    ]
+    rows += [
+        row(name, "collective (allreduce ranks)", module, hint)
+        for name, (module, hint) in LIBRARIES.items()
+    ]
     print("\n".join(format_table(rows)))
     return 0
 

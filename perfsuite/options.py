@@ -387,23 +387,25 @@ def _backend_names(text: str) -> tuple[str, ...]:
     return names
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (an empty name: nothing to install)."""
+    import importlib.util
+
+    return not module or importlib.util.find_spec(module) is not None
+
+
 def known_backends() -> dict[str, bool]:
     """Every backend a check can run on, and whether it is installed here.
 
     The framework backends of the registry, and the collective libraries the allreduce
     check launches ranks with (MPI, Horovod).
     """
-    import importlib.util
-
     from perfsuite import backends
     from perfsuite.collectives import LIBRARIES
 
-    known = {
-        n: not b.module or importlib.util.find_spec(b.module) is not None
-        for n, b in backends.registry().items()
-    }
+    known = {n: installed(b.module) for n, b in backends.registry().items()}
     for name, (module, _hint) in LIBRARIES.items():
-        known.setdefault(name, importlib.util.find_spec(module) is not None)
+        known.setdefault(name, installed(module))
     return known
 
 
