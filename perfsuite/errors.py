@@ -9,6 +9,23 @@ def first_line(thing: object) -> str:
     return text.splitlines()[0] if text else ""
 
 
+# A skip reason with this marker is one a person must see even without ``-rs``: the checks
+# could have run here, and an installation problem stopped them (e.g. a CPU-only TensorFlow on
+# a machine with GPUs).  The terminal lifts the warning into the session's verdict block.
+LOUD_SKIP = ". WARNING: "
+
+
+def with_warning(reason: str, warning: str) -> str:
+    """``reason`` marked as a loud skip that carries ``warning``."""
+    return f"{reason}{LOUD_SKIP}{warning}"
+
+
+def loud_skip(reason: str) -> str | None:
+    """The warning a skip reason carries (after :data:`LOUD_SKIP`), or None."""
+    _, marked, warning = reason.partition(LOUD_SKIP)
+    return warning.strip() or None if marked else None
+
+
 class PerfsuiteError(Exception):
     """A problem the user can fix; its message says what is wrong and where."""
 

@@ -20,10 +20,10 @@ import pytest
 # imported; the controller of an xdist run collects none, so the plugin imports them.
 import perfsuite.checks  # noqa: F401
 from perfsuite import allocator, environment, late, noise, options, outcome, tolerances
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, loud_skip
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Result
-from perfsuite.report.terminal import loud_skip, skip_warning_lines, summary_lines, verdict_lines
+from perfsuite.report.terminal import skip_warning_lines, summary_lines, verdict_lines
 from perfsuite.selection import outside
 from perfsuite.session import Finished, PerfSession, finish
 

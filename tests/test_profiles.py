@@ -300,7 +300,7 @@ def test_the_precision_table_says_what_each_gpu_needs_and_writes() -> None:
 
 def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
     from perfsuite.backends.tensorflow import gpu_blind_reason
-    from perfsuite.report.terminal import loud_skip
+    from perfsuite.errors import loud_skip
 
     reason = gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=8)
     assert "8 GPU(s) are visible" in reason and "perfsuite[tensorflow-gpu]" in reason

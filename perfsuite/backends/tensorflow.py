@@ -15,6 +15,7 @@ from typing import Any
 
 from perfsuite.backends import base, reference
 from perfsuite.backends.base import PRECISION, STREAM_SCALAR, STREAM_WORD, Backend, ConvSpec
+from perfsuite.errors import with_warning
 from perfsuite.hardware.detect import gpu_facts
 from perfsuite.measure import Bare
 
@@ -305,17 +306,19 @@ def gpu_blind_reason(device: str, tf_gpus: int, cuda_build: bool, visible: int) 
     build = "a CUDA build" if cuda_build else "a CPU-only build"
     reason = f"TensorFlow ({build}) sees {tf_gpus} GPU(s); no {device} here"
     if visible > tf_gpus and not cuda_build:
-        reason += (
-            f". WARNING: {visible} GPU(s) are visible on this machine but the installed "
+        return with_warning(
+            reason,
+            f"{visible} GPU(s) are visible on this machine but the installed "
             "TensorFlow cannot use them (on x86_64 the 'tensorflow' extra installs "
-            "tensorflow-cpu); on a GPU runner: pip install 'perfsuite[tensorflow-gpu]'"
+            "tensorflow-cpu); on a GPU runner: pip install 'perfsuite[tensorflow-gpu]'",
         )
-    elif visible > tf_gpus:
-        reason += (
-            f". WARNING: {visible} GPU(s) are visible on this machine but TensorFlow finds "
+    if visible > tf_gpus:
+        return with_warning(
+            reason,
+            f"{visible} GPU(s) are visible on this machine but TensorFlow finds "
             f"{tf_gpus}: its CUDA libraries or the driver do not match (TensorFlow logs why "
             'at import; python -c "import tensorflow as tf; '
-            "print(tf.config.list_physical_devices('GPU'))\")"
+            "print(tf.config.list_physical_devices('GPU'))\")",
         )
     return reason
 

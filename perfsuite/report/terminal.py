@@ -88,18 +88,6 @@ def _counts(counter: Counter[str], order: Sequence[str]) -> str:
     return ", ".join(f"{counter[k]} {k}" for k in order if counter.get(k))
 
 
-# A skip reason with this marker is one a person must see even without ``-rs``: the checks
-# could have run here, and an installation problem stopped them (e.g. a CPU-only TensorFlow on
-# a machine with GPUs).
-LOUD_SKIP = ". WARNING: "
-
-
-def loud_skip(reason: str) -> str | None:
-    """The warning a skip reason carries (after :data:`LOUD_SKIP`), or None."""
-    _, marked, warning = reason.partition(LOUD_SKIP)
-    return warning.strip() or None if marked else None
-
-
 def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
     """One line per distinct warning carried by skip reasons, with how many checks it cost."""
     return [
