@@ -1,7 +1,7 @@
 """Run-to-run spread: N fresh-process runs of the quick suite, max/min of each check's median.
 
 Usage: python benchmarks/spread.py [--runs 5] [--limit 1.15] [--per-machine-speed]
-                                  [-- extra pytest args]
+                                  [--keep DIR] [-- extra pytest args]
        python benchmarks/spread.py --records RUN.json [RUN.json ...] [--per-machine-speed]
 
 Each run is a new ``python -m pytest suites/ --perf-quick`` process (nothing is compared
@@ -63,12 +63,22 @@ def main() -> None:
     )
     parser.add_argument("--per-machine-speed", action="store_true")
     parser.add_argument(
+        "--keep",
+        type=Path,
+        help="write the runs' records under this new folder and keep them (for --records, or "
+        "benchmarks/power_bound.py)",
+    )
+    parser.add_argument(
         "--per-link-state",
         action="store_true",
         help="also the spread within each state of the CPUs' link (see perfsuite/probe.py)",
     )
     parser.add_argument("pytest_args", nargs="*", default=["suites/"])
     args = parser.parse_args()
+    if args.keep and args.records:
+        parser.error("--keep is for new runs; --records reads runs that exist")
+    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: the folder exists and is not empty")
     medians: dict[str, list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     adjusted: dict[str, list[float]] = defaultdict(list)
@@ -76,7 +86,7 @@ def main() -> None:
         args.runs = len(args.records)
         read_records(args.records, medians, units, adjusted)
     else:
-        run_suite(args.runs, args.pytest_args, medians, units, adjusted)
+        run_suite(args.runs, args.pytest_args, medians, units, adjusted, args.keep)
     report(medians, units, args.runs, args.limit)
     report_reasons(medians, adjusted, args.runs, args.limit)
     report_fidelity(args.runs)
@@ -131,18 +141,20 @@ def run_suite(
     medians: dict[str, list[float]],
     units: dict[str, str],
     adjusted: dict[str, list[float]],
+    keep: Path | None = None,
 ) -> None:
     """Run the quick suite ``runs`` times in fresh processes and read their records."""
-    with tempfile.TemporaryDirectory() as tmp:
-        reports = Path(tmp) / "reports"
-        (Path(tmp) / "baselines").mkdir()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or Path(scratch)
+        reports = tmp / "reports"
+        (tmp / "baselines").mkdir(parents=True)
         for i in range(runs):
             print(f"run {i + 1}/{runs}", flush=True)
             subprocess.run(
                 [
                     sys.executable, "-m", "pytest", *pytest_args, "--perf-quick", "-q",
                     "-p", "no:cacheprovider", "--perf-report-dir", str(reports),
-                    "--perf-baseline-dir", str(Path(tmp) / "baselines"), "--perf-fail-on", "fail",
+                    "--perf-baseline-dir", str(tmp / "baselines"), "--perf-fail-on", "fail",
                 ],
                 cwd=ROOT,
                 env=os.environ,
