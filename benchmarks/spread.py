@@ -65,8 +65,8 @@ def main() -> None:
     parser.add_argument(
         "--keep",
         type=Path,
-        help="write the runs' records under this new folder and keep them (for --records, or "
-        "benchmarks/power_bound.py)",
+        help="keep the runs' records under DIR/reports/*/*.json (a new or empty folder), for "
+        "--records or benchmarks/power_bound.py",
     )
     parser.add_argument(
         "--per-link-state",
@@ -77,8 +77,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.keep and args.records:
         parser.error("--keep is for new runs; --records reads runs that exist")
-    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
-        parser.error(f"--keep {args.keep}: the folder exists and is not empty")
+    if args.keep:
+        args.keep = args.keep.resolve()  # the suite runs from the repository's root
+        if args.keep.exists() and (not args.keep.is_dir() or any(args.keep.iterdir())):
+            parser.error(f"--keep {args.keep}: exists and is not an empty folder")
     medians: dict[str, list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     adjusted: dict[str, list[float]] = defaultdict(list)

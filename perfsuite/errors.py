@@ -11,7 +11,7 @@ def first_line(thing: object) -> str:
 
 # A skip reason with this marker is one a person must see even without ``-rs``: the checks
 # could have run here, and an installation problem stopped them (e.g. a CPU-only TensorFlow on
-# a machine with GPUs).  The terminal lifts the warning into the session's verdict block.
+# a machine with GPUs).  The plugin lifts the warning into the session's verdict block.
 LOUD_SKIP = ". WARNING: "
 
 

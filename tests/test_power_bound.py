@@ -29,3 +29,10 @@ def test_within_limit_is_certain_without_spread_and_rare_with_much() -> None:
     rng = np.random.default_rng(0)
     assert power_bound.within_limit(1e-6, 5, 1.15, rng) == 1.0
     assert power_bound.within_limit(0.5, 5, 1.15, rng) < 0.01
+
+
+def test_shared_out_holds_when_every_check_is_quiet() -> None:
+    # sds of 0.1% (a GPU's) put every d near 180; identical runs give an sd floor of 1e-9.
+    for d in (np.array([150.0, 180.0, 220.0]), np.array([2.2e8, 3.0])):
+        z = power_bound.shared_out(d, 0.01)
+        assert abs(np.mean(sps.norm.sf(z)) - 0.01) < 1e-9
