@@ -51,6 +51,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from benchmarks.variance_levels import deviations, load
+from perfsuite import probe
 
 SEED = 2026
 DRAWS = 20000
@@ -85,27 +86,27 @@ def per_machine_speed(runs: list[list[dict[str, Any]]]) -> None:
     """Divide each probed check's samples by the probe's speed beside it, in place."""
     for run in runs:
         for result in run:
-            machine = (result.get("context") or {}).get("machine") or {}
-            component = machine.get("component")
-            speed = machine.get(component) if component else None
-            if not speed:
+            machine = (result.get("context") or {}).get("machine")
+            if probe.own_rate(machine) is None:
                 continue
-            factor = 1 / float(speed) if result["higher_is_better"] else float(speed)
-            result["samples"] = [float(v) * factor for v in result["samples"]]
+            hib = result["higher_is_better"]
+            result["samples"] = [probe.per_speed(float(v), machine, hib) for v in result["samples"]]
 
 
-def repetition_variance(runs: list[list[dict[str, Any]]], order: list[str]) -> np.ndarray:
-    """Per check, the mean over runs of ``(pi/2) s_w^2 / n``: its run median's own variance."""
-    out = np.zeros(len(order))
-    for j, check in enumerate(order):
-        parts = []
-        for run in runs:
-            result = next(r for r in run if r["id"] == check)
-            logs = np.log(np.asarray(result["samples"], dtype=float))
-            if logs.size > 1:
-                parts.append(math.pi / 2 * float(np.var(logs, ddof=1)) / logs.size)
-        out[j] = float(np.mean(parts)) if parts else 0.0
-    return out
+def repetition_variance(
+    runs: list[list[dict[str, Any]]], order: list[str], within: np.ndarray
+) -> np.ndarray:
+    """Per check, the mean over runs of ``(pi/2) s_w^2 / n``: its run median's own variance.
+
+    ``within`` is :func:`deviations`' sd of each run's repetitions (runs x checks; NaN for a
+    run of one sample, which says nothing and is left out).
+    """
+    counts = np.array(
+        [[len({r["id"]: r for r in run}[c]["samples"]) for c in order] for run in runs]
+    )
+    part = math.pi / 2 * within**2 / counts
+    known = np.isfinite(part)
+    return np.where(known, part, 0.0).sum(axis=0) / np.maximum(known.sum(axis=0), 1)
 
 
 def main() -> None:
@@ -134,12 +135,12 @@ def main() -> None:
         parser.error(f"cannot read the run records: {type(exc).__name__}: {exc}")
     if args.per_machine_speed:
         per_machine_speed(runs)
-    order, dev, _ = deviations(runs)
+    order, dev, within = deviations(runs)
     n = len(runs)
     # A floor keeps an sd of 0 (identical runs) finite: its power is 1 either way.
     sd = np.maximum(dev.std(axis=0, ddof=1), 1e-9)
     low = sd * math.sqrt((n - 1) / sps.chi2.ppf(0.975, n - 1))
-    between = np.sqrt(np.maximum(sd**2 - repetition_variance(runs, order), 1e-18))
+    between = np.sqrt(np.maximum(sd**2 - repetition_variance(runs, order, within), 1e-18))
     effect = -math.log(1 - args.slowdown)
     scale = math.sqrt(1 + 1 / args.baseline_runs)
     rate = args.false_alarms
@@ -156,17 +157,14 @@ def main() -> None:
         f"{args.baseline_runs} runs within {args.limit} |"
     )
     print("|---|---|---|---|---|---|")
-    rows = []
-    for j, check in enumerate(order):
-        d, d_low = effect / (sd[j] * scale), effect / (low[j] * scale)
-        p, p_low = (
-            float(power(np.array(d), np.array(z_same))),
-            float(power(np.array(d_low), np.array(z_same))),
+    d_measured, d_low = effect / (sd * scale), effect / (low * scale)
+    same, same_low = power(d_measured, z_same), power(d_low, z_same)
+    within_ok = [within_limit(float(s), args.baseline_runs, args.limit, rng) for s in sd]
+    for j in sorted(range(len(order)), key=lambda j: -sd[j]):
+        print(
+            f"| {order[j]} | {sd[j]:.1%} | {low[j]:.1%} | {same[j]:.0%} | {same_low[j]:.0%} | "
+            f"{within_ok[j]:.0%} |"
         )
-        ok = within_limit(float(sd[j]), args.baseline_runs, args.limit, rng)
-        rows.append((check, sd[j], low[j], p, p_low, ok))
-    for check, s, s_low, p, p_low, ok in sorted(rows, key=lambda r: -r[1]):
-        print(f"| {check} | {s:.1%} | {s_low:.1%} | {p:.0%} | {p_low:.0%} | {ok:.0%} |")
 
     print(
         f"\n| the whole suite | power bound at {args.slowdown:.0%} | checks with a bound >= 95% |"
@@ -178,11 +176,11 @@ def main() -> None:
         ("endless repetitions in a run", between),
     ):
         d = effect / (sds * scale)
-        same = power(d, np.full_like(d, z_same))
+        at_rate = power(d, np.full_like(d, z_same))
         best = power(d, shared_out(d, rate))
         print(
-            f"| {label}, same false-alarm rate | {np.mean(same):.1%} | "
-            f"{int(np.sum(same >= 0.95))} of {len(d)} |"
+            f"| {label}, same false-alarm rate | {np.mean(at_rate):.1%} | "
+            f"{int(np.sum(at_rate >= 0.95))} of {len(d)} |"
         )
         print(
             f"| {label}, false alarms shared out | {np.mean(best):.1%} | "
@@ -194,7 +192,7 @@ def main() -> None:
         f"at most {needed:.1%}; {int(np.sum(sd <= needed))} of {len(order)} checks have one "
         f"here (median {np.median(sd):.1%}; {np.median(between):.1%} with endless repetitions)."
     )
-    expected = np.mean([r[5] for r in rows])
+    expected = np.mean(within_ok)
     print(
         f"Expected share of checks whose {args.baseline_runs} fresh runs stay within "
         f"{args.limit}: {expected:.0%} (of {len(order)})."

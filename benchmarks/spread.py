@@ -129,12 +129,9 @@ def read_records(
             REFERENCES[result.id].append(bare_reference_value(result.context))
             bare = result.context.get("bare_reference")
             PAIRED[result.id].append(isinstance(bare, dict) and bare.get("paired") is True)
-            component = machine.get("component")
-            if component and machine.get(component):
-                speed = float(machine[component])
-                adjusted[result.id].append(
-                    median / speed if result.higher_is_better else median * speed
-                )
+            per_speed = probe.per_speed(median, machine, result.higher_is_better)
+            if per_speed is not None:
+                adjusted[result.id].append(per_speed)
 
 
 def run_suite(

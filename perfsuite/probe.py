@@ -510,6 +510,20 @@ def rate(reading: Any, component: str, source: str | None = None) -> float | Non
     return float(value)
 
 
+def own_rate(reading: Any) -> float | None:
+    """The rate of the component the reading's check follows (``reading["component"]``)."""
+    component = reading.get("component") if isinstance(reading, Mapping) else None
+    return rate(reading, str(component)) if component else None
+
+
+def per_speed(value: float, reading: Any, higher_is_better: bool) -> float | None:
+    """``value`` per unit of the machine's speed beside it (a latency times it), or None."""
+    speed = own_rate(reading)
+    if speed is None:
+        return None
+    return value / speed if higher_is_better else value * speed
+
+
 def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
     """What a baseline run keeps of a check's reading: its component's rate and source.
 
@@ -517,10 +531,10 @@ def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
     where it was read and held one state over the check (a run measured across two states
     belongs to neither).
     """
-    component = reading.get("component") if isinstance(reading, Mapping) else None
-    value = rate(reading, str(component)) if component else None
+    value = own_rate(reading)
     if value is None:
         return None
+    component = reading["component"]
     out = {
         "component": str(component),
         str(component): value,

@@ -591,3 +591,11 @@ def test_a_library_that_will_not_load_is_a_reason_not_an_error(
     assert lib is None
     assert why.startswith("could not build broken_toolchain_probe: OSError"), why
     assert not list((tmp_path / f"perfsuite-ref-{os.getuid()}").glob("*.so")), "kept the bad .so"
+
+
+def test_per_speed_divides_a_rate_and_multiplies_a_latency_by_the_checks_component() -> None:
+    reading = {"component": "memory", "memory": 20.0, "cache": 50.0}
+    assert probe.per_speed(10.0, reading, higher_is_better=True) == 0.5
+    assert probe.per_speed(10.0, reading, higher_is_better=False) == 200.0
+    assert probe.per_speed(10.0, {"component": "memory", "memory": 0.0}, True) is None
+    assert probe.per_speed(10.0, None, True) is None
