@@ -40,6 +40,7 @@ from perfsuite.storage import (
     write_chunks_atomic,
     write_text_atomic,
 )
+from perfsuite.validate import bad_samples, is_sample, parse_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -181,11 +182,16 @@ def _entry(
         values = run.get("samples")
         if not isinstance(values, list) or not values:
             raise bad(f"run {i} has no samples")
-        wrong = not_finite_positive(values)
+        wrong = bad_samples(values)
         if wrong:
             raise bad(f"run {i} has a sample that is not a finite positive number: {wrong[0]!r}")
+        for key in ("run_id", "created"):
+            if not isinstance(run.get(key, ""), str):
+                raise bad(f"run {i}: {key!r} is not text")
         policy = run.get("policy", {})
-        if isinstance(policy, dict) and not_finite_positive([policy.get("reference", 1.0)]):
+        if not isinstance(policy, dict):
+            raise bad(f"run {i}: 'policy' is not an object")
+        if not is_sample(policy.get("reference", 1.0)):
             raise bad(
                 f"run {i} has a reference that is not a finite positive number: "
                 f"{policy['reference']!r}"
@@ -207,6 +213,17 @@ def _entry(
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
+
+
+def _updated(path: Path) -> str:
+    """The time a baseline file says it was written (its ``updated``), or "" if unreadable."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return ""
+    found = re.search(rb'"updated":\s*"([0-9T:+.\-Z]{1,40})"', head)
+    return found.group(1).decode("ascii") if found else ""
 
 
 def _stamp() -> str:
@@ -312,19 +329,35 @@ class BaselineStore:
 
         The copy is a hard link to the current file (the new one is renamed over the old
         name, so the link keeps the old content): atomic, and no copy of a large file. Where
-        links are not possible the file is copied atomically instead.
+        links are not possible the file is copied atomically instead.  The oldest copies by
+        the time written in each (``updated``) are removed; only regular files inside the
+        profile's own folder are ever touched.
         """
-        directory = self.history_dir(profile)
+        directory = self.own_history_dir(profile)
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"baseline-{_stamp()}.json"
         try:
             os.link(self.path(profile), target)
         except OSError:
             write_text_atomic(target, self.path(profile).read_text(encoding="utf-8"))
-        kept = sorted(directory.glob("baseline-*.json"))
+        kept = sorted(
+            (p for p in directory.glob("baseline-*.json") if p.is_file() and not p.is_symlink()),
+            key=lambda p: (_updated(p), p.name),
+        )
         for old in kept[: max(0, len(kept) - self.history_keep)]:
             with contextlib.suppress(OSError):
                 old.unlink()
+
+    def own_history_dir(self, profile: str) -> Path:
+        """history/, refused when it is a link or leads out of the profile's folder."""
+        directory = self.history_dir(profile)
+        folder = (self.root / profile).resolve()
+        if directory.is_symlink() or (directory.exists() and directory.resolve().parent != folder):
+            raise StorageError(
+                f"{directory}: is a link out of the baseline folder; perfsuite keeps and prunes "
+                "old baselines only inside it (replace the link with a folder)"
+            )
+        return directory
 
     def save(
         self,
@@ -343,7 +376,7 @@ class BaselineStore:
         chosen = [r for r in results if r.samples]
         safe_profile_name(profile)
         with self.locked(profile):
-            for directory in (self.root / profile, self.history_dir(profile)):
+            for directory in (self.root / profile, self.own_history_dir(profile)):
                 # Every writer holds this lock, so any temporary file here is a dead one.
                 clean_stale_temporaries(directory, older_than_s=0.0)
             path = self.path(profile)
@@ -355,7 +388,7 @@ class BaselineStore:
             for result in chosen:
                 raw = entries.get(result.id)
                 if isinstance(raw, memoryview):
-                    raw = json.loads(bytes(raw))
+                    raw = parse_json(bytes(raw).decode("utf-8", "replace"), str(path), "baseline")
                 old = _entry(path, result.id, raw, run_policies) if raw is not None else None
                 keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:
@@ -377,6 +410,8 @@ class BaselineStore:
                     "higher_is_better": result.higher_is_better,
                     "runs": [*keep, run.to_dict()][-window:],
                 }
+            for result in chosen:  # what is written must read back
+                _entry(path, result.id, entries[result.id], run_policies)
             used = _run_ids(entries.values())
             environments = {k: v for k, v in data["environments"].items() if k in used}
             if environment is not None:
@@ -480,8 +515,10 @@ def _read_layout(path: Path) -> dict[str, Any] | None:
     if hashlib.sha256(view[first + 1 : last]).hexdigest().encode("ascii") != close.group(1):
         return None
     try:
-        header = json.loads(data[: first - len(_OPEN)] + b"}")
-    except ValueError:
+        header = parse_json(
+            (data[: first - len(_OPEN)] + b"}").decode("utf-8"), str(path), "baseline"
+        )
+    except (StorageError, UnicodeDecodeError):
         return None
     if not isinstance(header, dict):
         return None

@@ -13,9 +13,9 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 
+# The words a stored verdict may hold (the loaders refuse anything else).
 FLOOR_VERDICTS = ("pass", "fail", "no-reference")
 BASELINE_VERDICTS = ("ok", "regressed", "improved", "noisy", "new")
-OUTCOMES = ("pass", "fail", "regressed", "noisy", "no-reference", "floor-warning", "error")
 
 
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,7 +78,7 @@ class BaselineVerdict:
     reason: str = ""
     ci_low: float | None = None  # confidence interval of the ratio
     ci_high: float | None = None
-    p_value: float | None = None  # Mann-Whitney U, two-sided
+    p_value: float | None = None  # the two-level Student's t test, two-sided
     significant: bool | None = None  # after the family's correction (see ``final``)
     n_baseline: int | None = None
     few_samples: bool = False
@@ -89,7 +89,7 @@ class BaselineVerdict:
     run_spread: float | None = None  # largest distance of a baseline run from its centre
     between_source: str = ""  # runs, runs+prior, prior or unknown
     detectable: float | None = None  # smallest slowdown detectable at the family threshold
-    family_size: int | None = None  # the Holm family this verdict was judged in
+    family_size: int | None = None  # the family (BH or Holm) this verdict was judged in
     threshold: float | None = None  # the family's first (strictest) threshold
     blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
     guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
@@ -151,9 +151,9 @@ class Result:
             higher_is_better=bool(data["higher_is_better"]),
             samples=tuple(float(v) for v in data["samples"]),
             seconds=tuple(float(v) for v in data.get("seconds", ())),
-            summary=Summary(**data["summary"]),
-            work=Work(**data["work"]),
-            floor=FloorVerdict(**data["floor"]),
+            summary=Summary(**_known(Summary, data["summary"])),
+            work=Work(**_known(Work, data["work"])),
+            floor=FloorVerdict(**_known(FloorVerdict, data["floor"])),
             baseline=_baseline_verdict(data["baseline"]),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
@@ -169,8 +169,26 @@ class Result:
 
 
 @dataclass(frozen=True)
+class Crash:
+    """A selected check that produced no judged result: it errored, crashed or timed out."""
+
+    id: str
+    phase: str  # the pytest phase that failed: setup, call or teardown
+    message: str  # the first line of the error
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Crash:
+        """Rebuild a crash from its JSON form."""
+        return cls(str(data["id"]), str(data["phase"]), str(data["message"]))
+
+
+@dataclass(frozen=True)
 class RunRecord:
-    """Everything one session measured, with the profile and environment it ran on."""
+    """Everything one session measured, with the profile and environment it ran on.
+
+    ``incomplete`` says why the run did not run every selected check (an interrupt); empty
+    for a run that completed.  ``crashed`` lists the selected checks that produced no result.
+    """
 
     run_id: str
     created: str  # UTC, ISO 8601
@@ -181,10 +199,14 @@ class RunRecord:
     duration_s: float | None = None
     schema_version: int = SCHEMA_VERSION
     derived: Mapping[str, Any] = field(default_factory=dict)  # roofline, knob speedups
+    incomplete: str = ""
+    crashed: tuple[Crash, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data in the public run-record layout."""
         return {
+            "incomplete": self.incomplete,
+            "crashed": [asdict(c) for c in self.crashed],
             "schema_version": self.schema_version,
             "run_id": self.run_id,
             "created": self.created,
@@ -209,4 +231,6 @@ class RunRecord:
             duration_s=data.get("duration_s"),
             schema_version=int(data["schema_version"]),
             derived=dict(data.get("derived", {})),
+            incomplete=str(data.get("incomplete", "")),
+            crashed=tuple(Crash.from_dict(c) for c in data.get("crashed", ())),
         )

@@ -2,33 +2,86 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from perfsuite.errors import StorageError
-from perfsuite.model import SCHEMA_VERSION, RunRecord
-from perfsuite.storage import is_plain_name, not_finite_positive, read_json
+from perfsuite.model import (
+    BASELINE_VERDICTS,
+    FLOOR_VERDICTS,
+    SCHEMA_VERSION,
+    Crash,
+    Result,
+    RunRecord,
+)
+from perfsuite.storage import is_plain_name, read_json
+from perfsuite.validate import bad_samples, check_fields, check_value
+
+MAX_RECORD_BYTES = 512 << 20
+# Fields of a result's free-form maps that perfsuite reads, with the type each must have.
+_READ_KEYS: dict[str, dict[str, Any]] = {
+    "noise": {"flags": tuple[str, ...], "foreign_cores": float | None},
+    "waiver": {"test": str, "reason": str, "status": str, "expires": str | None},
+    "context": {"expectations": tuple[Mapping[str, Any], ...], "timer": str},
+    "source": {"kind": str},
+}
 
 
 def load_record(path: Path) -> RunRecord:
-    """Load and check one run record: fields, sample values and the profile's name."""
-    data = read_json(path, "run record", SCHEMA_VERSION)
-    try:
-        record = RunRecord.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StorageError(f"{path}: corrupt run record: bad or missing field ({exc})") from None
-    name = record.hardware_profile.get("name")
+    """Load and check one run record: every field's type, every sample, the profile's name.
+
+    Anything a later step would trip over is a StorageError naming the file and the entry.
+    """
+    data = read_json(path, "run record", SCHEMA_VERSION, max_bytes=MAX_RECORD_BYTES)
+    check_record(data, str(path))
+    return RunRecord.from_dict(data)
+
+
+def check_record(data: Mapping[str, Any], where: str) -> None:
+    """Raise StorageError unless ``data`` is a run record perfsuite can use whole."""
+    check_fields(RunRecord, data, where, optional=frozenset())
+    name = data["hardware_profile"].get("name")
     if not is_plain_name(name):
         raise StorageError(
-            f"{path}: run record names hardware profile {name!r}, which is not a plain name"
+            f"{where}: run record names hardware profile {name!r}, which is not a plain name"
         )
-    for result in record.results:
-        bad = not_finite_positive(result.samples)
-        if not result.samples or bad:
-            raise StorageError(
-                f"{path}: result {result.id!r}: samples must be finite positive numbers, got "
-                f"{list(result.samples)[:5] if not bad else bad[:3]!r}"
-            )
-    return record
+    if not data["run_id"].strip():
+        raise StorageError(f"{where}: run record has an empty run_id")
+    crashed = data.get("crashed", [])
+    check_value(crashed, tuple[Crash, ...], f"{where}: crashed")
+    seen: set[str] = set()
+    for i, raw in enumerate(data.get("results", [])):
+        rid = raw.get("id") if isinstance(raw, dict) else None
+        label = f"{where}: result {rid!r}" if isinstance(rid, str) else f"{where}: result {i}"
+        check_result(raw, label)
+        if raw["id"] in seen:
+            raise StorageError(f"{label} appears twice")
+        seen.add(raw["id"])
+
+
+def check_result(raw: Any, where: str) -> None:
+    """Raise StorageError unless ``raw`` is one result perfsuite can judge, show and store."""
+    check_fields(Result, raw, where)
+    for key in ("id", "metric", "unit", "check"):
+        if not raw[key].strip():
+            raise StorageError(f"{where}: {key!r} is empty")
+    bad = bad_samples(raw["samples"])
+    if not raw["samples"] or bad:
+        raise StorageError(
+            f"{where}: samples must be finite positive numbers, got {(bad or raw['samples'])[:3]!r}"
+        )
+    if raw["floor"]["verdict"] not in FLOOR_VERDICTS:
+        raise StorageError(f"{where}: floor verdict {raw['floor']['verdict']!r} is unknown")
+    if raw["baseline"]["verdict"] not in BASELINE_VERDICTS:
+        raise StorageError(f"{where}: baseline verdict {raw['baseline']['verdict']!r} is unknown")
+    for field, keys in _READ_KEYS.items():
+        value = raw.get(field)
+        if not isinstance(value, dict):
+            continue
+        for key, hint in keys.items():
+            if key in value:
+                check_value(value[key], hint, f"{where}: {field}.{key}")
 
 
 def profiles(report_dir: Path) -> list[str]:
@@ -48,9 +101,9 @@ def history(
 ) -> list[RunRecord]:
     """The run records of a profile (the ``last`` ones by run id), oldest first.
 
-    With ``skip_unreadable`` a corrupt record is left out (and its error appended to
-    ``problems``); otherwise it is an error naming it.  Run ids begin with their UTC time,
-    so sorting the file names sorts the runs.
+    With ``skip_unreadable`` a corrupt record, or one of another profile, is left out (and
+    its error appended to ``problems``); otherwise it is an error naming it.  Run ids begin
+    with their UTC time, so sorting the file names sorts the runs.
     """
     paths = sorted((report_dir / profile).glob("*.json"))
     if not paths and not skip_unreadable:
@@ -58,7 +111,13 @@ def history(
     runs = []
     for path in paths[-last:] if last else paths:
         try:
-            runs.append(load_record(path))
+            record = load_record(path)
+            recorded = record.hardware_profile.get("name")
+            if recorded != profile:
+                raise StorageError(
+                    f"{path}: a run record of profile {recorded!r} in the folder of {profile!r}"
+                )
+            runs.append(record)
         except StorageError as exc:
             if not skip_unreadable:
                 raise

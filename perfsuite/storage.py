@@ -131,10 +131,30 @@ def check_writable(directory: Path) -> None:
         ) from None
 
 
-def read_json(path: Path, what: str, schema_version: int | Collection[int]) -> dict[str, Any]:
-    """Read a JSON object and check its schema version(s); the file is never modified."""
+MAX_JSON_BYTES = 1 << 30  # a file perfsuite reads whole: a baseline of many checks fits
+
+
+def read_json(
+    path: Path,
+    what: str,
+    schema_version: int | Collection[int],
+    max_bytes: int = MAX_JSON_BYTES,
+) -> dict[str, Any]:
+    """Read a JSON object and check its schema version(s); the file is never modified.
+
+    The text passes :func:`perfsuite.validate.parse_json` (depth, integer size, finite
+    numbers) and the file is at most ``max_bytes`` long.
+    """
+    from perfsuite.validate import parse_json
+
     accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
     try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise StorageError(
+                f"{path}: {what} is {size} bytes, more than the {max_bytes} this perfsuite "
+                "reads (file left untouched)"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
@@ -142,17 +162,11 @@ def read_json(path: Path, what: str, schema_version: int | Collection[int]) -> d
         raise StorageError(
             f"{path}: corrupt {what}: not UTF-8 text (file left untouched)"
         ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StorageError(
-            f"{path}: corrupt or truncated {what}: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno} (file left untouched)"
-        ) from None
+    data = parse_json(text, str(path), what)
     if not isinstance(data, dict):
         raise StorageError(f"{path}: corrupt {what}: expected a JSON object (file left untouched)")
     found = data.get("schema_version")
-    if found not in accepted or isinstance(found, bool):
+    if not isinstance(found, int) or isinstance(found, bool) or found not in accepted:
         readable = " or ".join(str(v) for v in sorted(accepted))
         raise StorageError(
             f"{path}: {what} has schema_version {found!r}, this perfsuite reads "
@@ -167,6 +181,10 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
+        raise StorageError(f"{path}: malformed {what}: {exc}") from None
+    except UnicodeDecodeError:
+        raise StorageError(f"{path}: malformed {what}: not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, say
         raise StorageError(f"{path}: malformed {what}: {exc}") from None
     except OSError as exc:
         raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None

@@ -80,6 +80,8 @@ def load(profile_dir: Path) -> list[Waiver]:
     data = read_toml(path, "waivers file")
     check_toml_keys(path, data, SCHEMA_VERSION, {"waiver"}, "; expected [[waiver]] entries")
     entries = data.get("waiver", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StorageError(f"{path}: 'waiver' must be [[waiver]] tables, got {entries!r:.60}")
     lines = _header_lines(path.read_text(encoding="utf-8"))
     waivers = []
     for index, entry in enumerate(entries):

@@ -183,8 +183,8 @@ def _check_value(path: Path, dotted: str, kind: str, value: Any) -> None:
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ProfileError(f"{where} must be a number, got {value!r}")
-        if not math.isfinite(value) or value <= 0:
-            raise ProfileError(f"{where} must be a positive number, got {value!r}")
+        if not math.isfinite(value) or not 0 < value <= 1e100:
+            raise ProfileError(f"{where} must be a positive number, got {value!r:.40}")
     elif kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ProfileError(f"{where} must be an integer, got {value!r}")
@@ -270,6 +270,10 @@ def load_profile(path: Path) -> HardwareProfile:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not valid TOML: not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, say
         raise ProfileError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read profile: {exc.strerror}") from None

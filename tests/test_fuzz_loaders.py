@@ -1,0 +1,233 @@
+"""Property-based fuzzing of every loader and command: a bad file is one line, never a traceback.
+
+Hypothesis mutates a valid run record and a valid baseline: it picks a place in the JSON
+tree and puts there a value of another kind (a huge integer, 1.7e308, 5e-324, text, a
+boolean, nothing, a list, deep nesting), or removes the key.  Every command that reads the
+file must then either work or exit with a usage error naming it, and a pytest run against
+a mutated baseline must end without INTERNALERROR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfsuite import outcome
+from perfsuite.baseline import BaselineStore
+from perfsuite.cli import main as cli
+from perfsuite.errors import StorageError
+from perfsuite.records import load_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RECORD = json.loads((FIXTURES / "run-a-tf220.json").read_text())
+PROFILE = RECORD["hardware_profile"]["name"]
+DEEP = "[" * 5000 + "]" * 5000
+# Examples per loader; CI runs these many, a developer may raise them with the variable.
+FUZZ_EXAMPLES = int(os.environ.get("PERFSUITE_FUZZ_EXAMPLES", "300"))
+
+hostile_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([10**400, 1.7e308, -1.7e308, 5e-324, 0, -1, 1e-30, 2**63, "1e400"]),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.sampled_from(["123", "fast", "", "NaN", "\u202e", "<b>x</b>", "[l](javascript:x)"]),
+)
+hostile = st.recursive(
+    hostile_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON tree (dict keys and list indices)."""
+    out = [prefix] if prefix else []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out += paths(v, (*prefix, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data[:3]):
+            out += paths(v, (*prefix, i))
+    return out
+
+
+RECORD_PATHS = paths(RECORD)
+
+
+def mutated(data: Any, where: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    copy = json.loads(json.dumps(data))
+    node = copy
+    for key in where[:-1]:
+        node = node[key]
+    if delete and isinstance(node, dict):
+        node.pop(where[-1], None)
+    else:
+        node[where[-1]] = value
+    return copy
+
+
+def dump(data: Any) -> str:
+    """JSON text of ``data``; the marker string DEEP becomes real deep nesting."""
+    return json.dumps(data, allow_nan=True).replace(json.dumps(DEEP), DEEP)
+
+
+def run_cli(args: list[str]) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli(args)
+    return code, err.getvalue()
+
+
+COUNTS: dict[str, int] = {}
+
+
+def _count(name: str) -> None:
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    where=st.sampled_from(RECORD_PATHS),
+    value=st.one_of(hostile, st.just(DEEP)),
+    delete=st.booleans(),
+)
+def test_a_mutated_record_through_every_command(
+    tmp_path_factory: pytest.TempPathFactory, where: tuple[Any, ...], value: Any, delete: bool
+) -> None:
+    tmp = tmp_path_factory.mktemp("rec")
+    bad = tmp / "reports" / PROFILE / "bad.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(dump(mutated(RECORD, where, value, delete)))
+    good = FIXTURES / "run-b-tf221.json"
+    try:
+        load_record(bad)
+        loaded = True
+    except StorageError:
+        loaded = False
+    _count("record")
+    commands = [
+        ["compare", str(bad), str(good)],
+        ["compare", str(good), str(bad)],
+        ["report", str(bad), "-o", str(tmp / "r.html"), "--report-dir", str(tmp / "reports")],
+        ["baseline", "accept", str(bad), "--baseline-dir", str(tmp / "baselines")],
+        ["history", "--report-dir", str(tmp / "reports"), "--profile", PROFILE],
+    ]
+    for args in commands:
+        code, err = run_cli(args)  # any exception fails the test with its traceback
+        _count(args[0])
+        assert code in (0, 1, 2, 3), (args, code)
+        if not loaded and args[0] != "history":
+            assert code == outcome.EXIT_USAGE and str(bad) in err, (args, err)
+    if loaded and (tmp / "baselines").exists():
+        # What accept wrote reads back.
+        BaselineStore(tmp / "baselines").load(PROFILE)
+
+
+def _baseline_data(tmp: Path) -> dict[str, Any]:
+    store = BaselineStore(tmp)
+    record = load_record(FIXTURES / "run-a-tf220.json")
+    store.save(PROFILE, list(record.results), record.run_id)
+    return json.loads(store.path(PROFILE).read_text())
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_mutated_baseline_loads_cleanly_or_names_itself(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    tmp = tmp_path_factory.mktemp("base")
+    raw = _baseline_data(tmp)
+    where = data.draw(st.sampled_from(paths(raw)))
+    value = data.draw(st.one_of(hostile, st.just(DEEP)))
+    path = BaselineStore(tmp).path(PROFILE)
+    path.write_text(dump(mutated(raw, where, value, data.draw(st.booleans()))))
+    _count("baseline")
+    try:
+        baseline = BaselineStore(tmp).load(PROFILE)
+    except StorageError as exc:
+        assert str(path) in str(exc)
+        return
+    # A baseline that loads can be judged against: every entry's levels compute.
+    from perfsuite import stats
+
+    for entry in baseline.entries.values():
+        lv = stats.levels(entry.run_samples, higher_is_better=entry.higher_is_better)
+        stats.compare([40.0, 41.0, 39.0], entry.run_samples, higher_is_better=True, lv=lv)
+    # And the next accept merges into it, or refuses it by name.
+    code, err = run_cli(
+        ["baseline", "accept", str(FIXTURES / "run-b-tf221.json"), "--baseline-dir", str(tmp)]
+    )
+    assert code in (0, 2), err
+
+
+SLEEP_CHECK = """
+import time
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_stream(perf):
+    perf.measure(Workload(
+        check="toy", params={}, metric="bandwidth", unit="GB/s",
+        work=Work(1.0, "B"), run=lambda: time.sleep(0.0005),
+    ))
+"""
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_pytest_run_against_a_mutated_baseline_never_ends_in_internalerror(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    shutil.rmtree(pytester.path / "baselines", ignore_errors=True)
+    pytester.makeini(
+        "[pytest]\nperf_quick = true\nperf_hw = slowgpu\nperf_profile_dir = profiles\n"
+        "perf_allow_missing_device = true\n"
+    )
+    if not (pytester.path / "profiles").exists():
+        shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makepyfile(test_toy=SLEEP_CHECK)
+    tmp = tmp_path_factory.mktemp("pb")
+    record = load_record(FIXTURES / "run-a-tf220.json")
+    from dataclasses import replace
+
+    result = replace(record.results[0], id="test_toy.py::test_stream")
+    store = BaselineStore(tmp)
+    store.save("slowgpu", [result], "r1")
+    raw = json.loads(store.path("slowgpu").read_text())
+    where = data.draw(st.sampled_from([p for p in paths(raw) if p and p[0] == "entries"]))
+    value = data.draw(st.one_of(hostile, st.just(DEEP)))
+    target = pytester.path / "baselines" / "slowgpu" / "baseline.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(dump(mutated(raw, where, value, data.draw(st.booleans()))))
+    _count("pytest")
+    run = pytester.runpytest()
+    text = run.stdout.str() + run.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text, text[-3000:]
+    assert run.ret in (0, 1, 4), text[-2000:]
+    if run.ret == pytest.ExitCode.USAGE_ERROR:
+        assert str(target) in text
