@@ -4,7 +4,8 @@ Used by ``benchmarks/verdicts.py`` (power) and ``scripts/screenshots.py`` (a rep
 regressions): with ``PERFSUITE_INJECT_SLOWDOWN=0.2`` every sample's duration, as its source
 measured it, is stretched to 1/(1-0.2) = 1.25 times, so every metric falls by exactly 20%
 (a rate to 0.8 of itself, a latency to 1.25 times).  Load it with ``-p benchmarks.slowdown``;
-without the variable it does nothing.
+without the variable it does nothing.  It implements perfsuite's ``pytest_perfsuite_measured`` hook
+(:mod:`perfsuite.hookspec`).
 
 The stretch is applied to the measured durations, not by a busy wait after each repetition:
 a busy wait only slows work that runs in the timed thread, so a tf.data pipeline (whose
@@ -20,11 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
 
-import pytest
-
-from perfsuite import fixture, measure
+from perfsuite import measure
 
 
 def stretched(
@@ -42,19 +40,14 @@ def stretched(
     return dataclasses.replace(m, seconds=seconds, values=values, bare=bare)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Wrap the suite's measurement when a slowdown is asked for."""
+def pytest_perfsuite_measured(
+    workload: measure.Workload, measurement: measure.Measurement
+) -> measure.Measurement | None:
+    """The measurement stretched by ``PERFSUITE_INJECT_SLOWDOWN`` (perfsuite's hook)."""
     fraction = float(os.environ.get("PERFSUITE_INJECT_SLOWDOWN", "0") or 0)
     if not 0 < fraction < 1:
-        return
-    factor = 1 / (1 - fraction)
+        return None
     only = os.environ.get("PERFSUITE_INJECT_SLOWDOWN_PARAM", "")
-    original = measure.measure  # what perfsuite.fixture calls, by that name
-
-    def slower(workload: measure.Workload, *args: Any, **kwargs: Any) -> measure.Measurement:
-        m = original(workload, *args, **kwargs)
-        if only and only not in {str(v) for v in workload.params.values()}:
-            return m
-        return stretched(m, workload, factor)
-
-    setattr(fixture, "measure", slower)  # noqa: B010 (fixture imported it by name)
+    if only and only not in {str(v) for v in workload.params.values()}:
+        return None
+    return stretched(measurement, workload, 1 / (1 - fraction))

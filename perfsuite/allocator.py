@@ -40,6 +40,9 @@ from typing import Any
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers
 M_MMAP_THRESHOLD = -3
 DEFAULT_MIB = 256
+# mallopt takes a C int: the largest threshold it can be given, in bytes and in whole MiB.
+C_INT_MAX = 2**31 - 1
+MAX_MIB = C_INT_MAX // 2**20
 
 _state: dict[str, Any] = {"pinned": False, "reason": "not set (glibc's own policy)"}
 TF_BFC = "TF_CPU_ALLOCATOR_USE_BFC"
@@ -56,11 +59,14 @@ def pin(mib: int) -> dict[str, Any]:
     if mallopt is None:
         _state = {"pinned": False, "reason": "not glibc: the C allocator's policy is its own"}
         return dict(_state)
+    if mib > MAX_MIB:
+        raise ValueError(f"an mmap threshold of {mib} MiB does not fit mallopt's C int")
     value = mib * 2**20
-    if mallopt(M_MMAP_THRESHOLD, value) != 1 or mallopt(M_TRIM_THRESHOLD, 2 * value) != 1:
+    trim = min(2 * value, C_INT_MAX)  # what glibc is given, not what was asked
+    if mallopt(M_MMAP_THRESHOLD, value) != 1 or mallopt(M_TRIM_THRESHOLD, trim) != 1:
         _state = {"pinned": False, "reason": f"glibc refused an mmap threshold of {mib} MiB"}
         return dict(_state)
-    _state = {"pinned": True, "mmap_threshold_bytes": value, "trim_threshold_bytes": 2 * value}
+    _state = {"pinned": True, "mmap_threshold_bytes": value, "trim_threshold_bytes": trim}
     return dict(_state)
 
 

@@ -82,8 +82,34 @@ def _signed(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.0f}%"
 
 
+def distinct_inputs(paths: Sequence[str], loaded: Sequence[RunRecord]) -> None:
+    """Refuse a record given twice: it is one run, and counting it twice fakes evidence."""
+    seen: dict[str, str] = {}
+    for path, record in zip(paths, loaded, strict=True):
+        for key in (f"file {Path(path).resolve()}", f"run {record.run_id}"):
+            if key in seen:
+                raise PerfsuiteError(
+                    f"{path}: the same {key.split()[0]} as {seen[key]} ({key.split(' ', 1)[1]}); "
+                    "each run record counts once: give each run once"
+                )
+            seen[key] = path
+
+
+def not_an_input(output: str | Path, inputs: Sequence[str | Path], what: str) -> Path:
+    """An output path that names none of the inputs (it would overwrite a run record)."""
+    out = Path(output)
+    for path in inputs:
+        if out.resolve() == Path(path).resolve():
+            raise PerfsuiteError(f"{what} {output}: that is an input of this command; name another")
+    return out
+
+
 def _compare(args: argparse.Namespace) -> int:
-    *before, b = sessions([records.load_record(Path(p)) for p in args.runs], args.passes)
+    if args.html:
+        not_an_input(args.html, args.runs, "--html")
+    loaded = [records.load_record(Path(p)) for p in args.runs]
+    distinct_inputs(args.runs, loaded)
+    *before, b = sessions(loaded, args.passes)
     if args.passes > 1:
         print(
             f"sessions of {args.passes} passes: each check kept from its fastest pass, "
@@ -165,10 +191,19 @@ def _compare(args: argparse.Namespace) -> int:
         "\n"
         + (
             ", ".join(f"{counts[k]} {k}" for k in outcome.ORDER if counts.get(k))
-            or "nothing compared"
+            or "nothing compared: "
+            + (
+                f"B ({b.run_id}) holds no results"
+                if not b.results
+                else "no check was measured in both A and B, in the same unit"
+            )
         )
     )
-    verdict = outcome.session_verdict(compared, args.fail_on)
+    if b.incomplete:
+        print(f"B ({b.run_id}) is incomplete: {b.incomplete}")
+    for crash in b.crashed:
+        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {crash.message}")
+    verdict = outcome.record_verdict(judged, args.fail_on, results=compared)
     worst = verdict.named()
     print(
         f"\ncompare: {verdict.headline}"
@@ -196,7 +231,8 @@ def _report(args: argparse.Namespace) -> int:
     profile = str(record.hardware_profile.get("name"))
     if args.report_dir and (Path(args.report_dir) / profile).is_dir():
         history = _readable_history(Path(args.report_dir), profile)
-    out = Path(args.output or Path(args.run).with_suffix(".html"))
+    inputs = [args.run, *([args.baseline] if args.baseline else [])]
+    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
     write_text_atomic(out, render(record, baseline=baseline, history=history))
     print(f"HTML report: {out}")
     return 0
@@ -452,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfsuiteError as exc:
         print(f"perfsuite: error: {exc}", file=sys.stderr)
         return outcome.EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
+        sys.stderr.close()
+        return outcome.EXIT_OK
 
 
 if __name__ == "__main__":

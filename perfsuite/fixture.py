@@ -13,7 +13,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -122,6 +122,19 @@ class Perf:
         # Outside the except block, so the report is the one line, not a chained traceback.
         _fail(message)
 
+    def _noise_snapshot(self) -> noise.Snapshot:
+        """What the machine is doing now (a ``pytest_perfsuite_noise_snapshot`` hook may say)."""
+        hook = self._request.config.hook
+        reading: noise.Snapshot | None = hook.pytest_perfsuite_noise_snapshot(with_gpus=True)
+        return reading if reading is not None else noise.snapshot()
+
+    def _machine_reading(self) -> dict[str, Any]:
+        """The machine probe now (a ``pytest_perfsuite_machine_reading`` hook may say)."""
+        reading: dict[str, Any] | None = (
+            self._request.config.hook.pytest_perfsuite_machine_reading()
+        )
+        return reading if reading is not None else probe.host_probe().measure()
+
     def _measure(self, workload: Workload, seen: list[str]) -> Result:
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
@@ -131,17 +144,23 @@ class Perf:
         # only for the in-process clock (child ranks and device events time themselves).
         benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
-        machine = probe.host_probe().measure()
-        before = noise.snapshot()
+        hook = self._request.config.hook
+        machine = self._machine_reading()
+        before = self._noise_snapshot()
         with framework_warnings(seen):
             measurement = measure(
                 workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
             )
+        measurement = hook.pytest_perfsuite_measured(
+            workload=workload, measurement=measurement
+        ) or (measurement)
         if seen:
             context = {**workload.context, "framework_warnings": seen}
             workload = dataclasses.replace(workload, context=context)
-        guards = noise.assess(before, noise.snapshot(), _outside_tree_cpu(workload, measurement))
-        machine = probe.combine(machine, probe.host_probe().measure())
+        guards = noise.assess(
+            before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
+        )
+        machine = probe.combine(machine, self._machine_reading())
         result = judge.judge(
             self._item.nodeid,
             workload,

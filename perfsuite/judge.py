@@ -242,6 +242,13 @@ class Judge:
             prior=self.baseline.prior,
             **bounded,
         )
+        stored = self.baseline.get(node_id)
+        if entry is None and stored is not None:  # a changed unit is another measurement
+            baseline = replace(
+                baseline,
+                reason=f"unit mismatch: the baseline measured this check in {stored.unit!r}, "
+                f"this run in {workload.unit!r}; judged as new (save a baseline to replace it)",
+            )
         if entry is not None:
             baseline = replace(baseline, blind=blind_note(baseline, plan, len(values)))
             if runs is not every_run:  # the median is shown in the check's own unit

@@ -461,7 +461,14 @@ def settings_from_config(config: pytest.Config) -> Settings:
         return config.getini(ini) if value is None else value
 
     def path(ini: str) -> Path:
-        p = Path(option(ini))
+        text = str(option(ini)).strip()
+        if not text:
+            flag = "--" + ini.replace("_", "-")
+            raise pytest.UsageError(
+                f"{flag}: empty path (an unset CI variable?); name a folder, or leave the "
+                "option out for its default"
+            )
+        p = Path(text)
         return p if p.is_absolute() else config.rootpath / p
 
     samples_raw = str(option("perf_samples")).strip()

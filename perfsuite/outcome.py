@@ -6,6 +6,8 @@ Markdown summary, the HTML report, JUnit properties and ``perfsuite compare``) a
 
 * ``fail``: the best sample missed a floor taken from a datasheet figure, or a check's own
   expectation (e.g. a FLOP-count cross-check) did not hold;
+  a floor missed while the run flagged its own evidence (foreign load, a throttled GPU) is
+  ``noisy`` instead: a verdict never goes red on evidence the suite knows is tainted;
 * ``regressed``: worse than the baseline, materially and significantly (not waived);
 * ``noisy``: a change beyond the tolerance that cannot be confirmed (not significant, or
   measured under foreign load or throttling), or a comparison too dispersed to judge;
@@ -23,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from perfsuite.model import Result
+from perfsuite.model import Crash, Result, RunRecord
 
 ORDER = ("fail", "regressed", "noisy", "floor-warning", "waived", "no-reference", "pass")
 DEFAULT_FAIL_ON = frozenset({"fail", "regressed"})
@@ -41,8 +43,8 @@ def of(result: Result) -> str:
     """The outcome of one judged result."""
     floor, base = result.floor, result.baseline
     expectations = result.context.get("expectations", ())
-    if floor.verdict == "fail" and not floor.estimated:
-        return "fail"
+    if floor_missed(result):
+        return "noisy" if tainted(result) else "fail"
     if any(not e.get("passed", True) for e in expectations if isinstance(e, dict)):
         return "fail"
     if base.verdict == "regressed":
@@ -54,6 +56,16 @@ def of(result: Result) -> str:
     if floor.verdict == "no-reference" and base.verdict == "new":
         return "no-reference"
     return "pass"
+
+
+def floor_missed(result: Result) -> bool:
+    """Whether the best sample missed a floor taken from a datasheet figure (not an estimate)."""
+    return result.floor.verdict == "fail" and not result.floor.estimated
+
+
+def tainted(result: Result) -> bool:
+    """Whether the run flagged its own evidence (foreign load, throttling) for this check."""
+    return bool(result.noise.get("flags"))
 
 
 def counts(results: Iterable[Result]) -> Counter[str]:
@@ -88,6 +100,8 @@ def worst_first(results: Iterable[Result]) -> list[Result]:
 def floor_label(result: Result) -> str:
     """The floor verdict as every view shows it: an estimated peak's miss is a warning."""
     f = result.floor
+    if floor_missed(result) and tainted(result):
+        return "fail (under load)"
     return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
 
 
@@ -95,8 +109,11 @@ def floor_label(result: Result) -> str:
 class SessionVerdict:
     """A session's outcome under its ``--perf-fail-on``, as every view states it."""
 
-    # "failed": an outcome --perf-fail-on names; "inconclusive": none, but a check is noisy;
-    # "passed": neither.  Regressions --perf-fail-on tolerates are named in every state.
+    # "interrupted": the run stopped before every selected check ran (it proves nothing);
+    # "failed": a selected check crashed, or an outcome --perf-fail-on names;
+    # "inconclusive": none, but a check is noisy; "empty": nothing was judged at all;
+    # "passed": every selected check was judged and none of the above.  Regressions
+    # --perf-fail-on tolerates are named in every state.
     state: str
     counts: Counter[str]
     failing: list[Result] = field(default_factory=list)  # worst first
@@ -104,13 +121,21 @@ class SessionVerdict:
     # Regressions and floor failures that --perf-fail-on does not count as failing.
     tolerated: list[Result] = field(default_factory=list)
     total: int = 0
+    crashed: tuple[Crash, ...] = ()  # selected checks that produced no result
+    incomplete: str = ""  # why the run stopped early (an interrupt)
 
     @property
     def headline(self) -> str:
         """``FAILED (2 regressed)``, ``INCONCLUSIVE (3 noisy)`` or ``PASSED (54 checks)``."""
+        crashed = f"{len(self.crashed)} crashed" if self.crashed else ""
+        if self.state == "interrupted":
+            judged = f"{self.total} check{'' if self.total == 1 else 's'} judged"
+            return f"INTERRUPTED ({', '.join(x for x in (judged, crashed) if x)})"
         if self.state == "failed":
             kinds = Counter(of(r) for r in self.failing)
-            return f"FAILED ({_count_text(kinds)})"
+            return f"FAILED ({', '.join(x for x in (crashed, _count_text(kinds)) if x)})"
+        if self.state == "empty":
+            return "INCONCLUSIVE (nothing judged)"
         if self.state == "inconclusive":
             text = f"INCONCLUSIVE ({len(self.noisy)} noisy"
         else:
@@ -123,14 +148,18 @@ class SessionVerdict:
     @property
     def exit_code(self) -> int:
         """``perfsuite compare``'s exit status for this verdict."""
-        return {"failed": EXIT_REGRESSED, "inconclusive": EXIT_INCONCLUSIVE}.get(
-            self.state, EXIT_OK
-        )
+        return {
+            "failed": EXIT_REGRESSED,
+            "inconclusive": EXIT_INCONCLUSIVE,
+            "empty": EXIT_INCONCLUSIVE,
+            "interrupted": EXIT_INCONCLUSIVE,
+        }.get(self.state, EXIT_OK)
 
     def named(self, n: int = 3) -> str:
-        """The ``n`` worst failing checks by name (no file path), then how many more."""
-        names = ", ".join(r.id.rsplit("::", 1)[-1] for r in self.failing[:n])
-        more = len(self.failing) - n
+        """The ``n`` worst failing checks by name (no file path), crashed first, then more."""
+        ids = [c.id for c in self.crashed] + [r.id for r in self.failing]
+        names = ", ".join(i.rsplit("::", 1)[-1] for i in ids[:n])
+        more = len(ids) - n
         return names + (f" and {more} more" if more > 0 else "")
 
 
@@ -139,16 +168,56 @@ def _count_text(counter: Counter[str]) -> str:
 
 
 def session_verdict(
-    results: Sequence[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON
+    results: Sequence[Result],
+    fail_on: Iterable[str] = DEFAULT_FAIL_ON,
+    *,
+    crashed: Sequence[Crash] = (),
+    incomplete: str = "",
 ) -> SessionVerdict:
-    """The one session verdict: failed, inconclusive or passed (see :func:`exit_code`)."""
+    """The one session verdict (see :class:`SessionVerdict` and :func:`exit_code`).
+
+    PASSED only when every selected check produced a judged result: a crashed check fails
+    the session, an interrupted run proves nothing, and judging nothing is no pass.
+    """
     ordered = worst_first(results)
     chosen = set(fail_on)
     failing_ = [r for r in ordered if of(r) in chosen]
     noisy = [r for r in ordered if of(r) == "noisy" and "noisy" not in chosen]
     tolerated = [r for r in ordered if of(r) in ("fail", "regressed") and of(r) not in chosen]
-    state = "failed" if failing_ else "inconclusive" if noisy else "passed"
-    return SessionVerdict(state, counts(results), failing_, noisy, tolerated, total=len(ordered))
+    if incomplete:
+        state = "interrupted"
+    elif failing_ or crashed:
+        state = "failed"
+    elif not ordered:
+        state = "empty"
+    else:
+        state = "inconclusive" if noisy else "passed"
+    return SessionVerdict(
+        state,
+        counts(results),
+        failing_,
+        noisy,
+        tolerated,
+        total=len(ordered),
+        crashed=tuple(crashed),
+        incomplete=incomplete,
+    )
+
+
+def record_verdict(
+    record: RunRecord, fail_on: Iterable[str] | None = None, results: Sequence[Result] | None = None
+) -> SessionVerdict:
+    """The session verdict of a run record, under its own ``--perf-fail-on`` unless given.
+
+    ``results``: the ones to judge by, where a view shows a part of the record (compare).
+    """
+    chosen = fail_on if fail_on is not None else record.settings.get("fail_on") or DEFAULT_FAIL_ON
+    return session_verdict(
+        list(record.results if results is None else results),
+        chosen,
+        crashed=record.crashed,
+        incomplete=record.incomplete,
+    )
 
 
 def parse_fail_on(text: str) -> frozenset[str]:

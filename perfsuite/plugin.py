@@ -22,7 +22,7 @@ import perfsuite.checks  # noqa: F401
 from perfsuite import allocator, environment, late, noise, options, outcome, tolerances
 from perfsuite.errors import PerfsuiteError, loud_skip
 from perfsuite.fixture import RESULT_KEY, Perf
-from perfsuite.model import Result
+from perfsuite.model import Crash, Result
 from perfsuite.report.terminal import skip_warning_lines, summary_lines, verdict_lines
 from perfsuite.selection import outside
 from perfsuite.session import Finished, PerfSession, finish
@@ -41,6 +41,13 @@ SKIP_WARNINGS_KEY = pytest.StashKey[Counter[str]]()
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register perfsuite's hooks (see :mod:`perfsuite.hookspec`)."""
+    from perfsuite import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -169,13 +176,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput["perfsuite_software"] = environment.software()  # type: ignore[attr-defined]
         return
     perf_session = config.stash[SESSION_KEY]
-    if not perf_session.results:
-        selected = config.stash[SELECTED_KEY]
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        perf_session.incomplete = "interrupted before every selected check ran"
+    selected = config.stash[SELECTED_KEY]
+    if not (perf_session.results or perf_session.crashed or perf_session.incomplete):
         if selected and not perf_session.settings.allow_empty:
             config.stash[EMPTY_KEY] = len(selected)
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
+    if not (perf_session.results or perf_session.crashed or selected):
+        return  # interrupted before any perf check started: nothing to record
     env: dict[str, Any] = environment.fingerprint(config.stash[VARIABLES_KEY])
     from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
     env["software"] = environment.merge_software(env["software"], from_workers)
@@ -185,7 +196,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     moved = late.amend_reports(config, changed, perf_session.settings.fail_on)
     session.testsfailed += moved
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
-    if done.errors or failing:
+    if done.errors or failing or perf_session.crashed:
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif (
@@ -222,6 +233,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line, **markup)
 
 
+def crash_of(
+    report: pytest.TestReport, results: list[Result], fail_on: frozenset[str]
+) -> Crash | None:
+    """The crash a failed report of a selected perf check shows, or None.
+
+    A check that failed for its judged outcome (a floor, a regression) did not crash; one
+    that failed in any other way (an exception, a timeout, a failing assertion after it
+    measured, a worker that died) produced no verdict that explains the failure.
+    """
+    if report.when == "call" and any(r.outcome in fail_on for r in results):
+        return None
+    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    message = (errors or lines or ["failed"])[0].removeprefix("E ").strip()
+    return Crash(report.nodeid, report.when or "call", message[:300])
+
+
 def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
     """The session's verdict lines, the last thing before pytest's own counts."""
     warnings = skip_warning_lines(config.stash[SKIP_WARNINGS_KEY])
@@ -240,7 +268,12 @@ def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
         )
     elif FINISHED_KEY in config.stash:
         perf_session = config.stash[SESSION_KEY]
-        for line, markup in verdict_lines(perf_session.results, perf_session.settings.fail_on):
+        for line, markup in verdict_lines(
+            perf_session.results,
+            perf_session.settings.fail_on,
+            crashed=perf_session.crashed,
+            incomplete=perf_session.incomplete,
+        ):
             terminalreporter.write_line(line, **markup)
 
 
@@ -264,14 +297,17 @@ class ResultCollector:
             warning = loud_skip(str(report.longrepr[2]))
             if warning:
                 self._config.stash[SKIP_WARNINGS_KEY][warning] += 1
-        if report.when != "call":
-            return
+        perf_session = self._config.stash[SESSION_KEY]
         payload = [value for name, value in report.user_properties if name == RESULT_PROPERTY]
-        if not payload:
-            return
-        report.user_properties = [p for p in report.user_properties if p[0] != RESULT_PROPERTY]
-        for data in payload:
-            self._config.stash[SESSION_KEY].add(Result.from_dict(cast("dict[str, Any]", data)))
+        results = [Result.from_dict(cast("dict[str, Any]", data)) for data in payload]
+        if report.when == "call" and payload:
+            report.user_properties = [p for p in report.user_properties if p[0] != RESULT_PROPERTY]
+            for result in results:
+                perf_session.add(result)
+        if report.failed and report.nodeid in self._config.stash[SELECTED_KEY]:
+            crash = crash_of(report, results, perf_session.settings.fail_on)
+            if crash is not None:
+                perf_session.add_crash(crash)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:

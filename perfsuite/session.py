@@ -27,7 +27,7 @@ from perfsuite.errors import ProfileError, StorageError
 from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge, finalize
-from perfsuite.model import Result, RunRecord
+from perfsuite.model import Crash, Result, RunRecord
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
@@ -65,6 +65,8 @@ class PerfSession:
     settings: Settings
     registry: ProfileRegistry = field(init=False)
     results: list[Result] = field(default_factory=list)
+    crashed: list[Crash] = field(default_factory=list)  # selected checks with no result
+    incomplete: str = ""  # why the run stopped before every selected check ran
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     started: float = field(default_factory=time.perf_counter)
     run_id: str = ""
@@ -143,6 +145,12 @@ class PerfSession:
         """Resolve the profile, load its baseline and check writability; raise on bad input."""
         self.check_device()
         self.check_baseline_dir()
+        folder = self.settings.baseline_dir / self.profile.name
+        if folder.exists() and not folder.is_dir():
+            raise StorageError(
+                f"{folder}: is a file where the baselines of profile {self.profile.name!r} "
+                "belong (a folder); move it away so the baseline can be read"
+            )
         self.judge  # noqa: B018 - loads and validates the baseline, tolerances and waivers now
         check_writable(self.settings.report_dir / self.profile.name)
         if self.settings.save_baseline:
@@ -155,6 +163,22 @@ class PerfSession:
     def add(self, result: Result) -> None:
         """Keep a result (from this process or from an xdist worker)."""
         self.results.append(result)
+
+    def add_crash(self, crash: Crash) -> None:
+        """Keep a selected check that produced no result (its first failing phase only)."""
+        if crash.id not in {c.id for c in self.crashed}:
+            self.crashed.append(crash)
+
+    def why_not_saved(self) -> str:
+        """Why this run saves no baseline at all, whatever its results; empty when it may."""
+        if self.incomplete:
+            return f"the run is incomplete ({self.incomplete}); an incomplete run never saves one"
+        if self.crashed and not self.settings.force_baseline:
+            return (
+                f"{len(self.crashed)} selected check(s) crashed, so the run is not a whole "
+                "baseline; --perf-force-baseline saves the checks that measured"
+            )
+        return ""
 
     def finalize(self) -> list[str]:
         """Decide every result's significance over the whole family (all xdist workers').
@@ -195,6 +219,8 @@ class PerfSession:
             settings=settings,
             duration_s=round(time.perf_counter() - self.started, 3),
             derived=sections.compute(self.profile, self.results),
+            incomplete=self.incomplete,
+            crashed=tuple(self.crashed),
         )
 
     def record_path(self) -> Path:
@@ -266,6 +292,7 @@ class Finished:
     baseline_path: Path | None = None
     saved: int = 0
     refused: dict[str, list[str]] = field(default_factory=dict)
+    not_saved: str = ""  # why no baseline was saved at all, when one was asked for
     errors: list[str] = field(default_factory=list)
     late: list[str] = field(default_factory=list)  # outcomes changed by the whole family
 
@@ -300,7 +327,9 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
             done.errors.append(
                 f"{settings.markdown}: Markdown summary not written: {exc.strerror or exc}"
             )
-    if settings.save_baseline:
+    if settings.save_baseline and session.why_not_saved():
+        done.not_saved = session.why_not_saved()
+    elif settings.save_baseline:
         try:
             done.baseline_path, done.saved, done.refused = session.save_baseline(environment)
         except PerfsuiteError as exc:

@@ -66,6 +66,11 @@ class Settings:
             )
         if self.malloc_threshold < 0:
             raise ValueError(f"the malloc threshold is a size, got {self.malloc_threshold}")
+        if self.malloc_threshold > allocator.MAX_MIB:
+            raise ValueError(
+                f"--perf-malloc-threshold {self.malloc_threshold}: at most "
+                f"{allocator.MAX_MIB} MiB (glibc's mallopt takes a C int of bytes)"
+            )
         if self.baseline_runs is not None and self.baseline_runs < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {self.baseline_runs}")
         unknown = set(self.fail_on) - set(outcome.CHOOSABLE)

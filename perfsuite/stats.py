@@ -56,6 +56,14 @@ MEDIAN_FACTOR = math.pi / 2
 # by default) cannot rule out a change at the tolerance: the reason says so (and the
 # comparison's detectability, reported apart, says what it could have seen).
 DISPERSION_WIDTH = 4.0
+# A baseline of fewer runs than this cannot show its own run-to-run spread: one run shows
+# none, two show one degree of freedom, often taken back to back.  Until it has them, its
+# run-to-run sd is taken as at least CAUTIOUS_BETWEEN_SD (log scale), about twice what a run
+# median moves between fresh runs on a shared 2-core VM (11-13%), so that a young baseline
+# calls only changes that large a spread cannot explain.
+MIN_RUNS = 3
+CAUTIOUS_BETWEEN_SD = 0.25
+CAUTIOUS_DF = 1000.0
 
 
 def summarize(values: Sequence[float]) -> Summary:
@@ -188,7 +196,9 @@ class Levels:
     between_df: float
     spread: float | None  # largest |run median - centre|; None with one run
     mean_inv_n: float  # mean over baseline runs of 1/n_i
-    between_source: str  # "runs", "runs+prior", "prior" or "unknown"
+    # "runs", "runs+prior", "prior" or "unknown"; "cautious" where a baseline of fewer than
+    # MIN_RUNS runs is judged with the cautious spread because its own was smaller
+    between_source: str
     centre: float = 0.0  # mean of the run medians (oriented log scale)
 
     def variance(
@@ -220,8 +230,13 @@ def levels(
     *,
     higher_is_better: bool,
     prior: Prior = Prior(),
+    cautious: bool = True,
 ) -> Levels:
-    """Estimate within- and between-run variation from a baseline's runs."""
+    """Estimate within- and between-run variation from a baseline's runs.
+
+    With fewer than :data:`MIN_RUNS` runs and ``cautious`` (the default), the run-to-run
+    variance is at least ``CAUTIOUS_BETWEEN_SD**2``: the baseline cannot yet show its own.
+    """
     if not runs:
         raise ValueError("a baseline needs at least one run")
     logs = [_oriented_logs(r, higher_is_better) for r in runs]
@@ -231,6 +246,7 @@ def levels(
     k = len(logs)
     mean_inv_n = float(np.mean([1 / x.size for x in logs]))
     within_part = MEDIAN_FACTOR * within_var * mean_inv_n
+    spread: float | None = float(np.max(np.abs(medians - centre))) if k >= 2 else None
     if k >= 2:
         run_var, run_df = float(np.var(medians, ddof=1)), float(k - 1)
         if prior.df > 0:
@@ -238,12 +254,15 @@ def levels(
             run_df, source = prior.df + run_df, "runs+prior"
         else:
             source = "runs"
-        spread: float | None = float(np.max(np.abs(medians - centre)))
     elif prior.df > 0:
-        run_var, run_df, source, spread = prior.var, prior.df, "prior", None
-    else:
+        run_var, run_df, source = prior.var, prior.df, "prior"
+    elif not cautious:
         return Levels(1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown", centre)
+    else:
+        run_var, run_df, source = 0.0, 0.0, "unknown"
     between = max(0.0, run_var - within_part)
+    if cautious and k < MIN_RUNS and between < CAUTIOUS_BETWEEN_SD**2:
+        between, run_df, source = CAUTIOUS_BETWEEN_SD**2, CAUTIOUS_DF, "cautious"
     return Levels(k, within_var, within_df, between, run_df, spread, mean_inv_n, source, centre)
 
 
@@ -406,6 +425,11 @@ def baseline_limit(lv: Levels, tolerance: float) -> str:
         )
     if lv.between_var is None:
         return "their run-to-run spread, unknown with one run"
+    if lv.between_source == "cautious":
+        return (
+            f"{lv.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
+            f"{CAUTIOUS_BETWEEN_SD:.0%} until the baseline has {MIN_RUNS}"
+        )
     borrowed = " (borrowed from the other checks)" if lv.between_source == "prior" else ""
     return f"their run-to-run spread, sd {math.sqrt(lv.between_var):.1%}{borrowed}"
 
@@ -551,6 +575,9 @@ def decide(
     runs = (
         f"; {c.runs} baseline run(s), between-run spread unknown"
         if c.between_sd is None
+        else f"; {c.runs} baseline run(s), judged with a cautious run-to-run spread "
+        f"(sd {CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has {MIN_RUNS}"
+        if c.between_source == "cautious"
         else f"; {c.runs} baseline run(s)"
     )
     worse, better = c.ratio < 1 - tolerance, c.ratio > 1 + tolerance
@@ -560,8 +587,12 @@ def decide(
     # scatter.  A guard says the comparison's model does not hold (foreign load, another link
     # state, a machine that moved): then nothing is cleared as noise either.
     p_noise = c.p_baseline_noise
+    # A young baseline's noise is assumed (the cautious spread), not shown: it clears nothing.
     within_noise = (
-        not (guards or significant or c.few_samples) and p_noise is not None and p_noise > alpha
+        not (guards or significant or c.few_samples)
+        and p_noise is not None
+        and p_noise > alpha
+        and c.between_source != "cautious"
     )
     if bound:
         moved = "slower" if c.ratio < 1 else "faster"

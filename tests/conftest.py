@@ -7,6 +7,10 @@ from __future__ import annotations
 # process) and half during it would then be imported twice, and its classes stop matching
 # each other (``isinstance`` checks inside matplotlib fail).  Imported whole, up front, it
 # stays one.
+import json
+from collections.abc import Callable
+from pathlib import Path
+
 import matplotlib.backends.backend_svg
 import matplotlib.figure  # noqa: F401
 import pytest
@@ -14,6 +18,45 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _pytester_baselines(request: pytest.FixtureRequest) -> None:
-    """A pytester project starts as a checkout does: with an empty ``baselines/`` folder."""
+    """A pytester project starts as a checkout does: with an empty ``baselines/`` folder.
+
+    Its runs read a steady machine (``perfsuite.testing``) through perfsuite's measurement
+    seam, so a busy test runner never changes the outcome a test asserts; a test marked
+    ``integration`` reads the real machine (it is about processes, load or hardware).
+    """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester").mkdir("baselines")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        # A pytest the test starts is a session of its own, even when this one runs under
+        # pytest-xdist (whose variables would switch pytest-benchmark off in it).
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(name, raising=False)
+        if request.node.get_closest_marker("integration") is None:
+            # Read by every pytest the test starts, in this process or a child.
+            monkeypatch.setenv("PYTEST_PLUGINS", "perfsuite.testing")
+
+
+@pytest.fixture
+def repeated_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
+    """Copies of a run record as ``n`` runs of a baseline: their own ids, samples 0.3% apart.
+
+    A baseline of fewer than 3 runs cannot show its run-to-run spread and is judged with a
+    cautious one; a test of what a confident verdict looks like gives its A side 3 runs.
+    """
+
+    def make(path: Path, n: int = 3) -> list[str]:
+        folder = tmp_path_factory.mktemp("runs")
+        data = json.loads(Path(path).read_text())
+        out = []
+        for i in range(n):
+            copy = json.loads(json.dumps(data))
+            copy["run_id"] = f"{data['run_id']}-{i}"
+            for result in copy["results"]:
+                factor = 1 + 0.003 * (i - (n - 1) / 2)
+                result["samples"] = [v * factor for v in result["samples"]]
+            target = folder / f"run-{i}.json"
+            target.write_text(json.dumps(copy))
+            out.append(str(target))
+        return out
+
+    return make

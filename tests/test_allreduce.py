@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,11 +28,16 @@ from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-needs_mpi = pytest.mark.skipif(
+_has_mpi = pytest.mark.skipif(
     Launcher.parse("mpiexec").unavailable_reason() is not None
     or not importlib.util.find_spec("mpi4py"),
     reason="mpiexec/mpi4py not installed; pip install 'perfsuite[mpi]'",
 )
+
+
+def needs_mpi(test: Any) -> Any:
+    """Real ranks through mpiexec: an integration test, skipped without MPI."""
+    return pytest.mark.integration(_has_mpi(test))
 
 
 def test_alpha_beta_fit_recovers_the_model() -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from perfsuite import noise
 
+pytestmark = pytest.mark.integration
+
 BURN = "import time\nt=time.time()\nwhile time.time()-t<{s}: pass"
 
 
@@ -40,6 +42,8 @@ def _window(seconds: float = 1.5) -> dict:
 
 
 def test_a_child_of_the_session_is_not_foreign_load(session_root: int) -> None:
+    """A child burning a core adds nothing to foreign load (the host may be busy anyway)."""
+    alone = _window()
     child = subprocess.Popen([sys.executable, "-c", BURN.format(s=3)])
     try:
         time.sleep(0.3)  # started and burning
@@ -47,7 +51,8 @@ def test_a_child_of_the_session_is_not_foreign_load(session_root: int) -> None:
     finally:
         child.kill()
         child.wait()
-    assert not facts["flags"], facts
+    # Counted as foreign, the child would add about a core to what the host shows without it.
+    assert facts["foreign_cores"] < alone["foreign_cores"] + 0.5, (alone, facts)
 
 
 def test_a_process_outside_the_tree_is_foreign_load(session_root: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,9 +23,9 @@ A, B, C = (FIXTURES / n for n in ("run-a-tf220.json", "run-b-tf221.json", "run-c
 
 
 def test_compare_flags_the_regression_and_the_environment_change(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], repeated_runs: Callable[..., list[str]]
 ) -> None:
-    assert main(["compare", str(A), str(B)]) == 1
+    assert main(["compare", *repeated_runs(A), str(B)]) == 1
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("test_stream")}
     assert rows["test_stream[tensorflow-cpu-triad]"].endswith("regressed")
@@ -34,9 +35,22 @@ def test_compare_flags_the_regression_and_the_environment_change(
     assert "1 regressed, 1 pass" in out and "compare: FAILED (1 regressed)" in out
 
 
-def test_compare_of_a_run_with_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", str(A), str(A)]) == 0
+def test_compare_of_a_run_with_its_own_repeats_passes(
+    capsys: pytest.CaptureFixture[str], repeated_runs: Callable[..., list[str]]
+) -> None:
+    *before, again = repeated_runs(A, 4)
+    assert main(["compare", *before, again]) == 0
     assert "environment: no changes" in capsys.readouterr().out
+
+
+def test_a_one_run_baseline_judges_with_a_cautious_spread(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One A run shows no run-to-run spread: the -20% change stays unconfirmed, not red."""
+    assert main(["compare", str(A), str(B)]) == 3
+    out = capsys.readouterr().out
+    assert "judged with a cautious run-to-run spread (sd 25%) until the baseline has 3" in out
+    assert "compare: INCONCLUSIVE" in out
 
 
 def test_compare_refuses_different_profiles(capsys: pytest.CaptureFixture[str]) -> None:

@@ -166,6 +166,36 @@ def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.P
     assert record["results"][0]["outcome"] == "fail"
 
 
+LOADED_MACHINE = """
+import time
+import pytest
+from perfsuite.noise import Snapshot
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_perfsuite_noise_snapshot(with_gpus):
+    # A core's worth of other work: foreign CPU time grows as fast as the wall clock.
+    now = time.monotonic()
+    return Snapshot(wall=now, busy=now, steal=0.0, own=0.0, load=(), cpu_mhz=None)
+"""
+
+
+def test_a_floor_missed_under_foreign_load_is_never_a_red_fail(project: pytest.Pytester) -> None:
+    """The run flagged its own evidence: the miss is inconclusive, and every view says so."""
+    project.makeconftest(LOADED_MACHINE)
+    result = project.runpytest("--hw=fastgpu", "--perf-markdown=summary.md")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["floors:    1 fail (under load)", "perfsuite: INCONCLUSIVE (1 noisy)*"]
+    )
+    (record,) = records(project, "fastgpu")
+    entry = record["results"][0]
+    assert entry["floor"]["verdict"] == "fail" and entry["noise"]["flags"]
+    assert entry["outcome"] == "noisy"
+    assert "INCONCLUSIVE (1 noisy)" in (project.path / "summary.md").read_text()
+
+
 def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_toy=TOY_CHECK.replace("def test_toy", "@pytest.mark.perf(floor=1e-30)\ndef test_toy")

@@ -21,10 +21,25 @@ FIXTURES = Path(__file__).parent / "fixtures"
 HOSTILE = '<script>document.title="pwned"</script>'
 
 
+def repeated(record, n: int = 3):
+    """A record as ``n`` baseline runs, 0.3% apart: enough runs to show their own spread."""
+    return [
+        replace(
+            record,
+            run_id=f"{record.run_id}-{i}",
+            results=tuple(
+                replace(r, samples=tuple(v * (1 + 0.003 * (i - 1)) for v in r.samples))
+                for r in record.results
+            ),
+        )
+        for i in range(n)
+    ]
+
+
 def ab_record():
     base = load_record(FIXTURES / "report-baseline.json")
     run = load_record(FIXTURES / "report-run.json")
-    rows, _, _ = compare_runs(base, run)
+    rows, _, _ = compare_runs(repeated(base), run)
     return base, compared_record(run, rows)
 
 
@@ -71,7 +86,7 @@ def test_charts_are_registered_with_the_question_they_answer() -> None:
 
 
 def test_report_and_compare_commands_write_html(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], repeated_runs
 ) -> None:
     out = tmp_path / "r.html"
     assert (
@@ -89,7 +104,7 @@ def test_report_and_compare_commands_write_html(
     )
     assert "<!DOCTYPE html>" in out.read_text()
     ab = tmp_path / "ab.html"
-    pair = [str(FIXTURES / "report-baseline.json"), str(FIXTURES / "report-run.json")]
+    pair = [*repeated_runs(FIXTURES / "report-baseline.json"), str(FIXTURES / "report-run.json")]
     assert main(["compare", *pair, "--html", str(ab)]) == 1
     assert "FAILED (1 regressed)" in ab.read_text()
     # The report judges as compare does, under compare's --fail-on: exit and banner agree.
@@ -102,12 +117,11 @@ def test_markdown_summary_puts_regressions_first() -> None:
     _, judged = ab_record()
     text = render_markdown(judged, Path("reports/x.html"))
     lines = text.splitlines()
-    assert lines[2].startswith("**FAILED (1 regressed)** Worst: test_stream[tensorflow-cpu-triad].")
-    table = [line for line in lines if line.startswith("| test_")]
-    assert table[0].startswith("| test_stream[tensorflow-cpu-triad]") and table[0].endswith(
-        "| regressed |"
-    )
-    assert lines[-1] == "HTML report: `reports/x.html`"
+    name = r"test\_stream\[tensorflow\-cpu\-triad\]"  # Markdown punctuation escaped
+    assert lines[2].startswith(f"**FAILED (1 regressed)** Worst: {name}.")
+    table = [line for line in lines if line.startswith(r"| test\_")]
+    assert table[0].startswith(f"| {name}") and table[0].endswith("| regressed |")
+    assert lines[-1] == "HTML report: reports/x\\.html"
 
 
 CHECK = """
@@ -248,11 +262,9 @@ def test_a_tolerated_regression_is_named_beside_noisy_checks() -> None:
     assert verdict.headline in render_markdown(record)
 
 
-def test_compare_lists_the_worst_first(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(["compare", str(FIXTURES / "report-baseline.json"), str(FIXTURES / "report-run.json")])
-        == 1
-    )
+def test_compare_lists_the_worst_first(capsys: pytest.CaptureFixture[str], repeated_runs) -> None:
+    base = repeated_runs(FIXTURES / "report-baseline.json")
+    assert main(["compare", *base, str(FIXTURES / "report-run.json")]) == 1
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("check "))
     assert lines[header + 1].split()[-1] == "regressed"

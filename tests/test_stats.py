@@ -59,11 +59,32 @@ def test_between_run_spread_widens_the_test() -> None:
     assert drifting.se > steady.se
 
 
-def test_one_run_baseline_has_unknown_between_run_spread() -> None:
+def test_one_run_baseline_is_judged_with_a_cautious_spread() -> None:
     c = stats.compare(samples(5), [samples(6)], higher_is_better=True)
-    assert c.runs == 1 and c.between_sd is None and c.between_source == "unknown"
+    assert c.runs == 1 and c.between_sd == stats.CAUTIOUS_BETWEEN_SD
+    assert c.between_source == "cautious"
     v = stats.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
-    assert "between-run spread unknown" in v.reason
+    assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in v.reason
+    raw = stats.levels([samples(6)], higher_is_better=True, cautious=False)
+    assert raw.between_var is None and raw.between_source == "unknown"
+
+
+def test_a_young_baseline_never_calls_a_run_to_run_shift_a_regression() -> None:
+    """1 or 2 runs: a 20% shift (about 2 sd of a shared VM's run-to-run spread) is not red."""
+    for k in (1, 2):
+        base = [samples(10 + i) for i in range(k)]
+        v = stats.baseline_verdict(
+            samples(3, scale=0.8), base, higher_is_better=True, tolerance=0.05
+        )
+        assert v.verdict == "noisy" and v.between_source == "cautious", v
+    # A change that no run-to-run spread explains is still called.
+    v = stats.baseline_verdict(
+        samples(3, scale=0.1), [samples(10)], higher_is_better=True, tolerance=0.05
+    )
+    assert v.verdict == "regressed"
+    # From 3 runs on, the baseline's own spread is used.
+    three = stats.levels([samples(10 + i) for i in range(3)], higher_is_better=True)
+    assert three.between_source != "cautious"
 
 
 def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
@@ -165,7 +186,7 @@ def test_few_samples_are_judged_on_what_exists_and_marked() -> None:
 
 
 def test_identical_samples_do_not_break_the_test() -> None:
-    c = stats.compare([5.0] * 10, [[5.0] * 10, [5.0] * 10], higher_is_better=True)
+    c = stats.compare([5.0] * 10, [[5.0] * 10] * 3, higher_is_better=True)
     assert (c.ratio, c.ci_low, c.ci_high, c.p_value) == (1.0, 1.0, 1.0, 1.0)
 
 
@@ -185,7 +206,7 @@ def test_detectability_knows_when_a_family_makes_a_check_blind() -> None:
     needed = stats.samples_needed(lv, 0.20, 0.05 / 54, 5, 200)
     assert needed is not None and needed >= 5
     assert stats.detectable(lv, needed, 0.05 / 54) <= 0.20
-    within_only = stats.levels([samples(8, cv=0.05, n=10)], higher_is_better=True)
+    within_only = stats.levels([samples(8, cv=0.05, n=10)], higher_is_better=True, cautious=False)
     more = stats.samples_needed(within_only, 0.15, 0.05 / 54, 5, 200)
     assert more is not None and more > 5
     drifting = stats.levels(runs(7, k=5, cv=0.02, run_sd=0.2, n=5), higher_is_better=True)
@@ -307,10 +328,12 @@ def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
     assert stats.baseline_limit(drifting, 0.02).startswith(
         "a run's median lies up to +-4.1% from their centre"
     )
-    single = stats.levels([course], higher_is_better=True)
+    single = stats.levels([course], higher_is_better=True, cautious=False)
     assert stats.baseline_limit(single, 0.5).startswith("the scatter within their runs")
-    steady = stats.levels([[100.0] * 5], higher_is_better=True)
+    steady = stats.levels([[100.0] * 5], higher_is_better=True, cautious=False)
     assert stats.baseline_limit(steady, 0.5) == "their run-to-run spread, unknown with one run"
+    young = stats.levels([[100.0] * 5], higher_is_better=True)
+    assert stats.baseline_limit(young, 0.05).startswith("1 baseline run(s) cannot show")
 
 
 def test_a_blind_note_says_what_would_help() -> None:

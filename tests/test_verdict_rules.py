@@ -7,6 +7,7 @@ detectability, multi-run baselines, and bad input.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import statistics
@@ -138,22 +139,35 @@ def test_family_is_the_comparisons_made(project: pytest.Pytester) -> None:
     assert {r["baseline"]["family_size"] for r in record["results"]} == {3}
 
 
-def test_xdist_siblings_are_not_foreign_load(project: pytest.Pytester) -> None:
-    """Both workers burn CPU at once; each real regression must stay 'regressed'."""
+@pytest.mark.integration
+def test_xdist_siblings_are_not_foreign_load(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both workers burn CPU at once; neither counts the other as foreign load.
+
+    The host may be busy with other work too (a CI runner): what each check calls foreign
+    must then stay within what this test, counting the whole pytest it starts as its own,
+    sees of that other work; a sibling counted as foreign would add about a core.
+    """
     pytest.importorskip("xdist")
+    from perfsuite import noise
+
     ids = [
         f"test_rates.py::test_rate[{n}-{s}]"
         for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
     ]
     write_baseline(project.path, {i: rate_runs(1e6) for i in ids})
+    monkeypatch.setenv(noise.SESSION_PID_ENV, str(os.getpid()))
+    before = noise.snapshot(with_gpus=False)
     result = project.runpytest_subprocess(
         "-n", "2", "-p", "no:cacheprovider", "--perf-samples", "100"
     )
-    result.assert_outcomes(failed=3)
+    host = noise.assess(before, noise.snapshot(with_gpus=False))
     record = last_record(project)
     for r in record["results"]:
-        assert not r["noise"]["flags"], r["noise"]
-        assert r["baseline"]["verdict"] == "regressed"
+        assert r["noise"]["foreign_cores"] <= host["foreign_cores"] + 0.4, (r["noise"], host)
+        assert r["baseline"]["verdict"] == ("noisy" if r["noise"]["flags"] else "regressed")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED or host["flags"]
     # The controller collects no check, yet assembles every derived section of the record.
     sections = {"allreduce", "fidelity", "input_pipeline", "knob_speedups", "roofline"}
     assert sections <= set(record["derived"]), record["derived"].keys()
@@ -193,7 +207,7 @@ def test_one_outcome_rule_everywhere(
     assert Counter(r.outcome for r in record.results) == counts
     # Markdown: the outcome column.
     md = (project.path / "summary.md").read_text()
-    rows = [line for line in md.splitlines() if line.startswith("| test_rate")]
+    rows = [line for line in md.splitlines() if line.startswith(r"| test\_rate")]
     assert Counter(row.strip("|").split("|")[-1].strip() for row in rows) == counts
     assert render_markdown(record) in md
     # HTML: one outcome cell per row.
@@ -242,7 +256,10 @@ def test_every_view_states_the_session_verdict_under_fail_on(project: pytest.Pyt
     # slow runs at a quarter of its baseline, other at half: slow is the worse.
     runs = {"fast": rate_runs(fast), "slow": rate_runs(fast * 2), "other": rate_runs(fast * 2)}
     write_baseline(project.path, {ids[name]: r for name, r in runs.items()})
-    result = project.runpytest("--perf-fail-on=fail", "--perf-markdown=summary.md", "-rA")
+    # A wide tolerance: a sleep on a busy runner overshoots, and "fast" must stay a pass.
+    result = project.runpytest(
+        "--perf-fail-on=fail", "--perf-markdown=summary.md", "-rA", "--perf-tolerance=0.4"
+    )
     assert result.ret == 0
     record = RunRecord.from_dict(last_record(project))
     verdict = outcome.session_verdict(record.results, {"fail"})
@@ -259,8 +276,8 @@ def test_every_view_states_the_session_verdict_under_fail_on(project: pytest.Pyt
     assert html.index("test_rate[slow") < html.index("test_rate[other", html.index('id="banner"'))
     md = (project.path / "summary.md").read_text()
     assert f"**{verdict.headline}**" in md
-    rows = [line for line in md.splitlines() if line.startswith("| test_rate")]
-    assert rows[0].startswith("| test_rate[slow") and rows[1].startswith("| test_rate[other")
+    rows = [line for line in md.splitlines() if line.startswith(r"| test\_rate")]
+    assert rows[0].startswith(r"| test\_rate\[slow") and rows[1].startswith(r"| test\_rate\[other")
     # The default --perf-fail-on fails the same results, naming the worse first.
     assert outcome.exit_code(record.results) == outcome.EXIT_REGRESSED
     assert outcome.session_verdict(record.results).headline == "FAILED (2 regressed)"
@@ -366,7 +383,7 @@ def test_compare_passes_that_do_not_make_whole_sessions_is_a_usage_error(
     assert main(["compare", paths[0], paths[0], *paths[2:4], "--passes", "2"]) == (
         outcome.EXIT_USAGE
     )
-    assert "given twice in one session" in capsys.readouterr().err
+    assert "each run record counts once" in capsys.readouterr().err
     data = json.loads(Path(paths[1]).read_text())
     data["environment"] = {**data["environment"], "packages": {"tensorflow": "9.9.9"}}
     Path(paths[1]).write_text(json.dumps(data))
@@ -455,8 +472,10 @@ def test_more_samples_where_the_baseline_needs_them_or_a_plain_warning(
         for n, s in (("fast", 0.002), ("slow", 0.004), ("other", 0.002))
     }
     rate = 1 / 0.002
-    # One noisy run (10% within-run spread): 5 samples cannot see 10%, more can.
-    noisy = [[rate * f for f in (0.6, 0.8, 1.0, 1.2, 1.4, 0.7, 1.3, 1.0, 0.9, 1.1)]]
+    # Noisy runs (10% within-run spread) that agree with each other: 5 samples cannot see
+    # 10%, more can.
+    spread = (0.6, 0.8, 1.0, 1.2, 1.4, 0.7, 1.3, 1.0, 0.9, 1.1)
+    noisy = [[rate * f * (1 + 0.002 * k) for f in spread] for k in range(3)]
     write_baseline(project.path, {ids["fast"]: noisy, ids["slow"]: noisy})
     result = project.runpytest("-k", "fast", "--perf-tolerance=0.35")
     record = last_record(project)

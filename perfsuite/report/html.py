@@ -145,7 +145,7 @@ def render(
     base_env = baseline.environment if baseline is not None else baseline_environment
     env_rows = _flat_environment(record.environment, base_env)
     fail_on = record.settings.get("fail_on") or outcome.DEFAULT_FAIL_ON
-    verdict = outcome.session_verdict(record.results, fail_on)
+    verdict = outcome.record_verdict(record, fail_on)
     charts = render_all(ChartContext(record, baseline))
     host = record.environment.get("host", {})
     html = (

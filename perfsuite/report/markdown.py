@@ -8,23 +8,37 @@ from pathlib import Path
 from perfsuite import outcome, stats
 from perfsuite.model import RunRecord
 
+# Characters that CommonMark and GitHub's tables, links, emphasis, code spans and
+# strikethrough give a meaning; each is backslash-escaped (CommonMark allows this before any
+# ASCII punctuation).  '&', '<' and '>' become HTML entities instead.
+_MARKDOWN = frozenset("\\`*_{}[]()#+-.!|~:$@")
+
 
 def _cell(text: str) -> str:
-    """Table-cell text: HTML escaped (no raw tags reach a CI summary), pipes escaped."""
-    return html_text.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+    """Text shown literally in Markdown: punctuation escaped, no raw HTML, one line."""
+    flat = " ".join(str(text).split())
+    escaped = "".join(f"\\{ch}" if ch in _MARKDOWN else ch for ch in flat)
+    return html_text.escape(escaped, quote=False)
+
+
+def short(node_id: str) -> str:
+    """The test name with its parameters, without the file path."""
+    return node_id.rsplit("::", 1)[-1]
 
 
 def render_markdown(record: RunRecord, html: Path | None = None) -> str:
     """Counts, the checks that need attention first, then every check."""
     outcomes = outcome.counts(record.results)
     fail_on = record.settings.get("fail_on") or outcome.DEFAULT_FAIL_ON
-    verdict = outcome.session_verdict(record.results, fail_on)
+    verdict = outcome.record_verdict(record, fail_on)
     headline = f"**{verdict.headline}**"
-    if verdict.state == "failed":
+    if verdict.state == "interrupted":
+        headline += f" {_cell(verdict.incomplete)}: this record is incomplete."
+    if verdict.state in ("failed", "interrupted") and verdict.named():
         headline += f" Worst: {_cell(verdict.named())}."
     lines = [
         f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
-        f"`{_cell(record.run_id)}`",
+        f"{_cell(record.run_id)}",
         "",
         f"{headline} Outcomes: "
         + ", ".join(f"{outcomes[k]} {k}" for k in outcome.ORDER if outcomes.get(k)),
@@ -42,9 +56,15 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         peak += " (est.)" if peak and r.floor.estimated else ""
         best = stats.best(r.samples, r.higher_is_better)
         lines.append(
-            f"| {_cell(r.id.rsplit('::', 1)[-1])} | {best:.4g} {_cell(r.unit)} | {peak} | {change} "
+            f"| {_cell(short(r.id))} | {best:.4g} {_cell(r.unit)} | {peak} | {change} "
             f"| {outcome.floor_label(r)} | {b.verdict} | {outcome.of(r)} |"
         )
+    if verdict.crashed:
+        lines += ["", f"{len(verdict.crashed)} selected check(s) crashed and produced no result:"]
+        lines += [
+            f"* {_cell(short(c.id))} ({_cell(c.phase)}): {_cell(c.message)}"
+            for c in verdict.crashed
+        ]
     if html is not None:
-        lines += ["", f"HTML report: `{html}`"]
+        lines += ["", f"HTML report: {_cell(str(html))}"]
     return "\n".join(lines) + "\n"

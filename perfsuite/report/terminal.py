@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
-from perfsuite.model import Result
+from perfsuite.model import Crash, Result
 
 if TYPE_CHECKING:
     from perfsuite.session import Finished, PerfSession
@@ -23,6 +23,7 @@ Line = tuple[str, dict[str, Any]]
 NAMED = 10
 # Results kept out of a baseline, named on one line; the rest are counted.
 REFUSED_NAMED = 5
+FLOOR_LABELS = ("fail", "fail (under load)", "warning (est.)", "pass", "no-reference")
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -96,14 +97,19 @@ def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
     ]
 
 
-def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Line]:
-    """Two short lines (floors, baselines) and the session's outcome."""
+def verdict_lines(
+    results: Sequence[Result],
+    fail_on: Iterable[str],
+    *,
+    crashed: Sequence[Crash] = (),
+    incomplete: str = "",
+) -> list[Line]:
+    """Two short lines (floors, baselines), the crashed checks, and the session's outcome."""
     floors = Counter(outcome.floor_label(r) for r in results)
     bases = Counter(r.baseline.verdict for r in results)
     lines: list[Line] = [
         (
-            "floors:    "
-            + (_counts(floors, ("fail", "warning (est.)", "pass", "no-reference")) or "none"),
+            "floors:    " + (_counts(floors, FLOOR_LABELS) or "none"),
             {},
         ),
         (
@@ -112,20 +118,48 @@ def verdict_lines(results: Sequence[Result], fail_on: Iterable[str]) -> list[Lin
             {},
         ),
     ]
-    verdict = outcome.session_verdict(results, fail_on)
+    for crash in crashed[:NAMED]:
+        lines.append(
+            (f"crashed: {short_id(crash.id)} ({crash.phase}): {crash.message}", {"red": True})
+        )
+    if len(crashed) > NAMED:
+        lines.append((f"crashed: {len(crashed) - NAMED} more", {"red": True}))
+    verdict = outcome.session_verdict(results, fail_on, crashed=crashed, incomplete=incomplete)
     text = f"perfsuite: {verdict.headline}"
-    if verdict.state == "failed":
+    if verdict.state == "interrupted":
+        text += (
+            f": {incomplete}; the checks that did not run are unknown, the record is marked "
+            "incomplete and no baseline was saved"
+        )
+        lines.append((text, {"red": True, "bold": True}))
+    elif verdict.state == "failed":
         text += f": {verdict.named()}"
         lines.append((text, {"red": True, "bold": True}))
     elif verdict.state == "inconclusive":
         text += (
-            ": changes beyond tolerance that could not be confirmed; rerun on a quieter "
-            "machine or with more samples"
+            ": checks that could not be judged (changes not confirmed, or measured under "
+            "load); rerun on a quieter machine or with more samples"
         )
+        lines.append((text, {"yellow": True, "bold": True}))
+    elif verdict.state == "empty":
         lines.append((text, {"yellow": True, "bold": True}))
     else:
         lines.append((text, {"green": True, "bold": True}))
     return lines
+
+
+def young_baseline_note(results: Sequence[Result]) -> str:
+    """How many runs a young baseline has and needs, said once; empty when it has them."""
+    young = [r for r in results if r.baseline.between_source == "cautious"]
+    if not young:
+        return ""
+    fewest = min(r.baseline.baseline_runs or 1 for r in young)
+    return (
+        f"baseline: {len(young)} check(s) have {fewest} baseline run(s) of the "
+        f"{stats.MIN_RUNS} a verdict needs to know their run-to-run spread; until then only "
+        f"changes beyond a cautious spread (sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) count. Add "
+        "runs with --perf-save-baseline"
+    )
 
 
 def note_lines(results: Sequence[Result]) -> list[str]:
@@ -149,6 +183,9 @@ def note_lines(results: Sequence[Result]) -> list[str]:
             f"noise: {len(loaded)} check(s) measured under foreign load or throttling "
             f"(e.g. {short_id(loaded[0].id)}: {loaded[0].noise['flags'][0]})"
         )
+    young = young_baseline_note(results)
+    if young:
+        notes.append(young)
     machine = machine_note(results)
     if machine:
         notes.append(machine)
@@ -196,6 +233,8 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
     if done.html_path:
         lines.append((f"HTML report: {done.html_path}", {}))
     if session.settings.save_baseline:
+        if done.not_saved:
+            lines.append((f"baseline NOT saved: {done.not_saved}", {"red": True, "bold": True}))
         if done.baseline_path:
             lines.append((f"baseline saved: {done.saved} entries into {done.baseline_path}", {}))
         if done.refused:

@@ -1,0 +1,54 @@
+"""perfsuite's hooks: the seams where a conftest, a plugin or a study may step in.
+
+Implement them in a ``conftest.py`` or a plugin loaded with ``-p``, as any pytest hook.
+Each ``firstresult`` hook returns None to leave the reading to perfsuite.
+
+The first two are the measurement seam perfsuite's own tests use: a plugin test then runs
+on a fixed machine reading, so a busy test runner never changes the outcome it asserts, and
+no test measures real hardware it does not mean to.  The third is the supported way to
+slow a check down by a known amount, for studies of a verdict's power.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from perfsuite.measure import Measurement, Workload
+    from perfsuite.noise import Snapshot
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_perfsuite_noise_snapshot(with_gpus: bool) -> Snapshot | None:
+    """Read what the machine is doing now, for the noise guard (foreign load, clocks).
+
+    The guard takes one reading before a check's warm-up and one after its last sample, and
+    flags the check when the two show other work or throttling.
+
+    :param with_gpus: whether the reading should include the GPUs' clocks and throttling.
+    :returns: a :class:`perfsuite.noise.Snapshot`, or None for the real reading.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_perfsuite_machine_reading() -> dict[str, Any] | None:
+    """Measure the machine's own speed now (the framework-free probe; see :mod:`probe`).
+
+    Taken before and after each check; a baseline comparison is made per unit of it when
+    the machine moved.
+
+    :returns: the probe's reading (``{"memory": GB/s, "cache": GB/s, "compute": GFLOP/s,
+        "source": str}``), or None for the real probe.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_perfsuite_measured(workload: Workload, measurement: Measurement) -> Measurement | None:
+    """Replace a check's measurement before it is judged (e.g. a known, injected slowdown).
+
+    :param workload: what the check measured: its parameters, unit and metric.
+    :param measurement: the samples as measured.
+    :returns: the measurement to judge instead, or None to judge it as measured.
+    """

@@ -1,0 +1,249 @@
+"""Never green by accident: a crash, an interrupt or an empty comparison never reads PASSED.
+
+The one rule (``outcome.session_verdict``): PASSED only when every selected perf check
+produced a judged result.  Each view (terminal, Markdown, HTML, JUnit, record, exit status)
+says the same, and a run that is not whole never becomes a baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perfsuite import outcome
+from perfsuite.cli import main as cli
+from perfsuite.model import Crash
+
+WORKLOAD = """
+import time
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def workload(name):
+    return Workload(
+        check="toy", params={"name": name}, metric="rate", unit="1/s",
+        work=Work(1.0, "calls"), run=lambda: time.sleep(0.0005),
+    )
+"""
+
+CHECKS = (
+    WORKLOAD
+    + """
+def test_good(perf):
+    perf.measure(workload("good"))
+
+def test_crash(perf):
+    raise RuntimeError("the workload broke")
+"""
+)
+
+SLOW_CHECKS = (
+    WORKLOAD
+    + """
+def test_first(perf):
+    perf.measure(workload("first"))
+    open("first.done", "w").close()
+
+def test_second(perf):
+    time.sleep(60)
+
+def test_third(perf):
+    perf.measure(workload("third"))
+"""
+)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\nperf_quick = true\nperf_hw = auto\n")
+    return pytester
+
+
+def only_record(pytester: pytest.Pytester) -> dict:
+    (path,) = (pytester.path / "reports").glob("*/*.json")
+    return json.loads(path.read_text())
+
+
+def test_a_crashed_check_fails_the_verdict_in_every_view(project: pytest.Pytester) -> None:
+    project.makepyfile(test_f=CHECKS)
+    result = project.runpytest("--perf-markdown", "summary.md", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "crashed: test_crash (call): RuntimeError: the workload broke",
+            "perfsuite: FAILED (1 crashed): test_crash",
+        ]
+    )
+    record = only_record(project)
+    assert record["crashed"] == [
+        {
+            "id": "test_f.py::test_crash",
+            "phase": "call",
+            "message": "RuntimeError: the workload broke",
+        }
+    ]
+    assert [r["id"] for r in record["results"]] == ["test_f.py::test_good"]
+    assert "**FAILED (1 crashed)**" in (project.path / "summary.md").read_text()
+    (html,) = (project.path / "reports").glob("*/*.html")
+    assert 'data-state="failed"' in html.read_text()
+    assert "RuntimeError" in (project.path / "junit.xml").read_text()
+
+
+def test_a_crash_blocks_the_baseline_and_forcing_saves_only_what_measured(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(test_f=CHECKS)
+    refused = project.runpytest("--perf-save-baseline")
+    refused.stdout.fnmatch_lines(["baseline NOT saved: 1 selected check(s) crashed*"])
+    assert not list((project.path / "baselines").rglob("baseline.json"))
+    forced = project.runpytest("--perf-save-baseline", "--perf-force-baseline")
+    assert forced.ret == pytest.ExitCode.TESTS_FAILED
+    (saved,) = (project.path / "baselines").rglob("baseline.json")
+    assert "test_good" in saved.read_text() and "test_crash" not in saved.read_text()
+
+
+def test_a_keyboard_interrupt_reads_interrupted_and_saves_nothing(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_f=CHECKS.replace('raise RuntimeError("the workload broke")', "raise KeyboardInterrupt")
+        + "\ndef test_never_reached(perf):\n    perf.measure(workload('late'))\n"
+    )
+    result = project.runpytest_inprocess(
+        "--perf-save-baseline", "--perf-markdown", "summary.md", no_reraise_ctrlc=True
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["perfsuite: INTERRUPTED (1 check judged)*"])
+    assert "PASSED" not in result.stdout.str()
+    record = only_record(project)
+    assert record["incomplete"] and len(record["results"]) == 1
+    assert not list((project.path / "baselines").rglob("baseline.json"))
+    assert "**INTERRUPTED" in (project.path / "summary.md").read_text()
+    (html,) = (project.path / "reports").glob("*/*.html")
+    assert 'data-state="interrupted"' in html.read_text()
+
+
+@pytest.mark.integration
+def test_sigint_mid_run_marks_the_record_incomplete(pytester: pytest.Pytester) -> None:
+    """A real Ctrl-C (SIGINT to the pytest process) after the first of three checks."""
+    pytester.makeini("[pytest]\nperf_quick = true\nperf_hw = auto\n")
+    pytester.makepyfile(test_f=SLOW_CHECKS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perf-save-baseline"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "first.done").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "perfsuite: INTERRUPTED (1 check judged)" in out, out
+    assert "PASSED" not in out
+    (path,) = (pytester.path / "reports").glob("*/*.json")
+    assert json.loads(path.read_text())["incomplete"]
+    assert not list((pytester.path / "baselines").rglob("baseline.json"))
+
+
+def test_the_one_rule_orders_interrupted_failed_empty() -> None:
+    crash = Crash("t.py::test_x", "call", "boom")
+    assert outcome.session_verdict([], crashed=[crash]).state == "failed"
+    assert outcome.session_verdict([], crashed=[crash]).exit_code == outcome.EXIT_REGRESSED
+    assert outcome.session_verdict([], incomplete="interrupted").state == "interrupted"
+    empty = outcome.session_verdict([])
+    assert empty.state == "empty" and empty.exit_code == outcome.EXIT_INCONCLUSIVE
+    assert empty.headline == "INCONCLUSIVE (nothing judged)"
+
+
+def _record(tmp_path: Path, name: str, run_id: str, results: list[dict]) -> Path:
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "run-a-tf220.json").read_text())
+    fixture["run_id"] = run_id
+    fixture["results"] = results
+    path = tmp_path / name
+    path.write_text(json.dumps(fixture))
+    return path
+
+
+def test_comparing_nothing_is_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    fixtures = Path(__file__).parent / "fixtures"
+    a = fixtures / "run-a-tf220.json"
+    empty = _record(tmp_path, "b.json", "empty-run", [])
+    assert cli(["compare", str(a), str(empty)]) == outcome.EXIT_INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "nothing compared: B (empty-run) holds no results" in out
+    assert "compare: INCONCLUSIVE (nothing judged)" in out and "PASSED" not in out
+    assert cli(["report", str(empty), "-o", str(tmp_path / "e.html")]) == 0
+    assert 'data-state="empty"' in (tmp_path / "e.html").read_text()
+
+
+def test_the_same_record_twice_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    a = Path(__file__).parent / "fixtures" / "run-a-tf220.json"
+    assert cli(["compare", str(a), str(a)]) == outcome.EXIT_USAGE
+    assert "each run record counts once" in capsys.readouterr().err
+    copy = tmp_path / "copy.json"
+    copy.write_text(a.read_text())
+    b = Path(__file__).parent / "fixtures" / "run-b-tf221.json"
+    assert cli(["compare", str(a), str(copy), str(b)]) == outcome.EXIT_USAGE
+    assert "the same run as" in capsys.readouterr().err
+
+
+def test_an_output_that_names_an_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    fixtures = Path(__file__).parent / "fixtures"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text((fixtures / "run-a-tf220.json").read_text())
+    b.write_text((fixtures / "run-b-tf221.json").read_text())
+    before = b.read_text()
+    assert cli(["compare", str(a), str(b), "--html", str(b)]) == outcome.EXIT_USAGE
+    assert cli(["report", str(a), "-o", str(a)]) == outcome.EXIT_USAGE
+    assert "that is an input of this command" in capsys.readouterr().err
+    assert b.read_text() == before and json.loads(a.read_text())
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_baseline_dir_is_a_usage_error(project: pytest.Pytester, value: str) -> None:
+    project.makepyfile(test_f=CHECKS.split("def test_crash")[0])
+    result = project.runpytest(f"--perf-baseline-dir={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--perf-baseline-dir: empty path*"])
+
+
+def test_a_file_where_the_profiles_baselines_belong_is_an_error(
+    project: pytest.Pytester,
+) -> None:
+    from perfsuite.hardware.detect import resolve
+    from perfsuite.hardware.profile import ProfileRegistry
+
+    project.makepyfile(test_f=CHECKS.split("def test_crash")[0])
+    (project.path / "baselines" / resolve("auto", ProfileRegistry()).name).write_text("x")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*is a file where the baselines of profile*"])
+
+
+def test_interrupted_record_is_interrupted_in_compare(tmp_path: Path, capsys) -> None:
+    fixtures = Path(__file__).parent / "fixtures"
+    b = json.loads((fixtures / "run-b-tf221.json").read_text())
+    b["incomplete"] = "interrupted before every selected check ran"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(b))
+    code = cli(["compare", str(fixtures / "run-a-tf220.json"), str(path)])
+    out = capsys.readouterr().out
+    assert code == outcome.EXIT_INCONCLUSIVE and "compare: INTERRUPTED" in out
+    assert os.path.exists(path)
