@@ -15,10 +15,17 @@ from perfsuite.model import (
     Result,
     RunRecord,
 )
+from perfsuite.outcome import CHOOSABLE
 from perfsuite.storage import is_plain_name, read_json
 from perfsuite.validate import bad_samples, check_fields, check_value
 
 MAX_RECORD_BYTES = 512 << 20
+# Settings a record's readers act on, with the type each must have.
+_SETTINGS_KEYS: dict[str, Any] = {
+    "fail_on": tuple[str, ...],
+    "policy": Mapping[str, Any],
+    "quick": bool,
+}
 # Fields of a result's free-form maps that perfsuite reads, with the type each must have.
 _READ_KEYS: dict[str, dict[str, Any]] = {
     "noise": {"flags": tuple[str, ...], "foreign_cores": float | None},
@@ -40,7 +47,7 @@ def load_record(path: Path) -> RunRecord:
 
 def check_record(data: Mapping[str, Any], where: str) -> None:
     """Raise StorageError unless ``data`` is a run record perfsuite can use whole."""
-    check_fields(RunRecord, data, where, optional=frozenset())
+    check_fields(RunRecord, data, where)
     name = data["hardware_profile"].get("name")
     if not is_plain_name(name):
         raise StorageError(
@@ -48,8 +55,14 @@ def check_record(data: Mapping[str, Any], where: str) -> None:
         )
     if not data["run_id"].strip():
         raise StorageError(f"{where}: run record has an empty run_id")
-    crashed = data.get("crashed", [])
-    check_value(crashed, tuple[Crash, ...], f"{where}: crashed")
+    check_value(data.get("crashed", []), tuple[Crash, ...], f"{where}.crashed")
+    settings = data.get("settings", {})
+    for key, hint in _SETTINGS_KEYS.items():
+        if key in settings:
+            check_value(settings[key], hint, f"{where}.settings.{key}")
+    unknown = set(settings.get("fail_on") or ()) - set(CHOOSABLE)
+    if unknown:
+        raise StorageError(f"{where}.settings.fail_on: unknown outcome(s) {sorted(unknown)}")
     seen: set[str] = set()
     for i, raw in enumerate(data.get("results", [])):
         rid = raw.get("id") if isinstance(raw, dict) else None

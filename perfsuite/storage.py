@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 import time
 import tomllib
@@ -33,6 +34,14 @@ def not_finite_positive(values: Iterable[object]) -> list[object]:
         for v in values
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf
     ]
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links, hard links included)."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _umask() -> int:
@@ -148,20 +157,7 @@ def read_json(
     from perfsuite.validate import parse_json
 
     accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise StorageError(
-                f"{path}: {what} is {size} bytes, more than the {max_bytes} this perfsuite "
-                "reads (file left untouched)"
-            )
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise StorageError(
-            f"{path}: corrupt {what}: not UTF-8 text (file left untouched)"
-        ) from None
+    text = read_text_bounded(path, what, max_bytes)
     data = parse_json(text, str(path), what)
     if not isinstance(data, dict):
         raise StorageError(f"{path}: corrupt {what}: expected a JSON object (file left untouched)")
@@ -175,19 +171,43 @@ def read_json(
     return data
 
 
+MAX_TOML_BYTES = 16 << 20  # a profile, waivers or tolerances file is a page or two
+
+
+def read_text_bounded(path: Path, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``; StorageError otherwise.
+
+    A FIFO, a device or a link to one is refused before it is read (its size says nothing),
+    and no more than ``max_bytes`` + 1 bytes are ever read.
+    """
+    try:
+        with path.open("rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise StorageError(f"{path}: {what} is not a regular file (file left untouched)")
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise StorageError(
+            f"{path}: {what} is larger than the {max_bytes} bytes this perfsuite reads "
+            "(file left untouched)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StorageError(
+            f"{path}: corrupt {what}: not UTF-8 text (file left untouched)"
+        ) from None
+
+
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     """Read a TOML file; syntax errors name the file, line and column."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_text_bounded(path, what, MAX_TOML_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise StorageError(f"{path}: malformed {what}: {exc}") from None
-    except UnicodeDecodeError:
-        raise StorageError(f"{path}: malformed {what}: not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, say
         raise StorageError(f"{path}: malformed {what}: {exc}") from None
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 def check_toml_keys(

@@ -109,6 +109,55 @@ def _set_profile_name(value: Any) -> Callable[[dict[str, Any]], None]:
     return mutate
 
 
+def _set(*path: Any, value: Any) -> Callable[[dict[str, Any]], None]:
+    """Put ``value`` at ``path`` in a record (ints index lists)."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def deep_record(name: str) -> Setup:
+    """A run record whose environment nests 100,000 lists deep."""
+
+    def setup(root: Path) -> None:
+        text = json.dumps(_record()).replace(
+            '"environment": {', f'"environment": {{"x": {DEEP}, ', 1
+        )
+        (root / name).write_text(text)
+
+    return setup
+
+
+def raw_record(name: str, old: str, new: str) -> Setup:
+    """The fixture record's text with its first ``old`` replaced by ``new`` (raw JSON)."""
+
+    def setup(root: Path) -> None:
+        (root / name).write_text(RECORD.read_text().replace(old, new, 1))
+
+    return setup
+
+
+BINARY = "\xff\xfe\x00\x81 not text"
+
+
+def binary_file(name: str) -> Setup:
+    """A file of bytes that are not UTF-8."""
+
+    def setup(root: Path) -> None:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(BINARY.encode("latin-1"))
+
+    return setup
+
+
 def stored_baseline(root: Path) -> None:
     """A valid baseline of the toy check under baselines/slowgpu, saved through the store."""
     record = load_record(RECORD)
@@ -189,6 +238,41 @@ CLI_ROWS = [
             "schema_version": 2, "hardware_profile": "devcpu", "updated": "", "run_policies": {},
             "entries": {"x": {"metric": "m", "unit": "u", "higher_is_better": True,
                               "runs": [{"run_id": "r", "samples": [float("nan")]}]}}}))),),
+    # Issue 43, item 7: records whose values the loader must refuse, through each command.
+    Row("record-sample-10e400", ("compare", "good.json", "big.json"), USAGE,
+        "an integer of 401 digits", (good_record, raw_record("big.json", '"samples": [', '"samples": [' + "1" + "0" * 400 + ", ")),),
+    Row("record-5000-digit-integer", ("report", "long.json", "-o", "out.html"), USAGE,
+        "an integer of 5000 digits", (raw_record("long.json", '"duration_s": ', '"duration_s": ' + "7" * 5000 + ", \"x\": "),)),
+    Row("record-nested-100000-deep", ("report", "deep.json", "-o", "out.html"), USAGE,
+        "nested too deeply", (deep_record("deep.json"),)),
+    Row("record-nested-100000-deep-accept", ("baseline", "accept", "deep.json"), USAGE,
+        "nested too deeply", (deep_record("deep.json"),)),
+    Row("record-id-a-list", ("compare", "good.json", "id.json"), USAGE, "expected text",
+        (good_record, record_with("id.json", _set("results", 0, "id", value=["a"]))),),
+    Row("record-id-a-number", ("baseline", "accept", "id.json"), USAGE, "expected text",
+        (record_with("id.json", _set("results", 0, "id", value=7)),)),
+    Row("record-median-text", ("report", "m.json", "-o", "out.html"), USAGE,
+        "summary.median: expected a finite number", (record_with("m.json", _set("results", 0, "summary", "median", value="fast")),)),
+    Row("record-waiver-text", ("compare", "good.json", "w.json"), USAGE, "waiver: expected an object, got 'abc'",
+        (good_record, record_with("w.json", _set("results", 0, "waiver", value="abc")))),
+    Row("record-duration-text", ("report", "d.json", "-o", "out.html"), USAGE,
+        "duration_s: expected a finite number", (record_with("d.json", _set("duration_s", value="long")),)),
+    # Item 9: what accept would write that breaks the next run.
+    Row("accept-metric-null", ("baseline", "accept", "n.json"), USAGE, "metric: expected text",
+        (record_with("n.json", _set("results", 0, "metric", value=None)),)),
+    Row("accept-unit-a-number", ("baseline", "accept", "u.json"), USAGE, "unit: expected text",
+        (record_with("u.json", _set("results", 0, "unit", value=5)),)),
+    Row("accept-samples-text", ("baseline", "accept", "t.json"), USAGE, "samples: expected a list",
+        (record_with("t.json", _set_samples("123")),)),
+    Row("accept-samples-booleans", ("baseline", "accept", "b.json"), USAGE,
+        "expected a finite number, got True", (record_with("b.json", _set_samples([True, 1.0])),)),
+    # Item 3 and 11: the same record twice; an output that would overwrite an input.
+    Row("compare-same-record-twice", ("compare", "good.json", "good.json"), USAGE,
+        "each run record counts once", (good_record,)),
+    Row("compare-html-over-input", ("compare", "a.json", "good.json", "--html", "good.json"),
+        USAGE, "that is an input of this command", (good_record, record_with("a.json", _set("run_id", value="other")))),
+    Row("report-output-over-input", ("report", "good.json", "-o", "good.json"), USAGE,
+        "that is an input of this command", (good_record,)),
     Row("profiles-show-unknown", ("profiles", "show", "no-such-gpu"), USAGE, "no-such-gpu"),
     Row("profiles-show-traversal", ("profiles", "show", "../../etc/passwd"), USAGE,
         "../../etc/passwd"),
@@ -368,6 +452,34 @@ PLUGIN_ROWS = [
         "'jax' is not a registered backend; registered: numpy (installed)"),
     Row("report-dir-is-a-file", (*ON_SLOWGPU, "--perf-report-dir", "afile"), PYTEST_USAGE,
         "afile", (text_file("afile", "x"),)),
+    # Issue 43, item 8: baselines whose values used to pass the loader and crash the check.
+    Row("baseline-1.7e308", ON_SLOWGPU, PYTEST_USAGE, "the number 1.7e+308 is out of range",
+        (poisoned_baseline(_run_samples([1.7e308, 1.0])),)),
+    Row("baseline-5e-324", ON_SLOWGPU, PYTEST_USAGE, "finite positive number: 5e-324",
+        (poisoned_baseline(_run_samples([5e-324, 1.0])),)),
+    Row("baseline-huge-integer", ON_SLOWGPU, PYTEST_USAGE, "an integer of 300 digits",
+        (poisoned_baseline(_run_samples([10**299])),)),
+    Row("baseline-nested-100000-deep", ON_SLOWGPU, PYTEST_USAGE, "nested too deeply",
+        (text_file(f"baselines/{PROFILE}/baseline.json",
+                   '{"schema_version": 2, "hardware_profile": "slowgpu", "entries": ' + DEEP[:-1] + "}"),)),
+    # Item 4: an empty or blocked baseline location.
+    Row("baseline-dir-empty", (*ON_SLOWGPU, "--perf-baseline-dir="), PYTEST_USAGE,
+        "--perf-baseline-dir: empty path"),
+    Row("baseline-profile-folder-is-a-file", ON_SLOWGPU, PYTEST_USAGE,
+        "is a file where the baselines of profile 'slowgpu' belong",
+        (text_file(f"baselines/{PROFILE}", "x"),)),
+    # Item 10: configuration files that are not text, or hold the wrong kind of value.
+    Row("waivers-binary", ON_SLOWGPU, PYTEST_USAGE, "waivers.toml: corrupt waivers file: not UTF-8 text",
+        (binary_file(f"baselines/{PROFILE}/waivers.toml"),)),
+    Row("tolerances-binary", ON_SLOWGPU, PYTEST_USAGE, "tolerances.toml: corrupt tolerances file: not UTF-8 text",
+        (binary_file(f"baselines/{PROFILE}/tolerances.toml"),)),
+    Row("profile-binary", ("--hw", "bad"), PYTEST_USAGE, "bad.toml: corrupt profile: not UTF-8 text",
+        (binary_file("profiles/bad.toml"),)),
+    Row("waiver-a-number", ON_SLOWGPU, PYTEST_USAGE, "'waiver' must be [[waiver]] tables",
+        (text_file(f"baselines/{PROFILE}/waivers.toml", "schema_version = 1\nwaiver = 5\n"),)),
+    # Item 12: a setting glibc cannot be given.
+    Row("malloc-threshold-2048", (*ON_SLOWGPU, "--perf-malloc-threshold", "2048"), PYTEST_USAGE,
+        "at most 2047 MiB"),
     Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,
         "none measured anything"),
 ]  # fmt: skip

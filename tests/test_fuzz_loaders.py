@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("hypothesis", reason="pip install 'perfsuite[dev]' (Hypothesis) to fuzz")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +31,17 @@ from perfsuite.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORD = json.loads((FIXTURES / "run-a-tf220.json").read_text())
+# Every part of a record a reader acts on, so that mutations reach each of them.
+RECORD["incomplete"] = ""
+RECORD["crashed"] = [{"id": "t.py::test_x", "phase": "call", "message": "RuntimeError: x"}]
+RECORD["settings"] = {
+    **RECORD.get("settings", {}),
+    "fail_on": ["fail", "regressed"],
+    "policy": {"mode": "quick", "repetitions": 5},
+}
+RECORD["results"][0]["waiver"] = {"test": "*", "reason": "r", "expires": None, "status": "stale"}
+RECORD["results"][0]["noise"] = {"flags": ["under foreign load (1.00 cores)"], "foreign_cores": 1.0}
+RECORD["derived"] = json.loads((FIXTURES / "report-run.json").read_text()).get("derived", {})
 PROFILE = RECORD["hardware_profile"]["name"]
 DEEP = "[" * 5000 + "]" * 5000
 # Examples per loader; CI runs these many, a developer may raise them with the variable.
@@ -114,7 +127,9 @@ def test_a_mutated_record_through_every_command(
     tmp = tmp_path_factory.mktemp("rec")
     bad = tmp / "reports" / PROFILE / "bad.json"
     bad.parent.mkdir(parents=True)
-    bad.write_text(dump(mutated(RECORD, where, value, delete)))
+    mutant = mutated(RECORD, where, value, delete)
+    mutant["crashed"] = mutant.get("crashed") if where[:1] == ("crashed",) else []
+    bad.write_text(dump(mutant))
     good = FIXTURES / "run-b-tf221.json"
     try:
         load_record(bad)
@@ -231,3 +246,116 @@ def test_a_pytest_run_against_a_mutated_baseline_never_ends_in_internalerror(
     assert run.ret in (0, 1, 4), text[-2000:]
     if run.ret == pytest.ExitCode.USAGE_ERROR:
         assert str(target) in text
+
+
+toml_values = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+    st.dates(),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+
+
+def toml_text(table: dict[str, Any]) -> str:
+    """A small TOML writer for the fuzzed tables (values as tomllib would read them)."""
+    import datetime as dt
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float):
+            return {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(repr(v), repr(v))
+        if isinstance(v, dt.date):
+            return v.isoformat()
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(v) if isinstance(v, str) else str(v)
+
+    lines, tables = [], []
+    for key, v in table.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for item in v:
+                tables.append(
+                    f"[[{key}]]\n"
+                    + "\n".join(f"{json.dumps(k)} = {value(x)}" for k, x in item.items())
+                )
+        else:
+            lines.append(f"{json.dumps(key)} = {value(v)}")
+    return "\n".join(lines) + "\n\n" + "\n\n".join(tables) + "\n"
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from(["profile", "waivers", "tolerances"]),
+    key=st.sampled_from(
+        [
+            "schema_version",
+            "name",
+            "kind",
+            "waiver",
+            "test",
+            "reason",
+            "expires",
+            "default",
+            "checks",
+            "memory",
+            "compute",
+            "description",
+            "x",
+        ]
+    ),
+    value=toml_values,
+    binary=st.booleans(),
+)
+def test_a_mutated_toml_file_loads_cleanly_or_names_itself(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, key: str, value: Any, binary: bool
+) -> None:
+    from perfsuite.errors import PerfsuiteError
+    from perfsuite.hardware.profile import load_profile
+    from perfsuite.tolerances import Tolerances
+    from perfsuite.waivers import load as load_waivers
+
+    tmp = tmp_path_factory.mktemp("toml")
+    base: dict[str, Any] = {
+        "profile": {
+            "schema_version": 1,
+            "name": "fz",
+            "kind": "cpu",
+            "description": "d",
+            "source": "s",
+            "memory": {"bandwidth_gbs": 10.0},
+        },
+        "waivers": {"schema_version": 1, "waiver": [{"test": "*", "reason": "r"}]},
+        "tolerances": {"schema_version": 1, "default": 0.1, "checks": {"*x*": 0.2}},
+    }[kind]
+    if key == "test" or key == "reason" or key == "expires":
+        if kind == "waivers":
+            base["waiver"][0][key] = value
+    else:
+        base[key] = value
+    name = {"profile": "fz.toml", "waivers": "waivers.toml", "tolerances": "tolerances.toml"}[kind]
+    path = tmp / name
+    try:
+        text = toml_text(base)
+    except (TypeError, ValueError):
+        return
+    path.write_bytes(b"\xff\xfe" + text.encode() if binary else text.encode())
+    _count(kind)
+    try:
+        if kind == "profile":
+            load_profile(path)
+        elif kind == "waivers":
+            load_waivers(tmp)
+        else:
+            Tolerances.load(tmp)
+    except PerfsuiteError as exc:
+        assert str(path) in str(exc) and "\n" not in str(exc)

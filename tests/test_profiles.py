@@ -100,7 +100,7 @@ def test_malformed_profile_names_file_and_field(tmp_path: Path, edit, field: str
 
 def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "name = [unclosed\n")
-    with pytest.raises(ProfileError, match="not valid TOML") as info:
+    with pytest.raises(ProfileError, match="malformed profile") as info:
         load_profile(path)
     assert str(path) in str(info.value)
 

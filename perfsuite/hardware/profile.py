@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import difflib
 import math
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite.errors import ProfileError
-from perfsuite.storage import is_plain_name
+from perfsuite.errors import ProfileError, StorageError
+from perfsuite.storage import is_plain_name, read_toml
 
 SCHEMA_VERSION = 1
 BUILTIN_DIR = Path(__file__).parent / "profiles"
@@ -267,16 +266,9 @@ def parse_profile(path: Path, data: Mapping[str, Any]) -> HardwareProfile:
 def load_profile(path: Path) -> HardwareProfile:
     """Load and validate one profile file."""
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"{path}: not valid TOML: not UTF-8 text") from None
-    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, say
-        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read profile: {exc.strerror}") from None
+        data = read_toml(path, "profile")
+    except StorageError as exc:
+        raise ProfileError(str(exc)) from None
     return parse_profile(path, data)
 
 

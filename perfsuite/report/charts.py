@@ -7,6 +7,7 @@ report of a partial run (``-k``) shows only the charts that apply.
 
 from __future__ import annotations
 
+import html
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,7 +62,17 @@ def render_all(ctx: ChartContext) -> list[dict[str, str]]:
     # shown at the page's full width.
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 11}):
         for c in CHARTS:
-            svg = c.draw(ctx)
+            try:
+                svg = c.draw(ctx)
+            except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
+                # A record read from disk whose derived section is not in the shape this
+                # perfsuite writes (another version, a hand edit): the chart is left out and
+                # says why; the verdicts, which never read derived sections, stand.
+                reason = html.escape(f"{type(exc).__name__}: {exc}"[:200])
+                svg = (
+                    '<p class="chart-error">Not drawn: the record\'s data for it is '
+                    f"malformed ({reason}).</p>"
+                )
             if svg:
                 out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": svg})
     return out
