@@ -52,6 +52,8 @@ _frameworks: dict[str, Any] = {}
 def pin(mib: int) -> dict[str, Any]:
     """Set glibc's mmap threshold to ``mib`` MiB (0: leave it); return what happened."""
     global _state
+    if mib > MAX_MIB:
+        raise ValueError(f"an mmap threshold of {mib} MiB does not fit mallopt's C int")
     if mib <= 0:
         _state = {"pinned": False, "reason": "--perf-malloc-threshold 0: glibc's own policy"}
         return dict(_state)
@@ -59,8 +61,6 @@ def pin(mib: int) -> dict[str, Any]:
     if mallopt is None:
         _state = {"pinned": False, "reason": "not glibc: the C allocator's policy is its own"}
         return dict(_state)
-    if mib > MAX_MIB:
-        raise ValueError(f"an mmap threshold of {mib} MiB does not fit mallopt's C int")
     value = mib * 2**20
     trim = min(2 * value, C_INT_MAX)  # what glibc is given, not what was asked
     if mallopt(M_MMAP_THRESHOLD, value) != 1 or mallopt(M_TRIM_THRESHOLD, trim) != 1:

@@ -340,13 +340,18 @@ class BaselineStore:
             os.link(self.path(profile), target)
         except OSError:
             write_text_atomic(target, self.path(profile).read_text(encoding="utf-8"))
-        kept = sorted(
-            (p for p in directory.glob("baseline-*.json") if p.is_file() and not p.is_symlink()),
-            key=lambda p: (_updated(p), p.name),
-        )
+        kept = self.kept(profile)
         for old in kept[: max(0, len(kept) - self.history_keep)]:
             with contextlib.suppress(OSError):
                 old.unlink()
+
+    def kept(self, profile: str) -> list[Path]:
+        """The baselines kept under history/, oldest first by the time written in each."""
+        directory = self.own_history_dir(profile)
+        return sorted(
+            (p for p in directory.glob("baseline-*.json") if p.is_file() and not p.is_symlink()),
+            key=lambda p: (_updated(p), p.name),
+        )
 
     def own_history_dir(self, profile: str) -> Path:
         """history/, refused when it is a link or leads out of the profile's folder."""

@@ -25,8 +25,8 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
-from perfsuite.report.terminal import format_table, short_id
-from perfsuite.storage import write_text_atomic
+from perfsuite.report.terminal import format_table, short_id, young_baseline_note
+from perfsuite.storage import same_file, write_text_atomic
 
 
 def _row(profile: HardwareProfile) -> tuple[str, str, str, str, str]:
@@ -99,7 +99,7 @@ def not_an_input(output: str | Path, inputs: Sequence[str | Path], what: str) ->
     """An output path that names none of the inputs (it would overwrite a run record)."""
     out = Path(output)
     for path in inputs:
-        if out.resolve() == Path(path).resolve():
+        if out.resolve() == Path(path).resolve() or same_file(out, Path(path)):
             raise PerfsuiteError(f"{what} {output}: that is an input of this command; name another")
     return out
 
@@ -157,6 +157,9 @@ def _compare(args: argparse.Namespace) -> int:
     for r in rows:
         if r.verdict != "ok":
             print(f"{r.verdict}: {short_id(r.id)}: {r.reason}")
+    young = young_baseline_note(judged.results)
+    if young:
+        print(young.replace("Add runs with --perf-save-baseline", "Give more runs before"))
     for node_id in only_a:
         print(f"only in A: {node_id}")
     for node_id in only_b:
@@ -295,6 +298,17 @@ def _history(args: argparse.Namespace) -> int:
 
 def _accept(args: argparse.Namespace) -> int:
     record = records.load_record(Path(args.run))
+    if record.incomplete:
+        raise PerfsuiteError(
+            f"{args.run}: the run is incomplete ({record.incomplete}); an incomplete run never "
+            "becomes a baseline"
+        )
+    if record.crashed and not args.k:
+        names = ", ".join(short_id(c.id) for c in record.crashed[:3])
+        raise PerfsuiteError(
+            f"{args.run}: {len(record.crashed)} check(s) crashed in this run ({names}), so it "
+            "is not a whole baseline; accept the checks that measured with -k"
+        )
     chosen = [r for r in record.results if not args.k or any(k in r.id for k in args.k)]
     if not chosen:
         raise PerfsuiteError(f"{args.run}: no result matches -k {' '.join(args.k)}")
@@ -307,7 +321,7 @@ def _accept(args: argparse.Namespace) -> int:
         profile, chosen, record.run_id, record.environment, policy=record.settings.get("policy")
     )
     print(f"accepted {saved} result(s) of run {record.run_id} into {path}")
-    kept = sorted(store.history_dir(profile).glob("baseline-*.json"))
+    kept = store.kept(profile)
     if kept:
         print(f"previous baseline kept as {kept[-1]}")
     return 0

@@ -146,9 +146,12 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
         context = {**best.context, "passes": {"kept": ids[k], "medians": medians}}
         results.append(replace(best, context=context))
     durations = [p.duration_s for p in passes]
+    crashed = {c.id: c for p in passes for c in p.crashed}  # a crash in any pass counts
     return replace(
         passes[0],
         run_id="+".join(ids),
+        incomplete="; ".join(f"{p.run_id}: {p.incomplete}" for p in passes if p.incomplete),
+        crashed=tuple(crashed.values()),
         results=tuple(results),
         duration_s=None if None in durations else sum(d or 0.0 for d in durations),
         derived={},  # roofline, knob speedups: each pass's own; a merged session has none
@@ -222,6 +225,8 @@ def compare_runs(
         for pair in probe.run_variances(judged[i][1], kept[i], b_results[i].higher_is_better)
     ]
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
+    # A check's A side is young when A has too few runs of it (before any link-state subset).
+    young = {i: len(runs[i]) < stats.MIN_RUNS for i in common}
     link_flags: dict[str, str] = {}
     bounds: dict[str, tuple[str, str]] = {}
     for i in common:
@@ -249,6 +254,7 @@ def compare_runs(
             judged[i][1],
             higher_is_better=b_results[i].higher_is_better,
             prior=prior,
+            cautious=young[i],
         )
         for i in common
     ]

@@ -68,9 +68,11 @@ _SECRET_VALUE = re.compile(
     r"(?i)(-----BEGIN [A-Z ]*PRIVATE KEY-----|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-"
     r"|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]+:[^/\s@]+@"
     r"|\b(password|passwd|secret|token|api[_-]?key)\s*[=:]"
-    # a flag that takes a credential: --password X, -token=X, --api-key X, --client-secret X
-    r"|(^|\s)--?[\w.-]*(password|passwd|secret|token|api[_-]?key|credential|auth)[\w.-]*"
-    r"(=|\s+)\S)"
+    # a flag that takes a credential (--password X, -token=X, --api-key X, --client_secret:X,
+    # --db-pass X, --private-key X): the word is a whole part of the flag's name, so
+    # --max_tokens is not one
+    r"|(^|\s)--?([\w.]*[_.-])?(password|passwd|pass|pwd|secret|token|api[_-]?key|"
+    r"private[_-]?key|credentials?|auth)([_.-][\w.-]*)?(=|:|\s+)\S)"
 )
 
 # Module name -> distribution names that may provide it.

@@ -151,9 +151,10 @@ class Perf:
             measurement = measure(
                 workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
             )
-        measurement = hook.pytest_perfsuite_measured(
-            workload=workload, measurement=measurement
-        ) or (measurement)
+        replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)
+        if replaced is not None and not isinstance(replaced, Measurement):
+            raise TypeError(f"pytest_perfsuite_measured returned {type(replaced).__name__}")
+        measurement = replaced if replaced is not None else measurement
         if seen:
             context = {**workload.context, "framework_warnings": seen}
             workload = dataclasses.replace(workload, context=context)

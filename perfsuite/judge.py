@@ -240,6 +240,8 @@ class Judge:
             alpha=self.settings.alpha,
             guards=guards,
             prior=self.baseline.prior,
+            # a link-state subset of a baseline that has enough runs is not a young one
+            cautious=entry is None or len(entry.runs) < stats.MIN_RUNS,
             **bounded,
         )
         stored = self.baseline.get(node_id)

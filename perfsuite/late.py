@@ -156,8 +156,41 @@ def amend_junit(
         suite.set("failures", str(failures))
         suite.set("skipped", str(skipped))
     if changed:
-        text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(
-            tree.getroot(), encoding="unicode"
-        )
-        write_text_atomic(path, text)
+        _write(path, tree)
     return changed
+
+
+def state_junit(path: Path, verdict: outcome.SessionVerdict) -> bool:
+    """Put the session's verdict on each test suite of a JUnit XML file, as properties.
+
+    ``perfsuite_verdict`` is the state (passed, failed, inconclusive, empty, interrupted)
+    and ``perfsuite_headline`` the line the terminal ends with, so a CI system that reads
+    only JUnit sees an interrupted or crashed run for what it is.  A missing or unreadable
+    file is left alone.
+    """
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return False
+    for suite in tree.iter("testsuite"):
+        props = suite.find("properties")
+        if props is None:
+            props = ET.Element("properties")
+            suite.insert(0, props)
+        for name, value in (
+            ("perfsuite_verdict", verdict.state),
+            ("perfsuite_headline", verdict.headline),
+        ):
+            for old in [p for p in props.iter("property") if p.get("name") == name]:
+                props.remove(old)
+            ET.SubElement(props, "property", name=name, value=value)
+    _write(path, tree)
+    return True
+
+
+def _write(path: Path, tree: ET.ElementTree[ET.Element[str]]) -> None:
+    """Write a JUnit XML tree back, with the declaration pytest writes."""
+    text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(
+        tree.getroot(), encoding="unicode"
+    )
+    write_text_atomic(path, text)

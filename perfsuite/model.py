@@ -170,7 +170,11 @@ class Result:
 
 @dataclass(frozen=True)
 class Crash:
-    """A selected check that produced no judged result: it errored, crashed or timed out."""
+    """A selected check that failed for a reason its verdict does not explain.
+
+    It raised, timed out or lost its worker before it measured, or it failed after measuring
+    for another reason than its judged outcome (an assertion, a teardown error).
+    """
 
     id: str
     phase: str  # the pytest phase that failed: setup, call or teardown

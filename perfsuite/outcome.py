@@ -43,13 +43,13 @@ def of(result: Result) -> str:
     """The outcome of one judged result."""
     floor, base = result.floor, result.baseline
     expectations = result.context.get("expectations", ())
-    if floor_missed(result):
-        return "noisy" if tainted(result) else "fail"
+    if floor_missed(result) and not tainted(result):
+        return "fail"
     if any(not e.get("passed", True) for e in expectations if isinstance(e, dict)):
         return "fail"
     if base.verdict == "regressed":
         return "waived" if (result.waiver or {}).get("status") == "applied" else "regressed"
-    if base.verdict == "noisy":
+    if base.verdict == "noisy" or floor_missed(result):  # a floor missed under load
         return "noisy"
     if floor.verdict == "fail":
         return "floor-warning"
@@ -109,8 +109,9 @@ def floor_label(result: Result) -> str:
 class SessionVerdict:
     """A session's outcome under its ``--perf-fail-on``, as every view states it."""
 
-    # "interrupted": the run stopped before every selected check ran (it proves nothing);
-    # "failed": a selected check crashed, or an outcome --perf-fail-on names;
+    # "failed": a selected check crashed, or an outcome --perf-fail-on names (whether or
+    # not the run completed); "interrupted": the run stopped before every selected check
+    # ran, and what ran did not fail (it proves nothing about the rest);
     # "inconclusive": none, but a check is noisy; "empty": nothing was judged at all;
     # "passed": every selected check was judged and none of the above.  Regressions
     # --perf-fail-on tolerates are named in every state.
@@ -133,7 +134,8 @@ class SessionVerdict:
             return f"INTERRUPTED ({', '.join(x for x in (judged, crashed) if x)})"
         if self.state == "failed":
             kinds = Counter(of(r) for r in self.failing)
-            return f"FAILED ({', '.join(x for x in (crashed, _count_text(kinds)) if x)})"
+            parts = (crashed, _count_text(kinds), "run incomplete" if self.incomplete else "")
+            return f"FAILED ({', '.join(x for x in parts if x)})"
         if self.state == "empty":
             return "INCONCLUSIVE (nothing judged)"
         if self.state == "inconclusive":
@@ -155,9 +157,14 @@ class SessionVerdict:
             "interrupted": EXIT_INCONCLUSIVE,
         }.get(self.state, EXIT_OK)
 
+    @property
+    def failed_count(self) -> int:
+        """How many checks fail the session (a check that both failed and crashed once)."""
+        return len({c.id for c in self.crashed} | {r.id for r in self.failing})
+
     def named(self, n: int = 3) -> str:
         """The ``n`` worst failing checks by name (no file path), crashed first, then more."""
-        ids = [c.id for c in self.crashed] + [r.id for r in self.failing]
+        ids = list(dict.fromkeys([c.id for c in self.crashed] + [r.id for r in self.failing]))
         names = ", ".join(i.rsplit("::", 1)[-1] for i in ids[:n])
         more = len(ids) - n
         return names + (f" and {more} more" if more > 0 else "")
@@ -184,10 +191,10 @@ def session_verdict(
     failing_ = [r for r in ordered if of(r) in chosen]
     noisy = [r for r in ordered if of(r) == "noisy" and "noisy" not in chosen]
     tolerated = [r for r in ordered if of(r) in ("fail", "regressed") and of(r) not in chosen]
-    if incomplete:
-        state = "interrupted"
-    elif failing_ or crashed:
+    if failing_ or crashed:  # a failure found is a failure, however the run ended
         state = "failed"
+    elif incomplete:
+        state = "interrupted"
     elif not ordered:
         state = "empty"
     else:
@@ -236,11 +243,6 @@ def failing(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON)
     """The results whose outcome fails the session."""
     chosen = set(fail_on)
     return [r for r in results if of(r) in chosen]
-
-
-def exit_code(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> int:
-    """0 when nothing failed, 1 on a failing outcome, 3 when the only doubt is noise."""
-    return session_verdict(list(results), fail_on).exit_code
 
 
 def failure_text(result: Result) -> str:

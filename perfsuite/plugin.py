@@ -38,6 +38,8 @@ LATE_KEY = pytest.StashKey[dict[str, Result]]()
 JUNIT_KEY = pytest.StashKey[Path | None]()
 VARIABLES_KEY = pytest.StashKey[dict[str, str]]()
 SKIP_WARNINGS_KEY = pytest.StashKey[Counter[str]]()
+COLLECTED_KEY = pytest.StashKey[list[str]]()  # the perf checks this process collected
+SKIPPED_KEY = pytest.StashKey[set[str]]()  # selected perf checks that skipped
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
@@ -82,6 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[WORKER_SOFTWARE_KEY] = {}
     config.stash[SELECTED_KEY] = []
     config.stash[SKIP_WARNINGS_KEY] = Counter()
+    config.stash[COLLECTED_KEY] = []
+    config.stash[SKIPPED_KEY] = set()
     if not _is_worker(config):
         # The noise guard counts this process tree (xdist workers included) as its own.
         os.environ[noise.SESSION_PID_ENV] = str(os.getpid())
@@ -144,9 +148,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 marker = item.get_closest_marker("perf")
                 tolerances.marker_tolerance(item.nodeid, marker and marker.kwargs.get("tolerance"))
             perf_session.prepare()
+            perf_session.check_outputs([session.config.stash[JUNIT_KEY]])
         except PerfsuiteError as exc:
             raise pytest.UsageError(str(exc)) from None
         perf_session.set_family([i.nodeid for i in items])
+        session.config.stash[COLLECTED_KEY] = [i.nodeid for i in items]
 
 
 @pytest.fixture
@@ -176,8 +182,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput["perfsuite_software"] = environment.software()  # type: ignore[attr-defined]
         return
     perf_session = config.stash[SESSION_KEY]
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        perf_session.incomplete = "interrupted before every selected check ran"
+    perf_session.incomplete = _incomplete(session, exitstatus)
     selected = config.stash[SELECTED_KEY]
     if not (perf_session.results or perf_session.crashed or perf_session.incomplete):
         if selected and not perf_session.settings.allow_empty:
@@ -187,6 +192,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if not (perf_session.results or perf_session.crashed or selected):
         return  # interrupted before any perf check started: nothing to record
+    perf_session.seam = seam_plugins(config)
     env: dict[str, Any] = environment.fingerprint(config.stash[VARIABLES_KEY])
     from_workers: dict[str, Any] = config.stash[WORKER_SOFTWARE_KEY]
     env["software"] = environment.merge_software(env["software"], from_workers)
@@ -221,6 +227,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             config.stash[SESSION_KEY].settings.fail_on,
             getattr(config.option, "junitprefix", None),
         )
+    if xmlpath is not None and FINISHED_KEY in config.stash:
+        late.state_junit(xmlpath, session_verdict(config))
+
+
+def session_verdict(config: pytest.Config) -> outcome.SessionVerdict:
+    """The session's one verdict, as every view states it."""
+    perf_session = config.stash[SESSION_KEY]
+    return outcome.session_verdict(
+        perf_session.results,
+        perf_session.settings.fail_on,
+        crashed=perf_session.crashed,
+        incomplete=perf_session.incomplete,
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -231,6 +250,36 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     perf_session = config.stash[SESSION_KEY]
     for line, markup in summary_lines(perf_session, config.stash[FINISHED_KEY]):
         terminalreporter.write_line(line, **markup)
+
+
+def seam_plugins(config: pytest.Config) -> list[str]:
+    """The plugins that replace the machine's readings or the measurements (the seam)."""
+    hook = config.hook
+    callers = (
+        hook.pytest_perfsuite_noise_snapshot,
+        hook.pytest_perfsuite_machine_reading,
+        hook.pytest_perfsuite_measured,
+    )
+    return sorted({impl.plugin_name for caller in callers for impl in caller.get_hookimpls()})
+
+
+def _incomplete(session: pytest.Session, exitstatus: int) -> str:
+    """Why the run did not run every selected perf check, or "" when it did."""
+    config = session.config
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted before every selected check ran"
+    collected = config.stash[COLLECTED_KEY]
+    perf_session = config.stash[SESSION_KEY]
+    if collected:  # this process collected the checks (no xdist): name what never ran
+        skipped: set[str] = config.stash[SKIPPED_KEY]
+        accounted = {r.id for r in perf_session.results} | {c.id for c in perf_session.crashed}
+        accounted |= skipped
+        missing = [i for i in collected if i not in accounted]
+        if missing:
+            return f"the run stopped before {len(missing)} selected check(s) ran"
+    elif session.shouldfail or session.shouldstop:  # an xdist controller: only that is known
+        return f"the run stopped early ({session.shouldfail or session.shouldstop})"
+    return ""
 
 
 def crash_of(
@@ -273,7 +322,7 @@ def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
             perf_session.settings.fail_on,
             crashed=perf_session.crashed,
             incomplete=perf_session.incomplete,
-        ):
+        ):  # the same rule as session_verdict(config)
             terminalreporter.write_line(line, **markup)
 
 
@@ -293,6 +342,8 @@ class ResultCollector:
             report.user_properties = [
                 p for p in report.user_properties if p[0] != SELECTED_PROPERTY
             ]
+        if report.skipped and report.nodeid in self._config.stash[SELECTED_KEY]:
+            self._config.stash[SKIPPED_KEY].add(report.nodeid)
         if report.skipped and isinstance(report.longrepr, tuple):
             warning = loud_skip(str(report.longrepr[2]))
             if warning:

@@ -29,7 +29,7 @@ from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge, finalize
 from perfsuite.model import Crash, Result, RunRecord
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
-from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
+from perfsuite.storage import check_writable, same_file, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
 
 __all__ = ["DEFAULT_TOLERANCE", "PerfSession", "Settings", "refusals"]
@@ -67,6 +67,7 @@ class PerfSession:
     results: list[Result] = field(default_factory=list)
     crashed: list[Crash] = field(default_factory=list)  # selected checks with no result
     incomplete: str = ""  # why the run stopped before every selected check ran
+    seam: list[str] = field(default_factory=list)  # plugins that replaced machine readings
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     started: float = field(default_factory=time.perf_counter)
     run_id: str = ""
@@ -156,6 +157,22 @@ class PerfSession:
         if self.settings.save_baseline:
             self.store.check_writable(self.profile.name)
 
+    def check_outputs(self, outputs: list[Path | None]) -> None:
+        """Refuse an output file (Markdown, JUnit) that is one of the run's input files."""
+        folder = self.settings.baseline_dir / self.profile.name
+        inputs = [
+            self.store.path(self.profile.name),
+            folder / waivers.FILENAME,
+            folder / "tolerances.toml",
+            Path(self.profile.origin),
+        ]
+        for out in [self.settings.markdown, *outputs]:
+            for path in inputs:
+                if out is not None and same_file(out, path):
+                    raise StorageError(
+                        f"{out}: that is {path}, an input of this run; write the report elsewhere"
+                    )
+
     def set_family(self, node_ids: list[str]) -> int:
         """Size the family of comparisons from the checks selected to run."""
         return self.judge.set_family(node_ids)
@@ -210,6 +227,8 @@ class PerfSession:
             "first_threshold": self.settings.alpha / max(size, 1),
             "final": all(r.baseline.final for r in judged),
         }
+        if self.seam:
+            settings["measurement_seam"] = list(self.seam)
         return RunRecord(
             run_id=self.run_id,
             created=self.created.isoformat(timespec="seconds"),

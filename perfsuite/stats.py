@@ -314,6 +314,7 @@ def compare(
     prior: Prior = Prior(),
     confidence: float = CONFIDENCE,
     lv: Levels | None = None,
+    cautious: bool = True,
 ) -> Comparison:
     """Ratio of levels, its confidence interval and the two-level t-test's p-value.
 
@@ -321,7 +322,9 @@ def compare(
     """
     cur = _oriented_logs(current, higher_is_better)
     if lv is None:
-        lv = levels(baseline_runs, higher_is_better=higher_is_better, prior=prior)
+        lv = levels(
+            baseline_runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious
+        )
     cur_var, cur_df = _pooled([cur])
     diff = float(np.median(cur)) - lv.centre
     var, df = lv.variance(cur.size, cur_var if cur_df else None, cur_df)
@@ -658,8 +661,12 @@ def baseline_verdict(
     prior: Prior = Prior(),
     bound: str = "",
     held: str = "",
+    cautious: bool = True,
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
+
+    ``cautious``: judge a baseline of fewer than :data:`MIN_RUNS` runs with the cautious
+    spread (off where the runs compared are a subset of a baseline that has enough).
 
     The verdict also says the smallest slowdown the comparison could detect at the family's
     first threshold (``detectable``).
@@ -667,7 +674,7 @@ def baseline_verdict(
     if not baseline_runs or not any(len(r) for r in baseline_runs):
         return BaselineVerdict("new", tolerance=tolerance, reason="no baseline for this check")
     runs = [r for r in baseline_runs if len(r)]
-    lv = levels(runs, higher_is_better=higher_is_better, prior=prior)
+    lv = levels(runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious)
     c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
     threshold = family.first_threshold if family else alpha
     detect = detectable(

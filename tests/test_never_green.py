@@ -8,7 +8,6 @@ says the same, and a run that is not whole never becomes a baseline.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -94,7 +93,8 @@ def test_a_crashed_check_fails_the_verdict_in_every_view(project: pytest.Pyteste
     assert "**FAILED (1 crashed)**" in (project.path / "summary.md").read_text()
     (html,) = (project.path / "reports").glob("*/*.html")
     assert 'data-state="failed"' in html.read_text()
-    assert "RuntimeError" in (project.path / "junit.xml").read_text()
+    junit = (project.path / "junit.xml").read_text()
+    assert '<property name="perfsuite_verdict" value="failed"' in junit
 
 
 def test_a_crash_blocks_the_baseline_and_forcing_saves_only_what_measured(
@@ -118,7 +118,12 @@ def test_a_keyboard_interrupt_reads_interrupted_and_saves_nothing(
         + "\ndef test_never_reached(perf):\n    perf.measure(workload('late'))\n"
     )
     result = project.runpytest_inprocess(
-        "--perf-save-baseline", "--perf-markdown", "summary.md", no_reraise_ctrlc=True
+        "--perf-save-baseline",
+        "--perf-markdown",
+        "summary.md",
+        "--junitxml",
+        "junit.xml",
+        no_reraise_ctrlc=True,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["perfsuite: INTERRUPTED (1 check judged)*"])
@@ -127,6 +132,8 @@ def test_a_keyboard_interrupt_reads_interrupted_and_saves_nothing(
     assert record["incomplete"] and len(record["results"]) == 1
     assert not list((project.path / "baselines").rglob("baseline.json"))
     assert "**INTERRUPTED" in (project.path / "summary.md").read_text()
+    junit = (project.path / "junit.xml").read_text()
+    assert '<property name="perfsuite_verdict" value="interrupted"' in junit
     (html,) = (project.path / "reports").glob("*/*.html")
     assert 'data-state="interrupted"' in html.read_text()
 
@@ -246,4 +253,181 @@ def test_interrupted_record_is_interrupted_in_compare(tmp_path: Path, capsys) ->
     code = cli(["compare", str(fixtures / "run-a-tf220.json"), str(path)])
     out = capsys.readouterr().out
     assert code == outcome.EXIT_INCONCLUSIVE and "compare: INTERRUPTED" in out
-    assert os.path.exists(path)
+    assert "is incomplete: interrupted before every selected check ran" in out
+
+
+def test_an_interrupt_before_any_check_ends_is_interrupted_not_empty(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(test_f=WORKLOAD + "\ndef test_first(perf):\n    raise KeyboardInterrupt\n")
+    result = project.runpytest_inprocess(no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["perfsuite: INTERRUPTED (0 checks judged)*"])
+    result.stdout.no_fnmatch_line("*none measured anything*")
+    assert only_record(project)["incomplete"]
+
+
+def test_a_baseline_entry_in_another_unit_says_so(project: pytest.Pytester) -> None:
+    project.makepyfile(test_f=CHECKS.split("def test_crash")[0])
+    project.runpytest("--perf-save-baseline", "--perf-force-baseline").assert_outcomes(passed=1)
+    (path,) = (project.path / "baselines").rglob("baseline.json")
+    path.write_text(path.read_text().replace('"unit":"1/s"', '"unit":"1/min"'))
+    project.runpytest().assert_outcomes(passed=1)
+    (later,) = sorted((project.path / "reports").glob("*/*.json"))[-1:]
+    reason = json.loads(later.read_text())["results"][0]["baseline"]["reason"]
+    assert reason.startswith("unit mismatch: the baseline measured this check in '1/min'")
+
+
+def test_history_never_follows_a_link_out_of_the_baseline_folder(tmp_path: Path) -> None:
+    from perfsuite.baseline import BaselineStore
+    from perfsuite.errors import StorageError
+    from perfsuite.records import load_record
+
+    record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
+    store = BaselineStore(tmp_path / "baselines", history_keep=1)
+    store.save("cpu", list(record.results), "r1")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for name in ("baseline-0.json", "baseline-1.json"):
+        (outside / name).write_text("precious")
+    (tmp_path / "baselines" / "cpu" / "history").symlink_to(outside)
+    with pytest.raises(StorageError, match="is a link out of the baseline folder"):
+        store.save("cpu", list(record.results), "r2")
+    assert sorted(p.name for p in outside.iterdir()) == ["baseline-0.json", "baseline-1.json"]
+
+
+def test_history_prunes_by_the_time_kept_in_each_file_not_by_name(tmp_path: Path) -> None:
+    from perfsuite.baseline import BaselineStore
+    from perfsuite.records import load_record
+
+    record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
+    store = BaselineStore(tmp_path, history_keep=2)
+    store.save("cpu", list(record.results), "r1")
+    history = tmp_path / "cpu" / "history"
+    history.mkdir()
+    # Named to sort first, but written last: pruning must keep it.
+    newest = history / "baseline-00000000.json"
+    newest.write_text('{"schema_version":2,"updated":"2999-01-01T00:00:00+00:00"}')
+    for run in ("r2", "r3", "r4"):
+        store.save("cpu", list(record.results), run)
+    kept = sorted(p.name for p in history.glob("baseline-*.json"))
+    assert len(kept) == 2 and newest.name in kept
+
+
+def test_markdown_shows_ids_literally(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from perfsuite.records import load_record
+    from perfsuite.report.markdown import render_markdown
+
+    record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
+    hostile = "t.py::test[[l](javascript:alert(1)) `code` **bold** <b>x</b> ~~s~~ www.x.io]"
+    first = replace(record.results[0], id=hostile)
+    text = render_markdown(replace(record, results=(first, *record.results[1:])))
+    row = next(line for line in text.splitlines() if "javascript" in line)
+    for raw in ("[l](", "`code`", "**bold**", "<b>", "~~s~~", "www.x"):
+        assert raw not in row, (raw, row)
+    assert r"\[l\]\(javascript\:alert\(1\)\)" in row and "&lt;b&gt;" in row
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["--xla_dump_to=/tmp --password hunter2", "--token=abc123", "-secret s3", "--api-key k"],
+)
+def test_a_credential_flag_inside_a_recorded_variable_is_redacted(value: str) -> None:
+    from perfsuite.environment import REDACTED, performance_env
+
+    assert performance_env({"XLA_FLAGS": value}) == {"XLA_FLAGS": REDACTED}
+    assert performance_env({"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"}) == {
+        "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"
+    }
+
+
+def test_the_malloc_threshold_recorded_is_what_glibc_was_given() -> None:
+    from perfsuite import allocator
+
+    state = allocator.pin(allocator.MAX_MIB)
+    try:
+        if state["pinned"]:
+            assert state["mmap_threshold_bytes"] == allocator.MAX_MIB * 2**20
+            assert state["trim_threshold_bytes"] == allocator.C_INT_MAX
+        with pytest.raises(ValueError, match="does not fit mallopt's C int"):
+            allocator.pin(allocator.MAX_MIB + 1)
+    finally:
+        allocator.pin(allocator.DEFAULT_MIB)
+
+
+def test_a_run_stopped_early_by_maxfail_is_not_passed(project: pytest.Pytester) -> None:
+    """-x stops after a failure that is no perf check: the checks never run are unknown."""
+    project.makepyfile(
+        test_a="def test_plain():\n    assert False\n",
+        test_f=CHECKS.split("def test_crash")[0],
+    )
+    result = project.runpytest("-x", "-p", "no:randomly", "--perf-save-baseline")
+    result.stdout.no_fnmatch_line("*perfsuite: PASSED*")
+    assert not list((project.path / "baselines").rglob("baseline.json"))
+
+
+def test_a_stop_after_some_checks_ran_is_interrupted(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_f=CHECKS.split("def test_crash")[0]
+        + "\nimport pytest\n\ndef test_second(perf):\n    pytest.exit('stop', returncode=0)\n"
+        + "\ndef test_third(perf):\n    perf.measure(workload('third'))\n",
+    )
+    result = project.runpytest("--perf-save-baseline")
+    result.stdout.fnmatch_lines(["perfsuite: INTERRUPTED (1 check judged)*"])
+    assert only_record(project)["incomplete"]
+    assert not list((project.path / "baselines").rglob("baseline.json"))
+
+
+def test_accept_refuses_an_incomplete_or_crashed_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "run-a-tf220.json").read_text())
+    incomplete = tmp_path / "i.json"
+    incomplete.write_text(json.dumps({**fixture, "incomplete": "interrupted"}))
+    crashed = tmp_path / "c.json"
+    crashed.write_text(
+        json.dumps({**fixture, "crashed": [{"id": "t.py::x", "phase": "call", "message": "m"}]})
+    )
+    base = ["--baseline-dir", str(tmp_path / "b")]
+    assert cli(["baseline", "accept", str(incomplete), *base]) == outcome.EXIT_USAGE
+    assert "an incomplete run never becomes a baseline" in capsys.readouterr().err
+    assert cli(["baseline", "accept", str(crashed), *base]) == outcome.EXIT_USAGE
+    assert "accept the checks that measured with -k" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    assert cli(["baseline", "accept", str(crashed), *base, "-k", "numpy"]) == 0
+
+
+def test_passes_keep_the_crashes_and_interrupts_of_every_pass() -> None:
+    from dataclasses import replace
+
+    from perfsuite.compare import fastest_passes
+    from perfsuite.records import load_record
+
+    one = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
+    two = replace(
+        one, run_id="p2", incomplete="interrupted", crashed=(Crash("t.py::x", "call", "m"),)
+    )
+    merged = fastest_passes([one, two])
+    assert (
+        merged.crashed == (Crash("t.py::x", "call", "m"),)
+        and "p2: interrupted" in merged.incomplete
+    )
+    assert outcome.record_verdict(merged).state == "failed"
+
+
+def test_a_failed_expectation_fails_even_when_a_floor_was_missed_under_load() -> None:
+    from dataclasses import replace
+
+    from perfsuite.records import load_record
+
+    r = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json").results[0]
+    missed = replace(
+        r,
+        floor=replace(r.floor, verdict="fail", estimated=False),
+        noise={"flags": ["under foreign load (1.00 cores of other work or steal)"]},
+    )
+    assert outcome.of(missed) == "noisy" and outcome.floor_label(missed) == "fail (under load)"
+    broken = replace(missed, context={**missed.context, "expectations": [{"passed": False}]})
+    assert outcome.of(broken) == "fail"

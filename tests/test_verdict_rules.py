@@ -279,7 +279,7 @@ def test_every_view_states_the_session_verdict_under_fail_on(project: pytest.Pyt
     rows = [line for line in md.splitlines() if line.startswith(r"| test\_rate")]
     assert rows[0].startswith(r"| test\_rate\[slow") and rows[1].startswith(r"| test\_rate\[other")
     # The default --perf-fail-on fails the same results, naming the worse first.
-    assert outcome.exit_code(record.results) == outcome.EXIT_REGRESSED
+    assert outcome.session_verdict(record.results).exit_code == outcome.EXIT_REGRESSED
     assert outcome.session_verdict(record.results).headline == "FAILED (2 regressed)"
 
 

@@ -30,12 +30,29 @@ BANNER_NAMED = 5
 def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    return Environment(
+    env = Environment(
         loader=PackageLoader("perfsuite.report", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.globals["floor_class"] = floor_class
+    return env
+
+
+# The CSS class of each floor label (outcome.floor_label): a miss under load is a warning.
+FLOOR_CLASSES = {
+    "fail": "fail",
+    "fail (under load)": "warning",
+    "warning (est.)": "warning",
+    "pass": "pass",
+    "no-reference": "no-reference",
+}
+
+
+def floor_class(label: str) -> str:
+    """The CSS class a floor label is shown with."""
+    return FLOOR_CLASSES.get(label, "no-reference")
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -75,7 +92,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "verdict": b.verdict,
         "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
         "floor": outcome.floor_label(r),
-        "floor_failed": f.verdict == "fail" and not f.estimated,
+        "floor_failed": outcome.floor_missed(r) and not outcome.tainted(r),
         "of_what": "of the roofline bound" if f.figure == "roofline" else "of peak",
         "waiver": waiver,
         "outcome": outcome.of(r),

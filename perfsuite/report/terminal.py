@@ -227,6 +227,15 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
     """
     results = session.results
     lines: list[Line] = [(line, {}) for line in format_result_lines(session.profile, results)]
+    if session.seam:
+        lines.append(
+            (
+                "measurement seam: readings or samples replaced by "
+                + ", ".join(session.seam)
+                + " (perfsuite's hooks); the figures are not this machine's alone",
+                {"yellow": True},
+            )
+        )
     lines += [(note, {}) for note in note_lines(results)]
     if done.record_path:
         lines.append((f"run record: {done.record_path}", {}))
