@@ -1,0 +1,102 @@
+"""A/A false alarms against young baselines: 1, 2 and 5 runs, 10 reruns each.
+
+    python benchmarks/young_baselines.py run DIR [--runs 15] [-- PYTEST ARGS]
+    python benchmarks/young_baselines.py judge DIR [--k 1 2 5] [--reruns 10]
+
+``run`` makes ``--runs`` fresh, unchanged runs of the CPU bandwidth and GEMM checks (quick
+mode unless the pytest arguments say otherwise), one after the other, keeping their
+records under ``DIR/reports``.  ``judge`` then takes the first K records as the baseline and
+compares each of the next ``--reruns`` records with it, as ``perfsuite compare`` does, and
+counts the verdicts: every "regressed" or "improved" is a false alarm, since nothing
+changed.  Judging reads only the records, so the same runs can be judged by two versions
+of perfsuite (put the other one first on PYTHONPATH) and the difference is the rule's alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from perfsuite.compare import compare_runs
+from perfsuite.records import load_record
+
+SELECTION = [
+    "suites/test_memory_bandwidth.py",
+    "suites/test_gemm.py",
+    "--hw=auto",
+    "--perf-quick",
+    "-p",
+    "no:cacheprovider",
+    "-q",
+]
+
+
+def run(directory: Path, runs: int, extra: list[str]) -> None:
+    """Fresh pytest processes, one after the other, each writing its record."""
+    root = Path(__file__).resolve().parents[1]
+    for i in range(runs):
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", *SELECTION, *extra,
+             "--perf-report-dir", str(directory / "reports"),
+             "--perf-baseline-dir", str(directory / "unused-baselines"),
+             "--perf-save-baseline"],
+            cwd=root, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        last = proc.stdout.strip().splitlines()[-1:] or ["(no output)"]
+        print(f"run {i + 1}/{runs}: exit {proc.returncode}, {time.monotonic() - started:.0f} s, "
+              f"{last[0]}", flush=True)  # fmt: skip
+
+
+def judge(directory: Path, ks: list[int], reruns: int) -> None:
+    """Each K-run baseline against the next ``reruns`` runs; the verdicts counted."""
+    paths = sorted(directory.glob("reports/*/*.json"))
+    records = [load_record(p) for p in paths]
+    import perfsuite
+
+    print(f"{len(records)} records in {directory}, judged by {Path(perfsuite.__file__).parent}")
+    print("K  reruns  compared  regressed  improved  noisy  ok  false alarms")
+    for k in ks:
+        if len(records) < k + 1:
+            print(f"{k}  not enough records")
+            continue
+        base = records[:k]
+        later = records[k : k + reruns]
+        counts: Counter[str] = Counter()
+        for b in later:
+            rows, _, _ = compare_runs(base, b)
+            counts.update(row.verdict for row in rows)
+        total = sum(counts.values())
+        alarms = counts["regressed"] + counts["improved"]
+        print(
+            f"{k}  {len(later):6d}  {total:8d}  {counts['regressed']:9d}  "
+            f"{counts['improved']:8d}  {counts['noisy']:5d}  {counts['ok']:2d}  "
+            f"{alarms / max(total, 1):.1%} ({alarms} of {total})"
+        )
+
+
+def main() -> None:
+    """Parse the command line and run or judge."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("directory", type=Path)
+    r.add_argument("--runs", type=int, default=15)
+    r.add_argument("pytest_args", nargs="*")
+    j = sub.add_parser("judge")
+    j.add_argument("directory", type=Path)
+    j.add_argument("--k", type=int, nargs="+", default=[1, 2, 5])
+    j.add_argument("--reruns", type=int, default=10)
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.directory.resolve(), args.runs, args.pytest_args)
+    else:
+        judge(args.directory, args.k, args.reruns)
+
+
+if __name__ == "__main__":
+    main()
