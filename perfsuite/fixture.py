@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,9 +111,10 @@ class Perf:
             raise RuntimeError("perf.measure() can be called once per test")
         try:
             seen: list[str] = []
+            started = time.perf_counter()
             with framework_warnings(seen):
                 built = workload() if callable(workload) else workload
-            return self._measure(built, seen)
+            return self._measure(built, seen, build_s=time.perf_counter() - started)
         except PerfsuiteError as exc:
             message = str(exc)  # a launcher, a child or a setting the user can fix
         except Exception as exc:
@@ -135,7 +137,7 @@ class Perf:
         )
         return reading if reading is not None else probe.host_probe().measure()
 
-    def _measure(self, workload: Workload, seen: list[str]) -> Result:
+    def _measure(self, workload: Workload, seen: list[str], build_s: float = 0.0) -> Result:
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
         judge = self._session.judge
@@ -145,12 +147,22 @@ class Perf:
         benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
         hook = self._request.config.hook
+        clock_at = [time.perf_counter()]
+
+        def lap() -> float:  # seconds since the last lap
+            now = time.perf_counter()
+            spent, clock_at[0] = now - clock_at[0], now
+            return spent
+
         machine = self._machine_reading()
+        probe_s = lap()
         before = self._noise_snapshot()
+        noise_s = lap()
         with framework_warnings(seen):
             measurement = measure(
                 workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
             )
+        measure_s = lap()
         replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)
         if replaced is not None and not isinstance(replaced, Measurement):
             raise TypeError(f"pytest_perfsuite_measured returned {type(replaced).__name__}")
@@ -161,7 +173,20 @@ class Perf:
         guards = noise.assess(
             before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
         )
+        noise_s += lap()
         machine = probe.combine(machine, self._machine_reading())
+        probe_s += lap()
+        samples_s = sum(measurement.seconds)
+        phases = {  # where this check's time went (seconds; see benchmarks/phases.py)
+            "build": build_s,
+            "probe": probe_s,
+            "noise": noise_s,
+            "warmup": measurement.warmup_s,
+            "samples": samples_s,
+            # the bare reference's samples, calibration and the loop's own overhead
+            "reference_and_overhead": max(0.0, measure_s - measurement.warmup_s - samples_s),
+        }
+
         result = judge.judge(
             self._item.nodeid,
             workload,
@@ -171,6 +196,8 @@ class Perf:
             noise=guards,
             machine=machine,
         )
+        phases["judge"] = lap()
+        result = dataclasses.replace(result, phases={k: round(v, 4) for k, v in phases.items()})
         self._item.stash[RESULT_KEY] = result
         best = stats.best(result.samples, result.higher_is_better)
         # On the item, so every report of the test carries them (JUnit XML reads teardown's).

@@ -120,6 +120,9 @@ class Result:
     noise: Mapping[str, Any] = field(default_factory=dict)  # dispersion, clocks, load
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
+    # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
+    # reference_and_overhead, judge (see benchmarks/phases.py).
+    phases: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def direction(self) -> str:
@@ -134,6 +137,7 @@ class Result:
         data["noise"] = dict(self.noise)
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
         data["source"] = dict(self.source)
+        data["phases"] = dict(self.phases)
         data["direction"] = self.direction
         data["samples"] = list(self.samples)
         data["seconds"] = list(self.seconds)
@@ -161,6 +165,7 @@ class Result:
             noise=dict(data.get("noise", {})),
             waiver=data.get("waiver"),
             source=dict(data.get("source", {})),
+            phases=dict(data.get("phases", {})),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:
