@@ -180,7 +180,9 @@ def _entry(
         if not isinstance(run, dict):
             raise bad(f"run {i} is not an object")
         values = run.get("samples")
-        if not isinstance(values, list) or not values:
+        if values is not None and not isinstance(values, list):
+            raise bad(f"run {i}: 'samples' is not a list of numbers, got {values!r:.40}")
+        if not values:
             raise bad(f"run {i} has no samples")
         wrong = bad_samples(values)
         if wrong:
@@ -584,7 +586,8 @@ def _result_policy(result: Result) -> dict[str, Any]:
         "timer": result.context.get("timer", ""),
         "source": dict(result.source).get("kind", ""),
     }
-    launch = (result.context.get("policy") or {}).get("launch")
+    measured = result.context.get("policy")  # a check's own may name a precision policy
+    launch = measured.get("launch") if isinstance(measured, Mapping) else None
     if launch:
         policy["launch"] = launch  # host-launched calls, or a replayed CUDA graph
     reference = bare_reference_value(result.context)

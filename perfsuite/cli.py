@@ -359,7 +359,8 @@ examples:
   perfsuite profiles                      list hardware profiles, and what auto means here
   perfsuite profiles show h100-sxm        print one profile's figures
   perfsuite backends                      the backends --perf-backend accepts, installed or not
-  perfsuite compare old.json new.json     pre-upgrade A/B: exit 1 on a regression
+  perfsuite compare a1.json a2.json a3.json new.json
+                                          pre-upgrade A/B (3+ runs before): exit 1 on a regression
   perfsuite compare a1.json a2.json b.json --html ab.html
   perfsuite compare a1.json a2.json a3.json a4.json b1.json b2.json --passes 2
   perfsuite report reports/a100/RUN.json  render a run record as HTML

@@ -71,7 +71,7 @@ _SECRET_VALUE = re.compile(
     # a flag that takes a credential (--password X, -token=X, --api-key X, --client_secret:X,
     # --db-pass X, --private-key X): the word is a whole part of the flag's name, so
     # --max_tokens is not one
-    r"|(^|\s)--?([\w.]*[_.-])?(password|passwd|pass|pwd|secret|token|api[_-]?key|"
+    r"|(^|\s)--?([\w.]*[_.-])?(password|passwd|pass|pwd|pw|secret|token|api[_-]?key|"
     r"private[_-]?key|credentials?|auth)([_.-][\w.-]*)?(=|:|\s+)\S)"
 )
 

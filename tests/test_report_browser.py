@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,10 +60,12 @@ def console(stderr: str) -> list[str]:
 
 
 @pytest.fixture
-def report(tmp_path: Path) -> Path:
-    base = load_record(FIXTURES / "report-baseline.json")
+def report(tmp_path: Path, repeated_runs: Callable[..., list[str]]) -> Path:
+    # Three runs before: enough for the baseline's own spread (a confident verdict).
+    before = [load_record(Path(p)) for p in repeated_runs(FIXTURES / "report-baseline.json")]
+    base = before[-1]
     run = load_record(FIXTURES / "report-run.json")
-    rows, _, _ = compare_runs(base, run)
+    rows, _, _ = compare_runs(before, run)
     judged = compared_record(run, rows)
     hostile = '<script>document.title="pwned"</script><img src=x onerror="document.title=1">'
     first = replace(judged.results[0], params={**judged.results[0].params, "note": hostile})
