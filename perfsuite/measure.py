@@ -68,6 +68,10 @@ class Policy:
     mode: str = "custom"
     warmup_max_seconds: float = 0.0
     warmup_settle: float = 0.10
+    # Sample each check's bare reference beside it (its fidelity).  The reference is never
+    # part of a verdict, and pairing doubles a check's time: full mode takes it, quick mode
+    # only with --perf-fidelity.
+    references: bool = True
 
     def __post_init__(self) -> None:
         """Reject counts that cannot produce a measurement."""
@@ -111,6 +115,7 @@ QUICK = Policy(
     sample_seconds=0.1,
     mode="quick",
     warmup_max_seconds=1.0,
+    references=False,
 )
 
 
@@ -441,7 +446,7 @@ def measure(
         calls=calls,
         call_seconds=once,
         launch=launch,
-        bare=_bare_entry(workload.bare, bare, values, policy.warmup),
+        bare=_bare_entry(workload.bare, bare, values, policy.warmup) if policy.references else None,
     )
 
 
@@ -464,8 +469,8 @@ class _BareSamples:
 
     @classmethod
     def start(cls, check: Workload, policy: Policy) -> _BareSamples | None:
-        """Warm up and calibrate the check's reference, or None where it has none."""
-        if check.bare is None or check.bare.run is None:
+        """Warm up and calibrate the check's reference; None where there is none to take."""
+        if check.bare is None or check.bare.run is None or not policy.references:
             return None
         samples = cls(check.bare)
         if not check.higher_is_better:

@@ -93,6 +93,16 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     ),
     ("--perf-quick", "perf_quick", _flag("quick mode: fewer repetitions and cases"), "bool", False),
     (
+        "--perf-fidelity",
+        "perf_fidelity",
+        _flag(
+            "sample each check's bare reference beside it in quick mode too (full mode always "
+            "does): the fidelity section, at about twice the time per check"
+        ),
+        "bool",
+        False,
+    ),
+    (
         "--perf-samples",
         "perf_samples",
         {
@@ -503,6 +513,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             "a whole number of MiB >= 0",
         ),
         quick=bool(option("perf_quick")),
+        fidelity=bool(option("perf_fidelity")),
         backends=_parse(
             "--perf-backend", option("perf_backend"), _backend_names, "registered backend names"
         ),

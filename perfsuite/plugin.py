@@ -9,6 +9,7 @@ reaches the run record whichever process measured it.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
@@ -23,7 +24,12 @@ from perfsuite import allocator, environment, late, noise, options, outcome, tol
 from perfsuite.errors import PerfsuiteError, loud_skip
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Crash, Result
-from perfsuite.report.terminal import skip_warning_lines, summary_lines, verdict_lines
+from perfsuite.report.terminal import (
+    progress_line,
+    skip_warning_lines,
+    summary_lines,
+    verdict_lines,
+)
 from perfsuite.selection import outside
 from perfsuite.session import Finished, PerfSession, finish
 
@@ -39,6 +45,9 @@ JUNIT_KEY = pytest.StashKey[Path | None]()
 VARIABLES_KEY = pytest.StashKey[dict[str, str]]()
 SKIP_WARNINGS_KEY = pytest.StashKey[Counter[str]]()
 COLLECTED_KEY = pytest.StashKey[list[str]]()  # the perf checks this process collected
+PROGRESS_KEY = pytest.StashKey[list[float]]()  # [started, last progress line] (monotonic)
+# A progress line at most this often (seconds), on a terminal, unless -q.
+PROGRESS_EVERY_S = 30.0
 SKIPPED_KEY = pytest.StashKey[set[str]]()  # selected perf checks that skipped
 # pytest-benchmark skips tests that do not request its fixture up front; perf checks request
 # it lazily, when they measure, so that skip is taken off them again.
@@ -85,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SELECTED_KEY] = []
     config.stash[SKIP_WARNINGS_KEY] = Counter()
     config.stash[COLLECTED_KEY] = []
+    config.stash[PROGRESS_KEY] = [time.monotonic(), time.monotonic()]
     config.stash[SKIPPED_KEY] = set()
     if not _is_worker(config):
         # The noise guard counts this process tree (xdist workers included) as its own.
@@ -153,6 +163,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(exc)) from None
         perf_session.set_family([i.nodeid for i in items])
         session.config.stash[COLLECTED_KEY] = [i.nodeid for i in items]
+        session.config.stash[PROGRESS_KEY] = [time.monotonic(), time.monotonic()]
 
 
 @pytest.fixture
@@ -359,6 +370,24 @@ class ResultCollector:
             crash = crash_of(report, results, perf_session.settings.fail_on)
             if crash is not None:
                 perf_session.add_crash(crash)
+
+    @pytest.hookimpl
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        """Checks done of total, time so far and to go, now and then, on a terminal."""
+        config = self._config
+        total = len(config.stash[COLLECTED_KEY])
+        started, last = config.stash[PROGRESS_KEY]
+        now = time.monotonic()
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if not total or reporter is None or config.get_verbosity() < 0:
+            return
+        if now - last < PROGRESS_EVERY_S or not reporter.isatty():
+            return
+        config.stash[PROGRESS_KEY][1] = now
+        perf_session = config.stash[SESSION_KEY]
+        done = len(perf_session.results) + len(perf_session.crashed)
+        done += len(config.stash[SKIPPED_KEY])
+        reporter.write_line(progress_line(done, total, now - started), cyan=True)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:

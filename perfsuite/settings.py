@@ -27,6 +27,7 @@ class Settings:
     baseline_runs: int | None = None  # None: the stored baseline's own window, else 5
     malloc_threshold: int = allocator.DEFAULT_MIB  # MiB; 0 leaves glibc's own policy
     quick: bool = False
+    fidelity: bool = False  # sample bare references in quick mode too
     backends: tuple[str, ...] = ()  # run only these backends; empty: all
     samples: int | None = None  # repetitions per check, overriding the mode's
     sample_seconds: float | None = None  # the least a sample lasts, overriding the mode's
@@ -81,6 +82,8 @@ class Settings:
     def policy(self) -> Policy:
         """The mode's policy (fewer repetitions in quick mode), with the options' overrides."""
         base = QUICK if self.quick else FULL
+        if self.fidelity:
+            base = replace(base, references=True)
         if self.sample_seconds:
             base = replace(base, sample_seconds=self.sample_seconds)
         return base.with_repetitions(self.samples) if self.samples else base

@@ -283,3 +283,11 @@ def test_a_gpu_runs_report_names_the_roofline_bound_and_shares_equal_ceilings() 
         "seed-128x128x16-n1-filter_grad]: fail, floor failed (1.3% of the roofline bound)" in banner
     )
     assert "fp16/bf16 990" in html and "fp16 990" not in html
+
+
+def test_the_progress_line_counts_checks_and_estimates_the_rest() -> None:
+    from perfsuite.report.terminal import progress_line
+
+    assert progress_line(12, 86, 65.0) == "perfsuite: 12 of 86 checks in 1:05, about 6:41 to go"
+    assert progress_line(0, 86, 3.0) == "perfsuite: 0 of 86 checks in 0:03"
+    assert progress_line(86, 86, 400.0) == "perfsuite: 86 of 86 checks in 6:40"

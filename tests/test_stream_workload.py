@@ -92,10 +92,13 @@ def test_targets_cover_numpy_cpu_and_a_gpu_slot() -> None:
     assert "tensorflow-cpu" in ids and "tensorflow-gpu:0" in ids
 
 
+@pytest.mark.integration
 def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Check / bare reference is in the record; without a compiler it is no-reference.
+    """Check / bare reference is in the record (quick mode: with --perf-fidelity only).
+
+    Without a compiler the reference is no-reference.
 
     The numpy STREAM checks carry a C reference sampled in pairs with the check's samples;
     the fidelity is the median of the pairs' ratios.
@@ -108,6 +111,17 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
     suite = P(__file__).resolve().parents[1] / "suites" / "test_memory_bandwidth.py"
     sh.copy(suite, pytester.path / "test_suite_stream.py")
     pytester.makeini("[pytest]\nperf_quick = true\n")
+    # Quick mode takes no reference unless asked (it never enters a verdict).
+    plain = pytester.runpytest_subprocess(
+        "-k", "numpy and triad", "-p", "no:cacheprovider", "--perf-report-dir", "plain"
+    )
+    plain.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "plain").glob("*/*.json")
+    record = json.loads(path.read_text())
+    assert record["derived"]["fidelity"] == {}
+    assert "bare_reference" not in record["results"][0]["context"]
+    assert record["results"][0]["phases"]["reference_and_overhead"] >= 0
+    pytester.makeini("[pytest]\nperf_quick = true\nperf_fidelity = true\n")
     result = pytester.runpytest_subprocess(
         "-k", "numpy and (triad or copy)", "-p", "no:cacheprovider"
     )

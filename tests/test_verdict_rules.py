@@ -43,7 +43,7 @@ def busy(seconds):
 @pytest.mark.parametrize("name,seconds", [("fast", 0.002), ("slow", 0.004), ("other", 0.002)])
 def test_rate(perf, name, seconds):
     perf.measure(Workload(
-        check="rate", params={"name": name}, metric="rate", unit="1/s",
+        check="rate", params={"name": name, "seconds": seconds}, metric="rate", unit="1/s",
         work=Work(1.0, "loops"), run=lambda: busy(seconds),
     ))
 """
@@ -92,7 +92,20 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         "[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\nperf_quick = true\nperf_hw = slowgpu\n"
     )
     pytester.makepyfile(test_rates=CHECKS)
+    pytester.makeconftest(FIXED_CLOCK)
     return pytester
+
+
+# The verdicts these tests assert are about statistics, not about this machine: each sample
+# takes the nominal time (a busy loop's length), whatever else the runner is doing.
+FIXED_CLOCK = """
+from perfsuite.testing import FixedClock
+
+clock = FixedClock(lambda workload: workload.params["seconds"])
+
+def pytest_perfsuite_measured(workload, measurement):
+    return clock(workload, measurement)
+"""
 
 
 def last_record(pytester: pytest.Pytester) -> dict:
@@ -151,6 +164,8 @@ def test_xdist_siblings_are_not_foreign_load(
     """
     pytest.importorskip("xdist")
     from perfsuite import noise
+
+    (project.path / "conftest.py").unlink()  # real busy loops: this test is about load
 
     ids = [
         f"test_rates.py::test_rate[{n}-{s}]"

@@ -97,6 +97,19 @@ def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
     ]
 
 
+def progress_line(done: int, total: int, elapsed_s: float) -> str:
+    """``perfsuite: 12 of 86 checks in 1:05, about 4:00 to go`` (no estimate before one)."""
+    text = f"perfsuite: {done} of {total} checks in {_clock(elapsed_s)}"
+    if 0 < done < total:
+        text += f", about {_clock(elapsed_s / done * (total - done))} to go"
+    return text
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
 def verdict_lines(
     results: Sequence[Result],
     fail_on: Iterable[str],
