@@ -106,7 +106,10 @@ def main() -> None:
     j.add_argument("--k", type=int, nargs="+", default=[1, 2, 5])
     j.add_argument("--reruns", type=int, default=10)
     j.add_argument("--slowdown", type=float, default=0.0)
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # handed to pytest
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args.pytest_args = [*args.pytest_args, *extra] if args.command == "run" else []
     if args.command == "run":
         run(args.directory.resolve(), args.runs, args.pytest_args)
     else:
