@@ -30,11 +30,25 @@ class PerfsuiteError(Exception):
     """A problem the user can fix; its message says what is wrong and where."""
 
 
-class ProfileError(PerfsuiteError):
+class _OneLine(PerfsuiteError):
+    """An error about a file: one line whatever the file put in it.
+
+    A line break or other control character (a key in a hostile file, say) is shown escaped.
+    """
+
+    def __str__(self) -> str:
+        """The message, control characters escaped."""
+        text = super().__str__()
+        if text.isprintable():
+            return text
+        return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class ProfileError(_OneLine):
     """A hardware profile is unknown or malformed."""
 
 
-class StorageError(PerfsuiteError):
+class StorageError(_OneLine):
     """A baseline or run record cannot be read or written."""
 
 

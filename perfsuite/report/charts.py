@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,9 @@ def render_all(ctx: ChartContext) -> list[dict[str, str]]:
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 11}):
         for c in CHARTS:
             try:
-                svg = c.draw(ctx)
+                with warnings.catch_warnings():  # matplotlib's advice is not the reader's
+                    warnings.simplefilter("ignore")
+                    svg = c.draw(ctx)
             except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
                 # A record read from disk whose derived section is not in the shape this
                 # perfsuite writes (another version, a hand edit): the chart is left out and
