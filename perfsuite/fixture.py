@@ -22,7 +22,7 @@ from perfsuite import noise, outcome, probe, stats
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
+from perfsuite.measure import BenchmarkClock, Measurement, Policy, Workload, measure
 from perfsuite.model import Result
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
@@ -158,9 +158,13 @@ class Perf:
         probe_s = lap()
         before = self._noise_snapshot()
         noise_s = lap()
+        policy = self._session.settings.policy
+        chosen = hook.pytest_perfsuite_policy(policy=policy)
+        if chosen is not None and not isinstance(chosen, Policy):
+            raise TypeError(f"pytest_perfsuite_policy returned {type(chosen).__name__}")
         with framework_warnings(seen):
             measurement = measure(
-                workload, self._session.settings.policy, clock, plan.rounds, progress=self._bar
+                workload, chosen or policy, clock, plan.rounds, progress=self._bar
             )
         measure_s = lap()
         replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)

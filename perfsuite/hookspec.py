@@ -6,7 +6,9 @@ Each ``firstresult`` hook returns None to leave the reading to perfsuite.
 The first two are the measurement seam perfsuite's own tests use: a plugin test then runs
 on a fixed machine reading, so a busy test runner never changes the outcome it asserts, and
 no test measures real hardware it does not mean to.  The third is the supported way to
-slow a check down by a known amount, for studies of a verdict's power.
+slow a check down by a known amount, for studies of a verdict's power.  The fourth sets how
+long a check's warm-up and samples last: a plugin's own tests make them brief, as
+pytest-benchmark's tests run with a tiny ``--benchmark-max-time``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from perfsuite.measure import Measurement, Workload
+    from perfsuite.measure import Measurement, Policy, Workload
     from perfsuite.noise import Snapshot
 
 
@@ -51,4 +53,17 @@ def pytest_perfsuite_measured(workload: Workload, measurement: Measurement) -> M
     :param workload: what the check measured: its parameters, unit and metric.
     :param measurement: the samples as measured.
     :returns: the measurement to judge instead, or None to judge it as measured.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_perfsuite_policy(policy: Policy) -> Policy | None:
+    """Change how a check measures: its warm-up and sample lengths, its repetitions.
+
+    Called for each check with the session's policy (``--perf-quick``, ``--perf-sample-seconds``
+    and the rest); the record keeps the session's policy and names the plugin in its
+    ``measurement_seam``.
+
+    :param policy: the :class:`perfsuite.measure.Policy` the options chose.
+    :returns: the policy to measure this check with, or None to keep it.
     """

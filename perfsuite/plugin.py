@@ -270,6 +270,7 @@ def seam_plugins(config: pytest.Config) -> list[str]:
         hook.pytest_perfsuite_noise_snapshot,
         hook.pytest_perfsuite_machine_reading,
         hook.pytest_perfsuite_measured,
+        hook.pytest_perfsuite_policy,
     )
     return sorted({impl.plugin_name for caller in callers for impl in caller.get_hookimpls()})
 

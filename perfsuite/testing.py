@@ -2,7 +2,9 @@
 
 Load it with ``-p perfsuite.testing`` (or ``PYTEST_PLUGINS=perfsuite.testing``): the noise
 guard then reads a machine that does nothing else, and the machine probe reads the same
-speeds every time, through perfsuite's measurement seam (:mod:`perfsuite.hookspec`).
+speeds every time, through perfsuite's measurement seam (:mod:`perfsuite.hookspec`), and
+each check measures briefly: no settling warm-up, samples of a millisecond, with the
+repetitions its policy asks for (a test of a plugin needs the path, not the precision).
 An outcome a test asserts then depends on what the test measures, never on what else the
 test runner is doing.  Its hooks run last, so a conftest that implements the same hook (to
 simulate foreign load, say) wins.  :class:`FixedClock` fixes the samples themselves, for
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite.measure import Measurement, Workload
+from perfsuite.measure import Measurement, Policy, Workload
 from perfsuite.noise import Snapshot
 
 # The probe's components (see perfsuite.probe), at speeds a small machine might have.
@@ -35,6 +37,22 @@ def pytest_perfsuite_noise_snapshot(with_gpus: bool) -> Snapshot:
 def pytest_perfsuite_machine_reading() -> dict[str, Any]:
     """The same probe speeds every time."""
     return {**STEADY_READING, "source": "perfsuite.testing (steady)", "seconds": 0.0}
+
+
+# How long a sample lasts on the steady machine: long enough to time, short enough that a
+# test of a plugin spends its time on the plugin.
+BRIEF_SAMPLE_SECONDS = 0.001
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_perfsuite_policy(policy: Policy) -> Policy:
+    """The same repetitions, measured briefly: no time-based or settling warm-up."""
+    return dataclasses.replace(
+        policy,
+        warmup_seconds=0.0,
+        warmup_max_seconds=0.0,
+        sample_seconds=min(policy.sample_seconds, BRIEF_SAMPLE_SECONDS),
+    )
 
 
 class FixedClock:

@@ -16,6 +16,23 @@ import matplotlib.figure  # noqa: F401
 import pytest
 
 
+def _frameworks_imported_once() -> None:
+    """Import the installed frameworks before pytester notes which modules are loaded.
+
+    pytester drops, when a test ends, every module imported during it.  TensorFlow cannot be
+    imported twice in one process (its second import aborts the interpreter: "Check failed:
+    PyExceptionRegistry::Init() already called"), so a framework first imported inside a
+    pytester test would take down the next test that imports it.  Imported before the
+    snapshot, it is kept.
+    """
+    import importlib
+    import importlib.util
+
+    for name in ("tensorflow", "torch"):
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
 @pytest.fixture(autouse=True)
 def _pytester_baselines(request: pytest.FixtureRequest) -> None:
     """A pytester project starts as a checkout does: with an empty ``baselines/`` folder.
@@ -25,6 +42,8 @@ def _pytester_baselines(request: pytest.FixtureRequest) -> None:
     ``integration`` reads the real machine (it is about processes, load or hardware).
     """
     if "pytester" in request.fixturenames:
+        if request.node.get_closest_marker("integration") is not None:
+            _frameworks_imported_once()
         request.getfixturevalue("pytester").mkdir("baselines")
         monkeypatch = request.getfixturevalue("monkeypatch")
         # A pytest the test starts is a session of its own, even when this one runs under

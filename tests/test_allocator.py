@@ -77,6 +77,7 @@ def test_one(perf):
     assert json.loads(path.read_text())["settings"]["malloc_threshold"] == 32
 
 
+@pytest.mark.integration
 def test_tensorflow_is_asked_for_its_pool_unless_the_user_chose(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -92,6 +93,7 @@ def test_tensorflow_is_asked_for_its_pool_unless_the_user_chose(
     assert allocator.framework_state()["tensorflow_cpu"].endswith("as set in the environment")
 
 
+@pytest.mark.integration
 def test_a_tensorflow_imported_before_the_session_is_left_and_said_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -102,6 +104,7 @@ def test_a_tensorflow_imported_before_the_session_is_left_and_said_so(
     assert allocator.TF_BFC not in os.environ
 
 
+@pytest.mark.integration
 def test_tensorflow_cpu_outputs_take_no_fresh_pages_inside_timed_calls(
     pytester: pytest.Pytester,
 ) -> None:

@@ -113,6 +113,7 @@ def test_knob_speedups() -> None:
     assert knobs.speedups(None, results) == {"tensorflow-cpu": {"xla": 1.5, "amp": 2.0}}
 
 
+@pytest.mark.integration
 def test_tensorflow_kernels_compute_the_right_thing() -> None:
     pytest.importorskip("tensorflow")
     from perfsuite import backends
@@ -177,6 +178,7 @@ def test_numpy_matmul_is_fp32_only() -> None:
     np.testing.assert_allclose(mm.c, mm.a @ mm.b, rtol=1e-5)
 
 
+@pytest.mark.integration
 def test_the_training_step_keeps_the_frameworks_tf32_setting() -> None:
     """Forcing TF32 off in the plain step would inflate the AMP and XLA speedups."""
     tf = pytest.importorskip("tensorflow")
@@ -193,6 +195,7 @@ def test_the_training_step_keeps_the_frameworks_tf32_setting() -> None:
         tf.config.experimental.enable_tensor_float_32_execution(before)
 
 
+@pytest.mark.integration
 def test_the_numpy_gemm_never_imports_tensorflow() -> None:
     """FLOP counts are framework-neutral; the numpy backend runs without TensorFlow loaded."""
     import subprocess

@@ -167,15 +167,18 @@ def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.P
 
 
 LOADED_MACHINE = """
-import time
+import itertools
 import pytest
 from perfsuite.noise import Snapshot
+
+READINGS = itertools.count()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_perfsuite_noise_snapshot(with_gpus):
-    # A core's worth of other work: foreign CPU time grows as fast as the wall clock.
-    now = time.monotonic()
+    # A core's worth of other work: each reading a second later, with a second more of
+    # other work (foreign CPU time grows as fast as the wall clock).
+    now = float(next(READINGS))
     return Snapshot(wall=now, busy=now, steal=0.0, own=0.0, load=(), cpu_mhz=None)
 """
 
@@ -473,6 +476,7 @@ def test_profile_names_are_case_insensitive_with_suggestions(project: pytest.Pyt
     assert "did you mean slowgpu" in "\n".join(wrong.errlines)
 
 
+@pytest.mark.integration
 def test_what_a_worker_sends_about_its_software_crosses_to_the_controller() -> None:
     """Xdist sends it through execnet, which refuses str subclasses (torch's TorchVersion)."""
     execnet = pytest.importorskip("execnet")

@@ -87,6 +87,7 @@ def test_full_mode_runs_full_only_cases(project: pytest.Pytester) -> None:
     project.runpytest("-k", "full_only").assert_outcomes(passed=1)
 
 
+@pytest.mark.integration
 def test_gemm_and_conv_cases_record_roofline_and_flop_checks(pytester: pytest.Pytester) -> None:
     pytest.importorskip("tensorflow")
     for name in ("test_gemm.py", "test_conv_roofline.py"):

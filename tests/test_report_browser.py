@@ -22,6 +22,8 @@ from perfsuite.records import load_record
 from perfsuite.report.html import render
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Real framework kernels / a real browser: the integration tier.
+pytestmark = pytest.mark.integration
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",

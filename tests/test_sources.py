@@ -17,9 +17,42 @@ import numpy as np
 import psutil
 import pytest
 
+from perfsuite import measure as measure_module
+from perfsuite import sources as sources_module
 from perfsuite.measure import Bare, Policy, Workload, measure
 from perfsuite.model import Work
 from perfsuite.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
+
+
+class FakeTime:
+    """The measuring loop's clock, moved only by what a workload says it took.
+
+    A test of the loop's logic (warm-up windows, pairing, calibration) then sees the same
+    durations on a quiet machine and on a busy one; nothing here waits on the real clock.
+    """
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    for module in (measure_module, sources_module):
+        monkeypatch.setattr(module, "time", fake)
+    return fake
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -47,6 +80,7 @@ def _workload(source: object = None) -> Workload:
     )
 
 
+@pytest.mark.integration  # a real child process
 def test_child_samples_are_read_from_json_lines() -> None:
     source = ChildSource([sys.executable, "-c", CHILD], timeout_s=30)
     m = measure(_workload(source), Policy(warmup=1, repetitions=5))
@@ -55,6 +89,7 @@ def test_child_samples_are_read_from_json_lines() -> None:
     assert m.source["facts"] == [{"layout": {"hosts": 1, "ranks": 2}}]
 
 
+@pytest.mark.integration  # a real child process
 def test_a_hung_child_is_killed_with_its_group_and_named() -> None:
     code = (
         "import subprocess, sys, time\n"
@@ -76,6 +111,7 @@ def test_a_hung_child_is_killed_with_its_group_and_named() -> None:
     assert not leftovers
 
 
+@pytest.mark.integration  # a real child process
 def test_a_failing_child_reports_its_status_and_stderr() -> None:
     with pytest.raises(SourceError, match=r"(?s)exited with status 3.*bad rank"):
         run_child(
@@ -96,7 +132,7 @@ class CpuEvent:
         self.t = 0.0
 
     def record(self) -> None:
-        self.t = time.perf_counter()
+        self.t = sources_module.time.perf_counter()
 
     def synchronize(self) -> None:
         pass
@@ -105,11 +141,11 @@ class CpuEvent:
         return (end.t - self.t) * 1e3
 
 
-def test_event_source_times_each_repetition_between_event_pairs() -> None:
+def test_event_source_times_each_repetition_between_event_pairs(clock: FakeTime) -> None:
     calls: list[int] = []
     source = EventSource(CpuEvent, device="cpu-events")
-    durations = source.durations(lambda: (calls.append(1), time.sleep(0.002)), lambda: None, 2, 4)
-    assert len(calls) == 6 and len(durations) == 4 and all(d >= 0.0015 for d in durations)
+    durations = source.durations(lambda: (calls.append(1), clock.sleep(0.002)), lambda: None, 2, 4)
+    assert len(calls) == 6 and durations == pytest.approx([0.002] * 4)
     assert source.describe() == {"kind": "device-events", "device": "cpu-events"}
 
 
@@ -117,6 +153,7 @@ def test_clock_source_describes_itself() -> None:
     assert ClockSource().describe()["kind"] == "clock"
 
 
+@pytest.mark.integration  # a real child process
 def test_the_source_is_recorded_with_the_result(pytester: pytest.Pytester) -> None:
     shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
     pytester.makeini(
@@ -251,13 +288,13 @@ def test_perfsuites_own_warnings_pass_through_the_framework_warning_record() -> 
     assert seen == ["FutureWarning: a framework's advice"]
 
 
-def _slow_start_workload() -> tuple[Workload, list[int]]:
+def _slow_start_workload(clock: FakeTime) -> tuple[Workload, list[int]]:
     """A workload whose calls start slow and speed up: call n takes 1 ms + 20 ms / n."""
     calls: list[int] = []
 
     def run() -> None:
         calls.append(1)
-        time.sleep(0.001 + 0.02 / len(calls))
+        clock.sleep(0.001 + 0.02 / len(calls))
 
     return (
         Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run),
@@ -265,9 +302,9 @@ def _slow_start_workload() -> tuple[Workload, list[int]]:
     )
 
 
-def test_warm_up_goes_on_until_the_rate_settles() -> None:
+def test_warm_up_goes_on_until_the_rate_settles(clock: FakeTime) -> None:
     """A slow start longer than the fixed minimum is warmed through, not timed."""
-    work, calls = _slow_start_workload()
+    work, calls = _slow_start_workload(clock)
     policy = Policy(
         warmup=0, repetitions=3, warmup_seconds=0.01, sample_seconds=0.02, warmup_max_seconds=5.0
     )
@@ -276,20 +313,20 @@ def test_warm_up_goes_on_until_the_rate_settles() -> None:
     assert m.warmup_windows[0] > 3 * m.warmup_windows[-1]  # the windows saw the change
     # the two last windows agree within the policy's settle tolerance
     assert abs(m.warmup_windows[-1] / m.warmup_windows[-2] - 1) < 0.2
-    fixed_work, fixed_calls = _slow_start_workload()
+    fixed_work, fixed_calls = _slow_start_workload(clock)
     fixed = measure(fixed_work, replace(policy, warmup_max_seconds=0))
     assert fixed.warmup_windows == () and fixed.warmup_settled is None
     assert len(calls) > len(fixed_calls)  # the settling windows ran on past the minimum
     assert min(m.values) > max(fixed.values)  # and the samples met the faster calls
 
 
-def test_a_rate_that_never_settles_stops_at_the_cap_and_says_so() -> None:
+def test_a_rate_that_never_settles_stops_at_the_cap_and_says_so(clock: FakeTime) -> None:
     """A workload that keeps slowing down ends the warm-up at its cap, marked unsettled."""
     calls = [0]
 
     def run() -> None:
         calls[0] += 1
-        time.sleep(0.0002 * 1.25 ** calls[0])  # every call 25% slower than the one before
+        clock.sleep(0.0002 * 1.25 ** calls[0])  # every call 25% slower than the one before
 
     work = Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run)
     policy = Policy(
@@ -306,7 +343,7 @@ def test_a_zero_settle_tolerance_is_rejected() -> None:
         Policy(warmup=0, repetitions=3, warmup_settle=0.0)
 
 
-def _drifting_pair(log: list[str]) -> tuple[Workload, Bare]:
+def _drifting_pair(log: list[str], clock: FakeTime) -> tuple[Workload, Bare]:
     """A check at half its reference's speed, on a machine whose speed changes between pairs.
 
     The machine's slowdown (1x to 4x) is drawn afresh whenever the reference starts after
@@ -317,13 +354,13 @@ def _drifting_pair(log: list[str]) -> tuple[Workload, Bare]:
 
     def check() -> None:
         log.append("c")
-        time.sleep(0.004 * factor[0])
+        clock.sleep(0.004 * factor[0])
 
     def bare() -> None:
         if not log or log[-1] == "c":
             factor[0] = float(rng.choice([1.0, 2.0, 3.0, 4.0]))
         log.append("r")
-        time.sleep(0.002 * factor[0])
+        clock.sleep(0.002 * factor[0])
 
     work = Workload(
         check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=check,
@@ -337,10 +374,10 @@ def bare_of(work: Workload) -> Bare:
     return work.bare
 
 
-def test_a_bare_reference_is_sampled_right_before_each_check_sample() -> None:
+def test_a_bare_reference_is_sampled_right_before_each_check_sample(clock: FakeTime) -> None:
     """Reference and check samples alternate, so each pair sees one state of the machine."""
     log: list[str] = []
-    work, _ = _drifting_pair(log)
+    work, _ = _drifting_pair(log, clock)
     policy = Policy(warmup=1, repetitions=6, warmup_seconds=0.01, sample_seconds=0.01)
     m = measure(work, policy)
     runs = [key for key, _ in itertools.groupby(log)]
@@ -357,19 +394,23 @@ def test_a_bare_reference_is_sampled_right_before_each_check_sample() -> None:
     assert max(m.values) / min(m.values) > 1.5  # the drift was there, in both
 
 
-def test_a_source_that_takes_its_samples_at_once_gets_unpaired_reference_samples() -> None:
+def test_a_source_that_takes_its_samples_at_once_gets_unpaired_reference_samples(
+    clock: FakeTime,
+) -> None:
     """Device event timers queue every sample after one hook: the reference follows, unpaired."""
     log: list[str] = []
-    work, _ = _drifting_pair(log)
+    work, _ = _drifting_pair(log, clock)
     work = replace(work, source=EventSource(CpuEvent, device="cpu-events"))
     m = measure(work, Policy(warmup=1, repetitions=4, sample_seconds=0.01))
     assert m.bare is not None and m.bare["paired"] is False and "pair_ratios" not in m.bare
     assert len(m.bare["samples"]) == 4
 
 
-def test_a_reference_that_cannot_be_built_is_recorded_with_why_and_never_timed() -> None:
+def test_a_reference_that_cannot_be_built_is_recorded_with_why_and_never_timed(
+    clock: FakeTime,
+) -> None:
     log: list[str] = []
-    work, _ = _drifting_pair(log)
+    work, _ = _drifting_pair(log, clock)
     work = replace(work, bare=Bare("C STREAM", unavailable="no C compiler (cc not found)"))
     m = measure(work, Policy(warmup=0, repetitions=2, sample_seconds=0.005))
     assert m.bare == {"what": "C STREAM", "unavailable": "no C compiler (cc not found)"}
@@ -392,18 +433,20 @@ def test_pairs_skip_the_warm_up_rounds_and_a_hook_after_the_samples() -> None:
     assert entry["pair_ratios"] == [1.0, 2.0, 4.0]
 
 
-def test_a_reference_that_fails_is_dropped_with_the_reason_and_the_check_goes_on() -> None:
+def test_a_reference_that_fails_is_dropped_with_the_reason_and_the_check_goes_on(
+    clock: FakeTime,
+) -> None:
     calls = [0]
 
     def flaky() -> None:
         calls[0] += 1
-        time.sleep(0.001)
+        clock.sleep(0.001)
         if calls[0] > 12:
             raise RuntimeError("device lost\nmore detail")
 
     work = Workload(
         check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
-        run=lambda: time.sleep(0.001), bare=Bare("the op, bare", flaky, 1.0, "op/s"),
+        run=lambda: clock.sleep(0.001), bare=Bare("the op, bare", flaky, 1.0, "op/s"),
     )  # fmt: skip
     m = measure(work, Policy(warmup=0, repetitions=4, sample_seconds=0.005))
     assert len(m.values) == 4
@@ -413,20 +456,20 @@ def test_a_reference_that_fails_is_dropped_with_the_reason_and_the_check_goes_on
     }
 
 
-def test_a_latency_check_gets_no_rate_reference() -> None:
+def test_a_latency_check_gets_no_rate_reference(clock: FakeTime) -> None:
     log: list[str] = []
-    work, _ = _drifting_pair(log)
+    work, _ = _drifting_pair(log, clock)
     m = measure(replace(work, higher_is_better=False), Policy(warmup=0, repetitions=2))
     assert m.bare is not None and "is a latency" in m.bare["unavailable"] and "r" not in log
 
 
-def test_settling_windows_fit_the_warm_up_however_long_a_sample() -> None:
+def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime) -> None:
     """A 30 s sample length still leaves two settling windows inside a 0.2 s warm-up cap."""
     from perfsuite.measure import _warm_up
 
     work = Workload(
         check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
-        run=lambda: time.sleep(0.001),
+        run=lambda: clock.sleep(0.001),
     )  # fmt: skip
     policy = Policy(
         warmup=0, repetitions=1, warmup_seconds=0.0, sample_seconds=30.0, warmup_max_seconds=0.2

@@ -73,6 +73,7 @@ def test_numpy_kernels_compute_stream_results_over_threads(kernel: str) -> None:
         kernels.close()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kernel", stream.KERNELS)
 def test_tensorflow_kernels_compute_stream_results(kernel: str) -> None:
     pytest.importorskip("tensorflow")

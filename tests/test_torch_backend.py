@@ -24,6 +24,8 @@ torch = pytest.importorskip(
 from perfsuite.backends import torch as torch_backend  # noqa: E402
 
 TB = backends.get("torch")
+# Real framework kernels / a real browser: the integration tier.
+pytestmark = pytest.mark.integration
 
 
 def test_torch_is_one_registered_module_and_the_registry_has_no_import_cycle() -> None:

@@ -766,6 +766,7 @@ def test_a_baseline_spread_over_hours_needs_no_note() -> None:
     assert "within 3 min" in baseline_note(minutes)
 
 
+@pytest.mark.integration  # real calibration: calls per sample on this machine
 def test_the_sample_length_option_sets_every_check_s_policy(project: pytest.Pytester) -> None:
     """--perf-sample-seconds reaches the calibration (more calls a sample) and the record."""
     project.runpytest("-k", "fast", "--perf-samples=3").assert_outcomes(passed=1, deselected=2)
