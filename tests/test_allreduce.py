@@ -224,7 +224,7 @@ def _workers_left() -> list[str]:
 @needs_mpi
 def test_two_mpi_ranks_measure_latency_busbw_and_fusion(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    result = pytester.runpytest("-k", "mpi and (8B or 1MiB or fusion)", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-k", "mpi and (8B or 16MiB or fusion)", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     (path,) = (pytester.path / "reports").rglob("*.json")
     record = json.loads(path.read_text())
@@ -232,12 +232,12 @@ def test_two_mpi_ranks_measure_latency_busbw_and_fusion(pytester: pytest.Pyteste
     small = by_id["mpi-cpu-2ranks-8B"]
     assert small["metric"] == "latency" and small["higher_is_better"] is False
     assert small["source"]["kind"] == "ranks"
-    assert by_id["mpi-cpu-2ranks-1MiB"]["metric"] == "busbw"
-    assert by_id["mpi-cpu-2ranks-1MiB"]["floor"]["figure"] == "host.shm_copy_gbs (measured)"
+    assert by_id["mpi-cpu-2ranks-16MiB"]["metric"] == "busbw"
+    assert by_id["mpi-cpu-2ranks-16MiB"]["floor"]["figure"] == "host.shm_copy_gbs (measured)"
     (curve,) = record["derived"]["allreduce"]["curves"]
     assert curve["layout"]["ranks"] == 2 and curve["layout"]["launcher"] == "mpiexec -n {ranks}"
     assert sum(curve["layout"]["hosts"].values()) == 2
-    assert [p["size"] for p in curve["points"]] == [8, 1 << 20]
+    assert [p["size"] for p in curve["points"]] == [8, 16 << 20]
     assert curve["alpha_us"] is not None and curve["beta_ns_per_byte"] is not None
     assert curve["fusion"]["tensors"] == allreduce.FUSION_TENSORS
     assert curve["fusion"]["speedup"] > 0

@@ -79,6 +79,9 @@ def test_gemm_cases_cover_precisions_shapes_and_quick_mode() -> None:
 def test_conv_cases() -> None:
     cases = [c for c in conv.cases() if c.target == Target("tensorflow", "cpu")]
     assert len(cases) == 2 * 5 * 2 * 3
+    quick = {c.extra["layer"] for c in cases if not c.full_only}
+    assert quick == {"seed-128x128x16", "resnet-32x32x256"}  # one layer per regime
+    assert sum(not c.full_only for c in cases) == 2 * 2 * 3  # both precisions, every pass
     assert {c.precision for c in cases} == {"fp32", "bf16"}
     gpu = {c.precision for c in conv.cases() if c.target.device_kind == "gpu"}
     assert gpu == {"fp32", "fp16"}
