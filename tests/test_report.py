@@ -291,3 +291,20 @@ def test_the_progress_line_counts_checks_and_estimates_the_rest() -> None:
     assert progress_line(12, 86, 65.0) == "perfsuite: 12 of 86 checks in 1:05, about 6:41 to go"
     assert progress_line(0, 86, 3.0) == "perfsuite: 0 of 86 checks in 0:03"
     assert progress_line(86, 86, 400.0) == "perfsuite: 86 of 86 checks in 6:40"
+
+
+def test_a_reference_that_is_not_a_peak_is_named_for_what_it_is() -> None:
+    """The pipeline is set against the compute limit, CPU allreduce against a shm copy."""
+    from perfsuite.model import FloorVerdict
+    from perfsuite.report import of_reference
+
+    def floor(figure: str, share: float, estimated: bool = False) -> FloorVerdict:
+        return FloorVerdict("pass", fraction_of_peak=share, figure=figure, estimated=estimated)
+
+    assert of_reference(floor("memory.bandwidth_gbs", 0.85)) == "85.0% of peak"
+    assert of_reference(floor("compute.fp32_tflops", 0.4, True)) == "40.0% of peak (est.)"
+    pipeline = floor("compute limit: compute.bf16_tflops / 2.46e+10 FLOP per sample", 168.2)
+    assert of_reference(pipeline) == "168x compute limit"
+    assert of_reference(floor("host.shm_copy_gbs (measured)", 0.12)) == "12.0% of shm copy"
+    assert of_reference(floor("roofline", 0.5)) == "50.0% of the roofline bound"
+    assert of_reference(FloorVerdict("no-reference")) == ""

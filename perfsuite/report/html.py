@@ -20,6 +20,7 @@ from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
 from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Result, RunRecord
+from perfsuite.report import of_reference
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
@@ -81,8 +82,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "value": f"{best:.4g}",
         "value_sort": best,
         "unit": r.unit,
-        "peak": _pct(f.fraction_of_peak)
-        + (" (est.)" if f.estimated and f.fraction_of_peak else ""),
+        "peak": of_reference(f),
         "peak_sort": f.fraction_of_peak if f.fraction_of_peak is not None else -1,
         "baseline": "" if b.baseline_median is None else f"{b.baseline_median:.4g}",
         "change": change,
@@ -93,7 +93,6 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
         "floor": outcome.floor_label(r),
         "floor_failed": outcome.floor_missed(r) and not outcome.tainted(r),
-        "of_what": "of the roofline bound" if f.figure == "roofline" else "of peak",
         "waiver": waiver,
         "outcome": outcome.of(r),
         "reason": "; ".join(

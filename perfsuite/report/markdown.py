@@ -7,6 +7,7 @@ from pathlib import Path
 
 from perfsuite import outcome, stats
 from perfsuite.model import RunRecord
+from perfsuite.report import of_reference
 
 # Characters that CommonMark and GitHub's tables, links, emphasis, code spans and
 # strikethrough give a meaning; each is backslash-escaped (CommonMark allows this before any
@@ -43,7 +44,7 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         f"{headline} Outcomes: "
         + ", ".join(f"{outcomes[k]} {k}" for k in outcome.ORDER if outcomes.get(k)),
         "",
-        "| check | value | % of peak | change [95% CI] | floor | baseline | outcome |",
+        "| check | value | vs reference | change [95% CI] | floor | baseline | outcome |",
         "|---|---|---|---|---|---|---|",
     ]
 
@@ -52,8 +53,7 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         change = "" if b.ratio is None else f"{b.ratio - 1:+.1%}"
         if b.ci_low is not None and b.ci_high is not None:
             change += f" [{b.ci_low - 1:+.1%}, {b.ci_high - 1:+.1%}]"
-        peak = "" if r.floor.fraction_of_peak is None else f"{r.floor.fraction_of_peak:.1%}"
-        peak += " (est.)" if peak and r.floor.estimated else ""
+        peak = of_reference(r.floor)
         best = stats.best(r.samples, r.higher_is_better)
         lines.append(
             f"| {_cell(short(r.id))} | {best:.4g} {_cell(r.unit)} | {peak} | {change} "

@@ -14,6 +14,7 @@ from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Crash, Result
+from perfsuite.report import of_reference
 
 if TYPE_CHECKING:
     from perfsuite.session import Finished, PerfSession
@@ -45,10 +46,7 @@ def _value(result: Result) -> str:
 
 
 def _peak(result: Result) -> str:
-    floor = result.floor
-    if floor.fraction_of_peak is None:
-        return "-"
-    return f"{floor.fraction_of_peak:.1%}" + (" (est.)" if floor.estimated else "")
+    return of_reference(result.floor) or "-"
 
 
 def change(result: Result) -> str:
@@ -62,9 +60,18 @@ def change(result: Result) -> str:
 
 
 def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> list[str]:
-    """The per-check table: check, metric, best value, % of peak, change, verdicts, outcome."""
+    """The per-check table: check, metric, best value, against what reference, change, verdicts."""
     rows = [
-        ("check", "metric", "best", "% of peak", "vs baseline [CI]", "floor", "baseline", "outcome")
+        (
+            "check",
+            "metric",
+            "best",
+            "vs reference",
+            "vs baseline [CI]",
+            "floor",
+            "baseline",
+            "outcome",
+        )
     ]
     for r in outcome.worst_first(results):
         status = (r.waiver or {}).get("status")
