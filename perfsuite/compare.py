@@ -109,7 +109,7 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
 
     On a machine that slows down for spells longer than a check, a run's slow results form a
     long tail; the fastest of passes minutes apart steps over a spell unless it catches them
-    all (see ``benchmarks/best_of_passes.py``).  Judge a session kept this way only against
+    all (see ``lab/best_of_passes.py``).  Judge a session kept this way only against
     baselines kept the same way.  Each kept result says which pass it came from and every
     pass's median (``context.passes``).  A check missing from a pass, or measured there in
     another unit, is left out of the session (compare then lists it as only on one side).

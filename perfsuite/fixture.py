@@ -181,7 +181,7 @@ class Perf:
         machine = probe.combine(machine, self._machine_reading())
         probe_s += lap()
         samples_s = sum(measurement.seconds)
-        phases = {  # where this check's time went (seconds; see benchmarks/phases.py)
+        phases = {  # where this check's time went (seconds; see lab/phases.py)
             "build": build_s,
             "probe": probe_s,
             "noise": noise_s,

@@ -307,7 +307,7 @@ class WarmUp:
     settled: bool | None = None  # None: no settling asked for
 
 
-def _warm_up(workload: Workload, policy: Policy) -> WarmUp:
+def warm_up(workload: Workload, policy: Policy) -> WarmUp:
     """Run the workload untimed for the policy's minimum, then until its rate settles.
 
     A framework's first calls can be slow for longer than any fixed warm-up: a TensorFlow
@@ -376,7 +376,7 @@ def measure(
     """Measure a workload under a policy; the one loop every check uses.
 
     In-process sources warm up (untimed) for ``policy.warmup_seconds`` and then until the
-    rate settles (:func:`_warm_up`), then calibrate each
+    rate settles (:func:`warm_up`), then calibrate each
     sample to last ``policy.sample_seconds``: short operations are repeated back to back
     within a sample, so call and sync overhead and millisecond-scale interruptions are
     amortised.  The workload's own source (child ranks) wins over ``clock``, the in-process
@@ -396,7 +396,7 @@ def measure(
         warmed = WarmUp(0.0)
         if in_process:
             bare = _BareSamples.start(workload, policy)
-            warmed = _warm_up(workload, policy)
+            warmed = warm_up(workload, policy)
             calls, once = calibrate(workload, policy.sample_seconds)
 
         replay, launch = _captured(workload, calls) if in_process else (None, "host")
@@ -477,7 +477,7 @@ class _BareSamples:
             samples.error = "a bare reference is a rate; this check is a latency"
             return samples
         try:
-            samples.warmed = _warm_up(samples.workload, policy)
+            samples.warmed = warm_up(samples.workload, policy)
             samples.calls, samples.once = calibrate(samples.workload, policy.sample_seconds)
         except Exception as exc:  # any framework's error: the check goes on without it
             samples.fail(exc)

@@ -121,7 +121,7 @@ class Result:
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
     # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
-    # reference_and_overhead, judge (see benchmarks/phases.py).
+    # reference_and_overhead, judge (see lab/phases.py).
     phases: Mapping[str, float] = field(default_factory=dict)
 
     @property

@@ -485,7 +485,7 @@ def combine(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
     Interference only ever slows a probe kernel (a framework's worker threads still spinning
     after the check, a neighbour's burst), never speeds it up, so the faster reading is the
     closer one to what the machine could do in the interval.  Replayed on three verdict
-    benchmarks' records (``benchmarks/probe_effect.py --combine``), the faster reading called
+    benchmarks' records (``lab/probe_effect.py --combine``), the faster reading called
     10-29 points more of the injected 20% slowdowns "regressed" than the geometric mean of the
     two, for 0.1-0.4 points more A/A false alarms.
     """

@@ -12,7 +12,7 @@ memory bandwidth and GEMMs:
    machine is noisy; with ``--tries N``, run again (up to N runs in all) until one passes,
    printing every attempt's outcomes, so the README can say how many it took;
 3. a run with a 40% slowdown injected into every measured duration
-   (``benchmarks/slowdown.py``): the report with regressions;
+   (``perfsuite/slowdown.py``): the report with regressions;
 4. a pre-upgrade A/B: the five baseline runs (A, the old stack) against a run of the same
    checks under a "new image" that sets ``OMP_NUM_THREADS=1`` (B), with ``perfsuite compare
    --html``: a real change of the stack's configuration, with its environment diff.
@@ -46,7 +46,7 @@ def _pytest(workdir: Path, *extra: str, env: dict[str, str] | None = None) -> Pa
     done = subprocess.run(
         [
             sys.executable, "-m", "pytest", *CHECKS, "--hw=auto", "--perf-quick", "-q",
-            "-p", "no:cacheprovider", "-p", "benchmarks.slowdown",
+            "-p", "no:cacheprovider", "-p", "perfsuite.slowdown",
             "--perf-report-dir", str(reports), "--perf-baseline-dir", str(workdir / "baselines"),
             *extra,
         ],

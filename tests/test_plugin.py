@@ -486,3 +486,32 @@ def test_what_a_worker_sends_about_its_software_crosses_to_the_controller() -> N
     software = environment.software()
     assert software["torch"]["loaded"] and type(software["torch"]["version"]) is str
     assert execnet.loads(execnet.dumps(software)) == software
+
+
+def test_the_slowdown_plugin_stretches_every_sample_by_the_fraction_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``-p perfsuite.slowdown`` with 20% asked: each rate is 0.8 of the one measured."""
+    from perfsuite import slowdown
+    from perfsuite.measure import Measurement, Workload
+    from perfsuite.model import Work
+
+    work = Workload(
+        check="w", params={"kernel": "triad"}, metric="rate", unit="op/s",
+        work=Work(1.0, "op"), run=lambda: None,
+    )  # fmt: skip
+    seconds = (0.010, 0.011, 0.009)
+    measured = Measurement(
+        seconds=seconds, values=tuple(work.value(s, 1) for s in seconds), timer="test"
+    )
+    assert slowdown.pytest_perfsuite_measured(work, measured) is None  # not asked
+    monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN", "0.2")
+    slowed = slowdown.pytest_perfsuite_measured(work, measured)
+    assert slowed is not None
+    assert slowed.values == pytest.approx([0.8 * v for v in measured.values])
+    assert slowed.seconds == pytest.approx([1.25 * s for s in seconds])
+    monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN_PARAM", "copy")  # another kernel only
+    assert slowdown.pytest_perfsuite_measured(work, measured) is None
+    monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN_PARAM", "triad")
+    monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN", "1.5")  # not a fraction: left alone
+    assert slowdown.pytest_perfsuite_measured(work, measured) is None

@@ -1,11 +1,11 @@
-"""``benchmarks/power_bound.py``: the Neyman-Pearson bound's arithmetic."""
+"""``lab/power_bound.py``: the Neyman-Pearson bound's arithmetic."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats as sps
 
-from benchmarks import power_bound
+from lab import power_bound
 
 
 def test_same_rate_bound_is_the_one_sided_z_test() -> None:

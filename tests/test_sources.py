@@ -465,7 +465,7 @@ def test_a_latency_check_gets_no_rate_reference(clock: FakeTime) -> None:
 
 def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime) -> None:
     """A 30 s sample length still leaves two settling windows inside a 0.2 s warm-up cap."""
-    from perfsuite.measure import _warm_up
+    from perfsuite.measure import warm_up
 
     work = Workload(
         check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
@@ -474,5 +474,5 @@ def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime)
     policy = Policy(
         warmup=0, repetitions=1, warmup_seconds=0.0, sample_seconds=30.0, warmup_max_seconds=0.2
     )
-    warm = _warm_up(work, policy)
+    warm = warm_up(work, policy)
     assert len(warm.windows) >= 2  # a 30 s window would have been one, and 30 s long

@@ -1,4 +1,4 @@
-"""``benchmarks/spread.py`` reads run records through perfsuite's own loader."""
+"""``lab/spread.py`` reads run records through perfsuite's own loader."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import spread
+from lab import spread
 from perfsuite.records import load_record
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-record-v1.json"

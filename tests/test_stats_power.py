@@ -4,7 +4,7 @@ Noise model ("realistic", GPU-like): each repetition is lognormal with a 2% CV; 
 also shifts as a whole by a lognormal factor with 0.5% spread (the run-to-run variation no
 within-run test can see); 5% of repetitions are 15% slow outliers.  The default policy is
 10 repetitions against a baseline of 5 runs, tolerance 5%, alpha 0.05.  The real machine's
-figures come from ``benchmarks/verdicts.py``.
+figures come from ``lab/verdicts.py``.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def triad_block() -> int:
 
     Every block switches the streams being read (c alone, then b and the scratch block) and
     costs two ufunc calls, so the block should be as large as the L2 holds.  On an AMD EPYC
-    VM with a 1 MiB L2 (``benchmarks/triad_probe.py``), against the C triad on the same
+    VM with a 1 MiB L2 (``lab/triad_probe.py``), against the C triad on the same
     arrays: 128 Ki-element blocks 0.75-0.80 when memory ran at 57-60 GB/s and 0.90-0.94 at
     32-35 GB/s, where 32 Ki blocks reached 0.57-0.60 and 0.78-0.87, and 8 Ki 0.24-0.39; a
     scratch block well past the L2 (8 MiB) did no better than 128 Ki.
