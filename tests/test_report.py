@@ -271,12 +271,12 @@ def test_compare_lists_the_worst_first(capsys: pytest.CaptureFixture[str], repea
 
 
 def test_a_gpu_runs_report_names_the_roofline_bound_and_shares_equal_ceilings() -> None:
-    """The H200 run committed beside its baseline, as the report renders it.
+    """A real H200 run (``fixtures/h200-run.json``), as the report renders it.
 
     Its conv floors are fractions of the roofline bound, not of the peak, and fp16 and bf16
     (both 989.5 TFLOP/s) share one labelled line.
     """
-    record = Path(__file__).parents[1] / "baselines" / "h200" / "run-20261126T035012115Z.json"
+    record = Path(__file__).parent / "fixtures" / "h200-run.json"
     html = render(load_record(record))
     banner = html[html.index('id="banner"') : html.index("</div>", html.index('id="banner"'))]
     assert (
