@@ -1,11 +1,11 @@
 """A pytest plugin that makes every check's timed work slower by a known fraction.
 
 For studies of a verdict's power, and for a report with regressions to look at (the lab's
-``verdicts.py``, ``scripts/screenshots.py``): with ``PERFSUITE_INJECT_SLOWDOWN=0.2`` every sample's duration, as its source
-measured it, is stretched to 1/(1-0.2) = 1.25 times, so every metric falls by exactly 20%
-(a rate to 0.8 of itself, a latency to 1.25 times).  Load it with ``-p perfsuite.slowdown``;
-without the variable it does nothing.  It implements perfsuite's ``pytest_perfsuite_measured`` hook
-(:mod:`perfsuite.hookspec`).
+``verdicts.py``, ``scripts/screenshots.py``): with ``PERFSUITE_INJECT_SLOWDOWN=0.2`` every
+sample's duration, as its source measured it, is stretched to 1/(1-0.2) = 1.25 times, so
+every metric falls by exactly 20% (a rate to 0.8 of itself, a latency to 1.25 times).  Load
+it with ``-p perfsuite.slowdown``; without the variable it does nothing.  It implements
+perfsuite's ``pytest_perfsuite_measured`` hook (:mod:`perfsuite.hookspec`).
 
 The stretch is applied to the measured durations, not by a busy wait after each repetition:
 a busy wait only slows work that runs in the timed thread, so a tf.data pipeline (whose
