@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -22,7 +22,7 @@ from perfsuite import noise, outcome, probe, stats
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import BenchmarkClock, Measurement, Policy, Workload, measure
+from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import Result
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
@@ -31,6 +31,18 @@ RESULT_KEY = pytest.StashKey[Result]()
 _PACKAGE = Path(__file__).resolve().parent
 # Framework out-of-memory errors, matched by name so no framework has to be imported.
 OOM_ERRORS = frozenset({"ResourceExhaustedError", "OutOfMemoryError"})
+
+
+_T = TypeVar("_T")
+
+
+def _hooked(answer: _T | None, default: _T, name: str) -> _T:
+    """A ``pytest_perfsuite_<name>`` hook's answer, or ``default`` when it left it alone."""
+    if answer is None:
+        return default
+    if not isinstance(answer, type(default)):
+        raise TypeError(f"pytest_perfsuite_{name} returned {type(answer).__name__}")
+    return answer
 
 
 class Perf:
@@ -159,18 +171,12 @@ class Perf:
         before = self._noise_snapshot()
         noise_s = lap()
         policy = self._session.settings.policy
-        chosen = hook.pytest_perfsuite_policy(policy=policy)
-        if chosen is not None and not isinstance(chosen, Policy):
-            raise TypeError(f"pytest_perfsuite_policy returned {type(chosen).__name__}")
+        policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
         with framework_warnings(seen):
-            measurement = measure(
-                workload, chosen or policy, clock, plan.rounds, progress=self._bar
-            )
+            measurement = measure(workload, policy, clock, plan.rounds, progress=self._bar)
         measure_s = lap()
         replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)
-        if replaced is not None and not isinstance(replaced, Measurement):
-            raise TypeError(f"pytest_perfsuite_measured returned {type(replaced).__name__}")
-        measurement = replaced if replaced is not None else measurement
+        measurement = _hooked(replaced, measurement, "measured")
         if seen:
             context = {**workload.context, "framework_warnings": seen}
             workload = dataclasses.replace(workload, context=context)
