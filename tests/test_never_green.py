@@ -48,9 +48,9 @@ SLOW_CHECKS = (
     + """
 def test_first(perf):
     perf.measure(workload("first"))
-    open("first.done", "w").close()
 
 def test_second(perf):
+    open("second.started", "w").close()  # the first check is over, reported and all
     time.sleep(60)
 
 def test_third(perf):
@@ -151,10 +151,11 @@ def test_sigint_mid_run_marks_the_record_incomplete(pytester: pytest.Pytester) -
         text=True,
     )
     deadline = time.monotonic() + 120
-    while not (pytester.path / "first.done").exists():
+    # Interrupt inside the second check: waiting for it to start, not a second after the
+    # first ended, so a busy machine cannot move the interrupt into the first.
+    while not (pytester.path / "second.started").exists():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
-    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
