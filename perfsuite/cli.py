@@ -16,6 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from perfsuite import history as hist
 from perfsuite import outcome, records, stats
@@ -363,12 +364,137 @@ examples:
                                           pre-upgrade A/B (3+ runs before): exit 1 on a regression
   perfsuite compare a1.json a2.json b.json --html ab.html
   perfsuite compare a1.json a2.json a3.json a4.json b1.json b2.json --passes 2
+  perfsuite ab --a .venv-old --b .venv-new -- suites/ -k "gemm or stream"
+                                          interleaved A/B of two stacks, in rounds, paired
+  perfsuite ab --a "tensorflow-cpu==2.20.*" --b "tensorflow-cpu==2.21.*" --budget 20m
   perfsuite report reports/a100/RUN.json  render a run record as HTML
   perfsuite history -k gemm               trends and change points of this machine's runs
   perfsuite baseline accept reports/a100/RUN.json -k tensorflow
 
-exit status: 0 ok, 1 regression (compare, history), 2 usage error, 3 inconclusive (compare)
+exit status: 0 ok, 1 regression (compare, ab, history), 2 usage error,
+             3 inconclusive (compare) or undecided (ab)
 """
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from perfsuite.ab import rounds
+    from perfsuite.ab import run as ab_run
+    from perfsuite.report.ab import summary_lines
+
+    pytest_args = tuple(args.pytest_args)
+    if not pytest_args:
+        if not Path("suites").is_dir():
+            raise PerfsuiteError("perfsuite ab: give the suite after --, e.g. -- suites/ -k gemm")
+        pytest_args = ("suites/",)
+    try:
+        plan = rounds.Plan(
+            min_rounds=args.min_rounds,
+            max_rounds=args.max_rounds,
+            budget_s=ab_run.parse_budget(args.budget),
+            alpha=args.alpha,
+            correction=args.correction,
+            tolerance=args.tolerance,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        raise PerfsuiteError(f"perfsuite ab: {exc}") from None
+    options = ab_run.Options(
+        a=args.a,
+        b=args.b,
+        pytest_args=pytest_args,
+        plan=plan,
+        a_env=ab_run.parse_env(args.a_env, "--a-env"),
+        b_env=ab_run.parse_env(args.b_env, "--b-env"),
+        samples=args.samples,
+        sample_seconds=args.sample_seconds,
+        side_timeout_s=args.side_timeout,
+        output_dir=Path(args.output_dir),
+        cache=Path(args.cache_dir) if args.cache_dir else None,
+        fail_on=args.fail_on,
+        html=args.html == "yes",
+    )
+    result = ab_run.run(options)
+    for line in summary_lines(result):
+        print(line)
+    return result.exit_status
+
+
+def _ab_parser(sub: Any) -> None:
+    ab = sub.add_parser(
+        "ab",
+        help="interleaved A/B of two stacks: rounds of fresh processes, judged in pairs",
+        description=(
+            "Run the selected checks under two stacks, alternated in rounds of fresh processes "
+            "(balanced random order), and judge each check on its rounds' ratios B/A. A stack "
+            "is an interpreter or venv, tox:NAME, or requirements that perfsuite builds into a "
+            "cached environment. Everything after -- goes to pytest on both sides. Exit status: "
+            "0 no regression, 1 regression, 2 usage error, 3 undecided."
+        ),
+    )
+    ab.add_argument("--a", required=True, metavar="STACK", help="the old stack (the reference)")
+    ab.add_argument("--b", required=True, metavar="STACK", help="the new stack (judged)")
+    ab.add_argument(
+        "--budget", default="10m", help="machine time for the rounds: 10m, 600s, 1h (default 10m)"
+    )
+    ab.add_argument("--min-rounds", type=_positive, default=3, help="rounds before judging (3)")
+    ab.add_argument("--max-rounds", type=_positive, default=20, help="round cap (20)")
+    ab.add_argument(
+        "--tolerance",
+        type=_fraction,
+        default=None,
+        help="smallest change that counts (default: each check's own, 5%%)",
+    )
+    ab.add_argument("--alpha", type=_fraction, default=stats.ALPHA, help="significance (0.05)")
+    ab.add_argument(
+        "--correction",
+        choices=stats.CORRECTIONS,
+        default=stats.DEFAULT_CORRECTION,
+        help="fdr (Benjamini-Hochberg, the default) or holm",
+    )
+    ab.add_argument(
+        "--fail-on",
+        type=_ab_fail_on,
+        default=frozenset({"regressed"}),
+        metavar="VERDICTS",
+        help="verdicts that make the exit status 1: regressed, improved (default: regressed)",
+    )
+    ab.add_argument(
+        "--a-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for A"
+    )
+    ab.add_argument(
+        "--b-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for B"
+    )
+    ab.add_argument("--samples", type=_positive, default=3, help="samples per check per side (3)")
+    ab.add_argument(
+        "--sample-seconds", type=float, default=0.05, help="least seconds per sample (0.05)"
+    )
+    ab.add_argument(
+        "--side-timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="a side still running after this is killed and its round recorded as failed",
+    )
+    ab.add_argument("--seed", type=int, default=None, help="seed of the round order")
+    ab.add_argument(
+        "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"
+    )
+    ab.add_argument(
+        "--cache-dir", default=None, metavar="DIR", help="built environments (default: ~/.cache)"
+    )
+    ab.add_argument("--html", choices=["yes", "no"], default="yes", help="write ab.html (yes)")
+    ab.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    ab.set_defaults(func=_ab)
+
+
+def _ab_fail_on(text: str) -> frozenset[str]:
+    names = frozenset(t.strip() for t in text.split(",") if t.strip())
+    bad = names - {"regressed", "improved", "unknown"}
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use regressed, improved or unknown, comma-separated"
+        )
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -441,6 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
     comp.set_defaults(func=_compare)
+
+    _ab_parser(sub)
 
     rep = sub.add_parser("report", help="render a run record as a self-contained HTML report")
     rep.add_argument("run", metavar="RUN.json")

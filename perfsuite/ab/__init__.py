@@ -1,0 +1,239 @@
+"""Interleaved A/B of two whole stacks on one machine (``perfsuite ab``).
+
+The data flow: :mod:`perfsuite.ab.stacks` resolves each side's interpreter (building a cached
+environment for a requirement set); :mod:`perfsuite.ab.rounds` runs A and B in fresh
+processes, alternated in balanced random order; :mod:`perfsuite.ab.paired` judges each check
+on its rounds' log ratios; this module gathers the result and decides the exit status;
+:mod:`perfsuite.report.ab` renders it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite import outcome
+from perfsuite.ab import paired
+from perfsuite.ab.rounds import CheckState, Plan, Session, SideRun, verdict
+from perfsuite.ab.stacks import Stack
+from perfsuite.compare import environment_diff
+from perfsuite.storage import write_text_atomic
+
+SCHEMA = "perfsuite-ab"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CheckVerdict:
+    """One check's A/B verdict and its evidence."""
+
+    id: str
+    unit: str
+    higher_is_better: bool
+    tolerance: float
+    rounds: tuple[int, ...]
+    log_ratios: tuple[float, ...]
+    judged: paired.Judged | None
+    verdict: str
+    below_floor: bool = False  # the node missed this check's floor on both sides
+
+    @property
+    def ratio(self) -> float | None:
+        """Geometric mean of B/A over the rounds."""
+        return self.judged.pairs.ratio if self.judged else None
+
+    @property
+    def speed(self) -> float:
+        """Oriented log ratio (positive: B better); 0 before it is judged."""
+        return self.judged.speed if self.judged else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        j = self.judged
+        return {
+            "id": self.id,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "tolerance": self.tolerance,
+            "rounds": list(self.rounds),
+            "log_ratios": list(self.log_ratios),
+            "verdict": self.verdict,
+            "below_floor": self.below_floor,
+            "ratio": self.ratio,
+            "ci_low": _exp(j.pairs.low) if j else None,
+            "ci_high": _exp(j.pairs.high) if j else None,
+            "p_value": j.pairs.p if j else None,
+            "significant": j.significant if j else None,
+            "ruled_out": j.ruled_out if j and j.ruled_out != float("inf") else None,
+            "rounds_needed": j.rounds_needed if j else None,
+        }
+
+
+def _exp(x: float) -> float | None:
+    return math.exp(x) if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything an A/B found, for the record and the reports."""
+
+    run_id: str
+    created: str
+    stacks: Mapping[str, Stack]
+    fingerprints: Mapping[str, Mapping[str, Any]]
+    diff: tuple[tuple[str, Any, Any], ...]
+    same_stack: bool
+    plan: Plan
+    pytest_args: tuple[str, ...]
+    side_args: tuple[str, ...]
+    session: Session
+    checks: tuple[CheckVerdict, ...]
+    only_in: Mapping[str, tuple[str, ...]]
+    unhealthy: tuple[str, ...]  # checks whose floor the node missed on both sides
+    fail_on: frozenset[str]
+    exit_status: int
+    record: Path | None = None
+    html: Path | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def worst_first(self) -> list[CheckVerdict]:
+        """Regressed first, then unknown, same, improved; each by its change, worst first."""
+        rank = {"regressed": 0, "unknown": 1, "same": 2, "improved": 3}
+        return sorted(self.checks, key=lambda c: (rank.get(c.verdict, 1), c.speed))
+
+    def counts(self) -> dict[str, int]:
+        """How many checks got each verdict."""
+        out = dict.fromkeys(paired.VERDICTS, 0)
+        for c in self.checks:
+            out[c.verdict] = out.get(c.verdict, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The A/B record: both stacks, every round's samples, the order, test and verdicts."""
+        s = self.session
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "created": self.created,
+            "incomplete": s.incomplete,
+            "stopped": s.stopped,
+            "seconds": round(s.seconds, 1),
+            "exit_status": self.exit_status,
+            "stacks": {k: v.to_dict() for k, v in self.stacks.items()},
+            "fingerprints": {k: dict(v) for k, v in self.fingerprints.items()},
+            "environment_diff": [list(row) for row in self.diff],
+            "same_stack": self.same_stack,
+            "test": paired.TEST,
+            "confidence": paired.CONFIDENCE,
+            "correction": self.plan.correction,
+            "alpha": self.plan.alpha,
+            "plan": {
+                "min_rounds": self.plan.min_rounds,
+                "max_rounds": self.plan.max_rounds,
+                "budget_s": self.plan.budget_s,
+                "tolerance": self.plan.tolerance,
+                "seed": self.plan.seed,
+            },
+            "fail_on": sorted(self.fail_on),
+            "pytest_args": list(self.pytest_args),
+            "side_args": list(self.side_args),
+            "order": ["".join(o) for o in s.order],
+            "rounds": [r.to_dict() for r in s.runs],
+            "checks": [c.to_dict() for c in self.worst_first()],
+            "only_in": {k: list(v) for k, v in self.only_in.items()},
+            "unhealthy": list(self.unhealthy),
+            "notes": list(self.notes),
+        }
+
+
+def floors_missed(runs: Sequence[SideRun], side: str) -> set[str]:
+    """Checks whose floor failed in more than half of a side's runs that measured them."""
+    seen: dict[str, list[bool]] = {}
+    for run in runs:
+        if run.side == side and not run.failed:
+            for check, reading in run.readings.items():
+                seen.setdefault(check, []).append(reading.floor == "fail")
+    return {c for c, fails in seen.items() if sum(fails) * 2 > len(fails)}
+
+
+def measured(runs: Sequence[SideRun], side: str) -> set[str]:
+    """Checks a side measured in any round."""
+    return {c for r in runs if r.side == side and not r.failed for c in r.readings}
+
+
+def decide_exit(checks: Sequence[CheckVerdict], incomplete: str, fail_on: frozenset[str]) -> int:
+    """The one place the A/B exit status is decided.
+
+    1: a verdict named by ``fail_on`` (default: regressed), unless the node was below the
+    check's floor on both sides (a statement about the node, not the software); 3: nothing
+    failed, but some checks are undecided, the session was interrupted, or nothing was
+    compared; 0 otherwise.
+    """
+    if any(c.verdict in fail_on and not c.below_floor for c in checks):
+        return outcome.EXIT_REGRESSED
+    if incomplete or not checks or any(c.verdict == "unknown" or c.below_floor for c in checks):
+        return outcome.EXIT_INCONCLUSIVE
+    return outcome.EXIT_OK
+
+
+def gather(
+    states: Mapping[str, CheckState], runs: Sequence[SideRun]
+) -> tuple[tuple[CheckVerdict, ...], dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """The checks' verdicts, the checks only one side measured, and the unhealthy checks."""
+    below = floors_missed(runs, "A") & floors_missed(runs, "B")
+    checks = tuple(
+        CheckVerdict(
+            s.id,
+            s.unit,
+            s.higher_is_better,
+            s.tolerance,
+            s.rounds,
+            s.log_ratios,
+            s.judged,
+            verdict(s),
+            s.id in below,
+        )
+        for s in states.values()
+    )
+    a, b = measured(runs, "A"), measured(runs, "B")
+    only_in = {"A": tuple(sorted(a - b)), "B": tuple(sorted(b - a))}
+    return checks, only_in, tuple(sorted(below))
+
+
+def first_environment(runs: Sequence[SideRun], side: str) -> Mapping[str, Any]:
+    """The environment fingerprint of a side's first run that wrote one."""
+    for run in runs:
+        if run.side == side and run.environment:
+            return run.environment
+    return {}
+
+
+def side_diff(
+    fa: Mapping[str, Any], fb: Mapping[str, Any], env_a: Mapping[str, str], env_b: Mapping[str, str]
+) -> tuple[tuple[str, Any, Any], ...]:
+    """The environment diff of the two sides, with the variables each side was given."""
+    rows = list(environment_diff(fa, fb)) if fa and fb else []
+    keys = {row[0] for row in rows}
+    for name in sorted(env_a.keys() | env_b.keys()):
+        key = f"side variable {name}"
+        if env_a.get(name) != env_b.get(name) and key not in keys:
+            rows.append((key, env_a.get(name), env_b.get(name)))
+    return tuple(rows)
+
+
+def new_run_id() -> tuple[str, str]:
+    """A sortable id and the UTC creation time."""
+    now = dt.datetime.now(dt.UTC)
+    return now.strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}", now.isoformat()
+
+
+def save(result: Outcome, path: Path) -> Path:
+    """Write the record atomically (a reader never sees half of it)."""
+    return write_text_atomic(path, json.dumps(result.to_dict(), indent=1, default=str) + "\n")

@@ -1,0 +1,392 @@
+"""Interleaved rounds: A and B in fresh processes, alternated, until the checks are decided.
+
+Each round runs A once and B once.  The order within rounds is randomised and balanced: the
+rounds come in blocks of two, AB then BA or BA then AB, chosen at random per block, so
+neither side always runs first and a trend over the session cancels within each block.
+After ``min_rounds`` only the checks still undecided run, and rounds go on until none is
+left, ``max_rounds`` is reached, or the next round would overrun the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite import stats
+from perfsuite.ab import paired
+from perfsuite.model import RunRecord
+from perfsuite.records import load_record
+from perfsuite.settings import DEFAULT_TOLERANCE
+
+SIDES = ("A", "B")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One check on one side in one round."""
+
+    unit: str
+    higher_is_better: bool
+    tolerance: float
+    samples: tuple[float, ...]
+    floor: str  # the floor verdict in that run: pass, fail, no-reference
+
+    @property
+    def median(self) -> float:
+        """The side's value for the round: the median of its samples."""
+        return stats.summarize(self.samples).median
+
+
+@dataclass(frozen=True)
+class SideRun:
+    """One side's process in one round."""
+
+    round: int
+    side: str
+    position: int  # 0: ran first in its round
+    seconds: float
+    returncode: int | None  # None: killed (a hang past the timeout, or an interrupt)
+    failed: str  # why it gave no evidence; "" when it did
+    readings: Mapping[str, Reading] = field(default_factory=dict)
+    crashed: tuple[str, ...] = ()  # selected checks that produced no result
+    record: str = ""  # the side's run record
+    log: str = ""  # the side's output, in full
+    output_tail: str = ""  # the end of the output, when it failed
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    selected: int = 0  # checks the round asked for (0: the whole selection)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with every sample."""
+        return {
+            "round": self.round,
+            "side": self.side,
+            "position": self.position,
+            "seconds": round(self.seconds, 3),
+            "returncode": self.returncode,
+            "failed": self.failed,
+            "selected": self.selected,
+            "record": self.record,
+            "log": self.log,
+            "output_tail": self.output_tail,
+            "crashed": list(self.crashed),
+            "readings": {
+                check: {
+                    "unit": r.unit,
+                    "higher_is_better": r.higher_is_better,
+                    "tolerance": r.tolerance,
+                    "floor": r.floor,
+                    "median": r.median,
+                    "samples": list(r.samples),
+                }
+                for check, r in self.readings.items()
+            },
+        }
+
+
+def readings_of(record: RunRecord) -> dict[str, Reading]:
+    """Each measured check of a run record, as a reading."""
+    out = {}
+    for result in record.results:
+        if not result.samples:
+            continue
+        tolerance = result.baseline.tolerance or DEFAULT_TOLERANCE
+        out[result.id] = Reading(
+            result.unit,
+            result.higher_is_better,
+            float(tolerance),
+            tuple(result.samples),
+            result.floor.verdict,
+        )
+    return out
+
+
+def orders(seed: int | None = None) -> Iterator[tuple[str, str]]:
+    """The side order of each round: blocks of two rounds, AB BA or BA AB, at random."""
+    rng = random.Random(seed)
+    while True:
+        first = ("A", "B") if rng.random() < 0.5 else ("B", "A")
+        yield first
+        yield (first[1], first[0])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many rounds, for how long, judged how."""
+
+    min_rounds: int = 3
+    max_rounds: int = 20
+    budget_s: float = 600.0
+    alpha: float = stats.ALPHA
+    correction: str = stats.DEFAULT_CORRECTION
+    tolerance: float | None = None  # None: each check's own
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        """Reject plans that cannot run."""
+        if self.min_rounds < 2:
+            raise ValueError("an A/B needs at least 2 rounds before it judges")
+        if self.max_rounds < self.min_rounds:
+            raise ValueError("the round cap is below the minimum rounds")
+        if self.budget_s <= 0:
+            raise ValueError("the budget must be positive")
+
+
+@dataclass(frozen=True)
+class CheckState:
+    """A check's evidence and verdict so far."""
+
+    id: str
+    unit: str
+    higher_is_better: bool
+    tolerance: float
+    log_ratios: tuple[float, ...]  # one per round where both sides measured it
+    rounds: tuple[int, ...]  # which rounds those are
+    judged: paired.Judged | None  # None: fewer than 2 rounds
+
+
+def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
+    """Each check's log ratios B/A over the rounds where both sides measured it."""
+    by_round: dict[int, dict[str, SideRun]] = {}
+    for run in runs:
+        if not run.failed:
+            by_round.setdefault(run.round, {})[run.side] = run
+    ratios: dict[str, list[tuple[int, float]]] = {}
+    meta: dict[str, Reading] = {}
+    for rnd in sorted(by_round):
+        sides = by_round[rnd]
+        if set(sides) != set(SIDES):
+            continue
+        a, b = sides["A"].readings, sides["B"].readings
+        for check in a.keys() & b.keys():
+            ra, rb = a[check], b[check]
+            if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
+                continue
+            ratios.setdefault(check, []).append((rnd, math.log(rb.median / ra.median)))
+            meta[check] = ra
+    out = {}
+    for check, pairs in sorted(ratios.items()):
+        m = meta[check]
+        out[check] = CheckState(
+            check,
+            m.unit,
+            m.higher_is_better,
+            tolerance if tolerance is not None else m.tolerance,
+            tuple(v for _, v in pairs),
+            tuple(r for r, _ in pairs),
+            None,
+        )
+    return out
+
+
+def judge(states: Mapping[str, CheckState], plan: Plan) -> dict[str, CheckState]:
+    """Every check judged as one family (those with two rounds or more)."""
+    ready = [s for s in states.values() if len(s.log_ratios) >= 2]
+    judged = paired.judge_family(
+        [(paired.summarize(s.log_ratios), s.higher_is_better, s.tolerance) for s in ready],
+        plan.alpha,
+        plan.correction,
+    )
+    out = dict(states)
+    for state, verdict in zip(ready, judged, strict=True):
+        out[state.id] = CheckState(**{**state.__dict__, "judged": verdict})
+    return out
+
+
+def verdict(state: CheckState) -> str:
+    """The check's verdict, ``unknown`` before it has two rounds."""
+    return state.judged.verdict if state.judged else "unknown"
+
+
+SideRunner = Callable[[str, int, int, Sequence[str] | None], SideRun]
+# progress(round done, rounds cap, undecided checks, seconds left, the round's runs)
+Progress = Callable[[int, int, int, float, Sequence[SideRun]], None]
+
+
+@dataclass
+class Session:
+    """Every side run so far, and why the rounds stopped."""
+
+    runs: list[SideRun] = field(default_factory=list)
+    order: list[tuple[str, str]] = field(default_factory=list)
+    stopped: str = ""  # decided, round cap, budget, interrupted, a side failed
+    incomplete: str = ""  # set when the session did not finish (an interrupt)
+    states: dict[str, CheckState] = field(default_factory=dict)
+    started: float = 0.0
+    seconds: float = 0.0
+
+
+def run_rounds(
+    run_side: SideRunner,
+    plan: Plan,
+    progress: Progress | None = None,
+    on_round: Callable[[Session], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Session:
+    """Run rounds until every check is decided, the cap, or the budget.
+
+    ``run_side(side, round, position, selection)`` runs one side (``selection`` None: the
+    whole selection).  ``on_round`` gets the session after each round (to save the record).
+    A KeyboardInterrupt ends the rounds; the session so far is returned, marked incomplete.
+    """
+    session = Session(started=clock())
+    sequence = orders(plan.seed)
+    selection: list[str] | None = None
+    last_round_s = 0.0
+    last_selected = 0
+    failed_rounds = 0
+    try:
+        for rnd in range(1, plan.max_rounds + 1):
+            elapsed = clock() - session.started
+            if rnd > 1:
+                share = len(selection) / last_selected if selection and last_selected else 1.0
+                expected = last_round_s * share
+                if elapsed + expected > plan.budget_s:
+                    session.stopped = "budget"
+                    break
+            order = next(sequence)
+            session.order.append(order)
+            round_start = clock()
+            this_round = []
+            for position, side in enumerate(order):
+                run = run_side(side, rnd, position, selection)
+                session.runs.append(run)
+                this_round.append(run)
+            last_round_s = clock() - round_start
+            session.states = judge(evidence(session.runs, plan.tolerance), plan)
+            undecided = [c for c, s in session.states.items() if verdict(s) == "unknown"]
+            last_selected = len(selection) if selection else max(1, len(session.states))
+            if any(r.failed for r in this_round):
+                failed_rounds += 1
+                if failed_rounds >= 2 and not session.states:
+                    session.stopped = "every side run failed"
+                    break
+            if rnd >= plan.min_rounds:
+                selection = undecided
+            left = plan.budget_s - (clock() - session.started)
+            if progress:
+                progress(rnd, plan.max_rounds, len(undecided), left, this_round)
+            if on_round:
+                on_round(session)
+            if rnd >= plan.min_rounds and session.states and not undecided:
+                session.stopped = "decided"
+                break
+        else:
+            session.stopped = "round cap"
+    except KeyboardInterrupt:
+        session.stopped = "interrupted"
+        session.incomplete = f"interrupted during round {len(session.order)}"
+        session.states = judge(evidence(session.runs, plan.tolerance), plan)
+    session.seconds = clock() - session.started
+    return session
+
+
+# The end of a side's output kept in the record when it failed.
+TAIL_LINES = 30
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class SideCommand:
+    """How to start one side: its interpreter, the pytest arguments and its variables."""
+
+    python: str
+    pytest_args: tuple[str, ...]
+    env: Mapping[str, str]
+    timeout_s: float
+
+
+def process_runner(
+    commands: Mapping[str, SideCommand],
+    workdir: Path,
+    extra_args: Sequence[str],
+) -> SideRunner:
+    """A side runner that starts each side as a fresh ``python -m pytest`` process."""
+
+    def run_side(side: str, rnd: int, position: int, selection: Sequence[str] | None) -> SideRun:
+        command = commands[side]
+        where = workdir / f"round-{rnd:02d}-{side}"
+        where.mkdir(parents=True, exist_ok=True)
+        args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
+        args += ["--perf-report-dir", str(where / "records")]
+        if selection is not None:
+            select = where / "selection.txt"
+            select.write_text("".join(f"{c}\n" for c in selection))
+            args += ["--perf-ab-select", str(select)]
+        log = where / "output.log"
+        env = {**os.environ, **command.env}
+        started = time.monotonic()
+        returncode: int | None
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+            try:
+                returncode = proc.wait(timeout=command.timeout_s)
+                hung = False
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                returncode, hung = None, True
+            except KeyboardInterrupt:
+                _kill(proc)
+                raise
+        seconds = time.monotonic() - started
+        output = log.read_text(errors="replace")
+        records = sorted((where / "records").glob("*/*.json"))
+        failed = ""
+        if hung:
+            failed = f"no result within {command.timeout_s:.0f} s (killed)"
+        elif not records:
+            failed = f"exited {returncode} without a run record"
+        readings: dict[str, Reading] = {}
+        crashed: tuple[str, ...] = ()
+        environment: Mapping[str, Any] = {}
+        if records and not hung:
+            try:
+                record = load_record(records[-1])
+            except Exception as exc:
+                failed = f"its run record could not be read: {exc}"
+            else:
+                readings = readings_of(record)
+                crashed = tuple(c.id for c in record.crashed)
+                environment = record.environment
+                if record.incomplete:
+                    failed = f"incomplete: {record.incomplete}"
+                elif not readings:
+                    failed = f"exited {returncode} with no measured check"
+        return SideRun(
+            rnd,
+            side,
+            position,
+            seconds,
+            returncode,
+            failed,
+            readings if not failed else {},
+            crashed,
+            str(records[-1]) if records else "",
+            str(log),
+            _tail(output) if failed else "",
+            environment,
+            len(selection) if selection is not None else 0,
+        )
+
+    return run_side
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a side and everything it started (ranks, workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

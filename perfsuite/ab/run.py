@@ -1,0 +1,229 @@
+"""``perfsuite ab``: resolve both stacks, run the rounds, judge, save and report."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from perfsuite.ab import (
+    Outcome,
+    decide_exit,
+    first_environment,
+    gather,
+    new_run_id,
+    save,
+    side_diff,
+)
+from perfsuite.ab import stacks as stacks_mod
+from perfsuite.ab.rounds import Plan, Session, SideCommand, SideRun, process_runner, run_rounds
+from perfsuite.errors import PerfsuiteError
+
+# What each side's pytest gets besides the user's arguments: quick mode, brief samples, no
+# stored baseline (the other side is the reference), no HTML per side.
+SIDE_SAMPLES = 3
+SIDE_SAMPLE_SECONDS = 0.05
+SIDE_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked for."""
+
+    a: str
+    b: str
+    pytest_args: tuple[str, ...]
+    plan: Plan
+    a_env: Mapping[str, str] = field(default_factory=dict)
+    b_env: Mapping[str, str] = field(default_factory=dict)
+    samples: int = SIDE_SAMPLES
+    sample_seconds: float = SIDE_SAMPLE_SECONDS
+    side_timeout_s: float = SIDE_TIMEOUT_S
+    output_dir: Path = Path("reports/ab")
+    cache: Path | None = None
+    fail_on: frozenset[str] = frozenset({"regressed"})
+    html: bool = True
+
+
+def side_args(options: Options, workdir: Path) -> list[str]:
+    """The pytest arguments perfsuite adds on both sides."""
+    empty = workdir / "no-baselines"
+    empty.mkdir(parents=True, exist_ok=True)
+    return [
+        "-p",
+        "perfsuite.ab.side",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--perf-quick",
+        "--perf-samples",
+        str(options.samples),
+        "--perf-sample-seconds",
+        str(options.sample_seconds),
+        "--perf-baseline-dir",
+        str(empty),
+        "--perf-html",
+        "no",
+    ]
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+class _Progress:
+    """A line per round, and a bar on a terminal: rounds done, checks undecided, time left."""
+
+    def __init__(self, plan: Plan, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=plan.max_rounds, unit="round", file=sys.stderr, leave=False)
+
+    def __call__(
+        self, done: int, cap: int, undecided: int, left: float, runs: Sequence[SideRun]
+    ) -> None:
+        sides = ", ".join(
+            f"{r.side} {r.seconds:.0f} s" + (f" FAILED ({r.failed})" if r.failed else "")
+            for r in runs
+        )
+        line = f"round {done}/{cap}: {sides}; {undecided} undecided; {_clock(left)} of budget left"
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{undecided} undecided, {_clock(left)} left")
+            self.bar.update(1)
+            self.bar.write(line, file=sys.stderr)
+        else:
+            self.say(line)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run(options: Options, say: Callable[[str], None] = print) -> Outcome:
+    """Run the A/B and return what it found (the record and HTML are written)."""
+    if options.samples < 1 or options.sample_seconds <= 0 or options.side_timeout_s <= 0:
+        raise PerfsuiteError("--samples, --sample-seconds and --side-timeout must be positive")
+    stacks = {}
+    for side, spec, env in (("A", options.a, options.a_env), ("B", options.b, options.b_env)):
+        stack = stacks_mod.resolve(spec, options.cache)
+        stacks[side] = _with_env(stack, env)
+        how = "cached" if stack.cached else f"built in {stack.built_s:.0f} s"
+        extra = f" ({how})" if stack.kind == "requirements" else ""
+        say(f"{side}: {spec} -> {stack.python}{extra}")
+    same = os.path.realpath(stacks["A"].python) == os.path.realpath(stacks["B"].python) and dict(
+        options.a_env
+    ) == dict(options.b_env)
+    notes = []
+    if same:
+        notes.append(
+            "A and B are the same stack: this is an A/A run; any verdict but same or unknown "
+            "is a false alarm"
+        )
+        say(notes[-1])
+    run_id, created = new_run_id()
+    workdir = options.output_dir / run_id
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra = side_args(options, workdir)
+    commands = {
+        "A": SideCommand(
+            stacks["A"].python, options.pytest_args, dict(options.a_env), options.side_timeout_s
+        ),
+        "B": SideCommand(
+            stacks["B"].python, options.pytest_args, dict(options.b_env), options.side_timeout_s
+        ),
+    }
+    record_path = workdir / "ab.json"
+    diff_said = [False]
+
+    def outcome_of(session: Session) -> Outcome:
+        checks, only_in, unhealthy = gather(session.states, session.runs)
+        fa = first_environment(session.runs, "A")
+        fb = first_environment(session.runs, "B")
+        return Outcome(
+            run_id,
+            created,
+            stacks,
+            {"A": fa, "B": fb},
+            side_diff(fa, fb, options.a_env, options.b_env),
+            same,
+            options.plan,
+            options.pytest_args,
+            tuple(extra),
+            session,
+            checks,
+            only_in,
+            unhealthy,
+            options.fail_on,
+            decide_exit(checks, session.incomplete, options.fail_on),
+            record_path,
+            None,
+            tuple(notes),
+        )
+
+    def on_round(session: Session) -> None:
+        result = outcome_of(session)
+        if not diff_said[0] and result.fingerprints["A"] and result.fingerprints["B"]:
+            diff_said[0] = True
+            from perfsuite.report.ab import diff_lines
+
+            for line in diff_lines(result):
+                say(line)
+        save(result, record_path)
+
+    say(
+        f"A/B {run_id}: at least {options.plan.min_rounds} rounds, at most "
+        f"{options.plan.max_rounds}, budget {_clock(options.plan.budget_s)}; record {record_path}"
+    )
+    progress = _Progress(options.plan, say)
+    try:
+        session = run_rounds(
+            process_runner(commands, workdir, extra), options.plan, progress, on_round
+        )
+    finally:
+        progress.close()
+    result = outcome_of(session)
+    save(result, record_path)
+    if options.html:
+        from perfsuite.report.ab import write_html
+
+        result = write_html(result, workdir / "ab.html")
+    return result
+
+
+def _with_env(stack: stacks_mod.Stack, env: Mapping[str, str]) -> stacks_mod.Stack:
+    """The stack with the variables its side is given."""
+    return replace(stack, env=tuple(sorted(env.items())))
+
+
+def parse_budget(text: str) -> float:
+    """``10m``, ``600s``, ``1h``, ``90`` (seconds) as seconds."""
+    raw = text.strip().lower()
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    scale = units.get(raw[-1:], None)
+    number = raw[:-1] if scale else raw
+    try:
+        value = float(number) * (scale or 1.0)
+    except ValueError:
+        raise PerfsuiteError(
+            f"--budget {text!r}: give a duration such as 10m, 600s or 1h"
+        ) from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise PerfsuiteError(f"--budget {text!r}: the budget must be a positive duration")
+    return value
+
+
+def parse_env(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``NAME=VALUE`` items as a mapping."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not name.replace("_", "").isalnum():
+            raise PerfsuiteError(f"{flag} {item!r}: give NAME=VALUE")
+        out[name] = value
+    return out

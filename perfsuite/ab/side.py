@@ -1,0 +1,53 @@
+"""The pytest plugin each side of an A/B runs with (``-p perfsuite.ab.side``).
+
+* ``--perf-ab-select FILE``: run only the checks whose node ids FILE lists, one per line (the
+  checks still undecided after the first rounds); the rest are deselected.
+* Each check measures briefly: a fixed warm-up and a short settling cap, the samples the
+  A/B asked for, and no adaptive top-ups.  An A/B's power comes from its rounds, not from
+  long runs of one process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from perfsuite.measure import Policy
+
+# The settling warm-up of a side's check stops after this long (quick mode's cap is 1 s).
+SETTLE_CAP_S = 0.3
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The selection file of an A/B round."""
+    parser.getgroup("perfsuite").addoption(
+        "--perf-ab-select",
+        metavar="FILE",
+        default="",
+        help="run only the node ids FILE lists, one per line (perfsuite ab's rounds)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep only the selected checks."""
+    path = config.getoption("perf_ab_select")
+    if not path:
+        return
+    wanted = {line.strip() for line in Path(path).read_text().splitlines() if line.strip()}
+    kept = [item for item in items if item.nodeid in wanted]
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
+def pytest_perfsuite_policy(policy: Policy) -> Policy:
+    """A short settle; the samples as asked, with no top-ups."""
+    return dataclasses.replace(
+        policy,
+        warmup_max_seconds=min(policy.warmup_max_seconds, SETTLE_CAP_S),
+        max_repetitions=policy.repetitions,
+        max_seconds=0.0,
+    )

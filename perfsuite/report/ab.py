@@ -1,0 +1,234 @@
+"""The A/B's reports: the terminal table, worst first, and the HTML page.
+
+The page shows the forest plot of B/A with each check's confidence interval, each check's
+per-round ratios (drift and outlier rounds are visible there), the environment diff, and the
+rounds that failed with their output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html as html_mod
+import math
+from pathlib import Path
+
+from perfsuite.ab import CheckVerdict, Outcome
+from perfsuite.report.terminal import format_table, short_id
+from perfsuite.storage import write_text_atomic
+
+# The environment diff shows at most this many rows on the terminal (all in the record).
+DIFF_ROWS = 20
+
+
+def _pct(ratio: float | None) -> str:
+    return "-" if ratio is None or not math.isfinite(ratio) else f"{ratio - 1:+.1%}"
+
+
+def _ci(c: CheckVerdict) -> str:
+    j = c.judged
+    if j is None or not math.isfinite(j.pairs.low):
+        return "-"
+    return f"[{_pct(math.exp(j.pairs.low))}, {_pct(math.exp(j.pairs.high))}]"
+
+
+def note(c: CheckVerdict) -> str:
+    """Why a check is where it is: for an undecided one, what it rules out and needs."""
+    parts = []
+    if c.below_floor:
+        parts.append("below its floor on both sides: a node verdict, not a software one")
+    j = c.judged
+    if c.verdict == "unknown":
+        if j is None:
+            parts.append("fewer than 2 rounds")
+        else:
+            if math.isfinite(j.ruled_out):
+                parts.append(f"rules out changes beyond {j.ruled_out:.1%}")
+            if j.rounds_needed is not None:
+                more = max(1, j.rounds_needed - j.pairs.n)
+                parts.append(f"about {more} more round{'s' if more > 1 else ''} at this change")
+            else:
+                parts.append("a change near the tolerance: more rounds may not decide it")
+    return "; ".join(parts)
+
+
+def table_lines(result: Outcome) -> list[str]:
+    """Each check, worst first: rounds, B/A, its CI, p, verdict, note."""
+    rows = [("check", "unit", "rounds", "B/A", "95% CI", "p", "tolerance", "verdict", "note")]
+    for c in result.worst_first():
+        j = c.judged
+        rows.append(
+            (
+                short_id(c.id),
+                c.unit + ("" if c.higher_is_better else " (lower is better)"),
+                str(len(c.log_ratios)),
+                _pct(c.ratio),
+                _ci(c),
+                f"{j.pairs.p:.2g}" if j else "-",
+                f"{c.tolerance:.0%}",
+                c.verdict,
+                note(c),
+            )
+        )
+    return format_table(rows)
+
+
+def diff_lines(result: Outcome) -> list[str]:
+    """What differs between A and B, before the first verdict."""
+    if not result.diff:
+        return ["environment diff: A and B report the same environment"]
+    lines = [f"environment diff, A -> B ({len(result.diff)}):"]
+    for key, a, b in result.diff[:DIFF_ROWS]:
+        lines.append(f"  {key}: {a} -> {b}")
+    if len(result.diff) > DIFF_ROWS:
+        lines.append(f"  ... {len(result.diff) - DIFF_ROWS} more in the record")
+    return lines
+
+
+def verdict_line(result: Outcome) -> str:
+    """One line: the counts, why the rounds stopped, the exit status."""
+    counts = result.counts()
+    parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    s = result.session
+    failed = sum(1 for r in s.runs if r.failed)
+    failed_text = f", {failed} side runs failed" if failed else ""
+    word = {0: "NO REGRESSION", 1: "REGRESSED", 3: "UNDECIDED"}.get(result.exit_status, "ERROR")
+    return (
+        f"perfsuite ab: {word} ({parts or 'nothing compared'}) after {len(s.order)} rounds in "
+        f"{s.seconds:.0f} s, stopped: {s.stopped}{failed_text}"
+    )
+
+
+def summary_lines(result: Outcome) -> list[str]:
+    """Everything the terminal shows after the rounds."""
+    lines = []
+    if result.unhealthy:
+        lines.append(
+            f"NODE BELOW ITS FLOORS on both sides for {len(result.unhealthy)} checks: the node "
+            "is unhealthy; their A/B verdicts say nothing about the software: "
+            + ", ".join(short_id(c) for c in result.unhealthy[:5])
+        )
+    lines += table_lines(result)
+    for side, checks in result.only_in.items():
+        if checks:
+            lines.append(
+                f"only {side} measured {len(checks)}: " + ", ".join(map(short_id, checks[:5]))
+            )
+    for r in result.session.runs:
+        if r.failed:
+            lines.append(f"round {r.round} {r.side} failed: {r.failed} (output: {r.log})")
+    if result.session.incomplete:
+        lines.append(f"INCOMPLETE: {result.session.incomplete}; the record holds the rounds so far")
+    lines += list(result.notes)
+    lines.append(f"record: {result.record}" + (f"; page: {result.html}" if result.html else ""))
+    lines.append(verdict_line(result))
+    return lines
+
+
+def _forest_svg(result: Outcome) -> str:
+    from perfsuite.report.charts import _figure, _svg
+
+    checks = [c for c in result.worst_first() if c.judged is not None]
+    if not checks:
+        return ""
+    height = max(2.5, 0.32 * len(checks) + 1.2)
+    fig = _figure(11.0, height)
+    ax, strip = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
+    colours = {
+        "regressed": "#c0392b",
+        "improved": "#2471a3",
+        "same": "#27ae60",
+        "unknown": "#7f8c8d",
+    }
+    for y, c in enumerate(checks):
+        j = c.judged
+        assert j is not None
+        pct = 100 * (j.pairs.ratio - 1)
+        lo = 100 * (math.exp(j.pairs.low) - 1) if math.isfinite(j.pairs.low) else pct
+        hi = 100 * (math.exp(j.pairs.high) - 1) if math.isfinite(j.pairs.high) else pct
+        colour = colours.get(c.verdict, "#7f8c8d")
+        ax.plot([lo, hi], [y, y], color=colour, linewidth=2)
+        ax.plot([pct], [y], "o", color=colour)
+        rounds = [100 * (math.exp(v) - 1) for v in c.log_ratios]
+        strip.plot(rounds, [y] * len(rounds), "|", color=colour, markersize=10)
+    for a in (ax, strip):
+        a.axvline(0, color="black", linewidth=0.8)
+    tol = 100 * checks[0].tolerance
+    ax.axvspan(-tol, tol, color="#27ae60", alpha=0.08)
+    ax.set_yticks(range(len(checks)), [short_id(c.id) for c in checks])
+    ax.invert_yaxis()
+    ax.set_xlabel("B vs A, % (geometric mean, 95% CI); shaded: the tolerance")
+    strip.set_xlabel("each round's B/A, %")
+    return _svg(fig)
+
+
+def page(result: Outcome) -> str:
+    """The self-contained HTML page of an A/B."""
+    esc = html_mod.escape
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{esc(str(x))}</td>" for x in row) + "</tr>"
+        for row in [
+            (
+                c.id,
+                str(len(c.log_ratios)),
+                _pct(c.ratio),
+                _ci(c),
+                f"{c.judged.pairs.p:.2g}" if c.judged else "-",
+                c.verdict,
+                note(c),
+            )
+            for c in result.worst_first()
+        ]
+    )
+    diff = (
+        "".join(
+            f"<tr><td>{esc(str(k))}</td><td>{esc(str(a))}</td><td>{esc(str(b))}</td></tr>"
+            for k, a, b in result.diff
+        )
+        or "<tr><td colspan=3>A and B report the same environment</td></tr>"
+    )
+    failed = "".join(
+        f"<h3>round {r.round}, {esc(r.side)}: {esc(r.failed)}</h3><pre>{esc(r.output_tail)}</pre>"
+        for r in result.session.runs
+        if r.failed
+    )
+    stacks = "".join(
+        f"<li><b>{side}</b>: {esc(s.spec)} ({esc(s.python)})</li>"
+        for side, s in result.stacks.items()
+    )
+    health = (
+        f"<p class=bad><b>The node is below its floors on both sides</b> for "
+        f"{len(result.unhealthy)} checks; their verdicts are about the node, not the software: "
+        f"{esc(', '.join(result.unhealthy))}</p>"
+        if result.unhealthy
+        else ""
+    )
+    s = result.session
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>perfsuite ab {esc(result.run_id)}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2em;max-width:75em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}
+.bad{{color:#c0392b}}pre{{background:#f4f4f4;padding:.5em;overflow:auto}}
+svg{{max-width:100%;height:auto}}
+</style></head><body>
+<h1>perfsuite ab: {esc(verdict_line(result))}</h1>
+<ul>{stacks}</ul>
+{health}
+<p>{len(s.order)} rounds ({esc(", ".join("".join(o) for o in s.order))}), {s.seconds:.0f} s;
+stopped: {esc(s.stopped)}. {esc(s.incomplete)} Test: {esc(result.to_dict()["test"])};
+correction: {esc(result.plan.correction)} at {result.plan.alpha}.</p>
+<h2>B against A, worst first</h2>
+{_forest_svg(result)}
+<table><tr><th>check</th><th>rounds</th><th>B/A</th><th>95% CI</th><th>p</th><th>verdict</th>
+<th>note</th></tr>{rows}</table>
+<h2>What differs between A and B</h2>
+<table><tr><th>key</th><th>A</th><th>B</th></tr>{diff}</table>
+{"<h2>Failed side runs</h2>" + failed if failed else ""}
+</body></html>
+"""
+
+
+def write_html(result: Outcome, path: Path) -> Outcome:
+    """Write the page; return the outcome that names it."""
+    write_text_atomic(path, page(result))
+    return dataclasses.replace(result, html=path)
