@@ -376,10 +376,9 @@ exit status: 0 ok, 1 regression (compare, ab, history), 2 usage error,
 """
 
 
-def _ab(args: argparse.Namespace) -> int:
+def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:
     from perfsuite.ab import rounds
     from perfsuite.ab import run as ab_run
-    from perfsuite.report.ab import summary_lines
 
     pytest_args = tuple(args.pytest_args)
     if not pytest_args:
@@ -398,9 +397,9 @@ def _ab(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise PerfsuiteError(f"perfsuite ab: {exc}") from None
-    options = ab_run.Options(
-        a=args.a,
-        b=args.b,
+    return ab_run.Options(
+        a=a,
+        b=b,
         pytest_args=pytest_args,
         plan=plan,
         a_env=ab_run.parse_env(args.a_env, "--a-env"),
@@ -413,7 +412,13 @@ def _ab(args: argparse.Namespace) -> int:
         fail_on=args.fail_on,
         html=args.html == "yes",
     )
-    result = ab_run.run(options)
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from perfsuite.ab import run as ab_run
+    from perfsuite.report.ab import summary_lines
+
+    result = ab_run.run(_ab_options(args, args.a, args.b))
     for line in summary_lines(result):
         print(line)
     return result.exit_status
@@ -433,58 +438,110 @@ def _ab_parser(sub: Any) -> None:
     )
     ab.add_argument("--a", required=True, metavar="STACK", help="the old stack (the reference)")
     ab.add_argument("--b", required=True, metavar="STACK", help="the new stack (judged)")
-    ab.add_argument(
+    _round_options(ab)
+    ab.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    ab.set_defaults(func=_ab)
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from perfsuite.ab import bisect
+
+    options = bisect.BisectOptions(
+        package=args.package,
+        good=args.good,
+        bad=args.bad,
+        with_requirements=tuple(args.with_requirements),
+        ab=_ab_options(args, "", ""),
+        output_dir=Path(args.output_dir),
+    )
+    search = bisect.bisect(options)
+    for line in bisect.summary_lines(search):
+        print(line)
+    if search.incomplete or (search.focus and not search.first_bad):
+        return outcome.EXIT_INCONCLUSIVE
+    return outcome.EXIT_REGRESSED if search.first_bad else outcome.EXIT_OK
+
+
+def _bisect_parser(sub: Any) -> None:
+    bis = sub.add_parser(
+        "bisect",
+        help="find the first release of a package that made a check slower",
+        description=(
+            "List the releases of a package from --good to --bad on the index, build a cached "
+            "environment for each release needed, and binary-search with perfsuite ab. Exit "
+            "status: 0 nothing regressed, 1 a first bad release found, 2 usage error, "
+            "3 undecided."
+        ),
+    )
+    bis.add_argument("--package", required=True, help="the package, e.g. tensorflow-cpu")
+    bis.add_argument("--good", required=True, metavar="VERSION", help="a release known good")
+    bis.add_argument("--bad", required=True, metavar="VERSION", help="a release known bad")
+    bis.add_argument(
+        "--with",
+        dest="with_requirements",
+        action="append",
+        default=[],
+        metavar="REQUIREMENT",
+        help="another requirement of every environment, e.g. 'numpy<2'",
+    )
+    _round_options(bis)
+    bis.set_defaults(output_dir="reports/bisect")
+    bis.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    bis.set_defaults(func=_bisect)
+
+
+def _round_options(p: argparse.ArgumentParser) -> None:
+    """The options of the rounds, shared by ab and bisect."""
+    p.add_argument(
         "--budget", default="10m", help="machine time for the rounds: 10m, 600s, 1h (default 10m)"
     )
-    ab.add_argument("--min-rounds", type=_positive, default=3, help="rounds before judging (3)")
-    ab.add_argument("--max-rounds", type=_positive, default=20, help="round cap (20)")
-    ab.add_argument(
+    p.add_argument("--min-rounds", type=_positive, default=3, help="rounds before judging (3)")
+    p.add_argument("--max-rounds", type=_positive, default=20, help="round cap (20)")
+    p.add_argument(
         "--tolerance",
         type=_fraction,
         default=None,
         help="smallest change that counts (default: each check's own, 5%%)",
     )
-    ab.add_argument("--alpha", type=_fraction, default=stats.ALPHA, help="significance (0.05)")
-    ab.add_argument(
+    p.add_argument("--alpha", type=_fraction, default=stats.ALPHA, help="significance (0.05)")
+    p.add_argument(
         "--correction",
         choices=stats.CORRECTIONS,
         default=stats.DEFAULT_CORRECTION,
         help="fdr (Benjamini-Hochberg, the default) or holm",
     )
-    ab.add_argument(
+    p.add_argument(
         "--fail-on",
         type=_ab_fail_on,
         default=frozenset({"regressed"}),
         metavar="VERDICTS",
         help="verdicts that make the exit status 1: regressed, improved (default: regressed)",
     )
-    ab.add_argument(
+    p.add_argument(
         "--a-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for A"
     )
-    ab.add_argument(
+    p.add_argument(
         "--b-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for B"
     )
-    ab.add_argument("--samples", type=_positive, default=3, help="samples per check per side (3)")
-    ab.add_argument(
+    p.add_argument("--samples", type=_positive, default=3, help="samples per check per side (3)")
+    p.add_argument(
         "--sample-seconds", type=float, default=0.05, help="least seconds per sample (0.05)"
     )
-    ab.add_argument(
+    p.add_argument(
         "--side-timeout",
         type=float,
         default=1800.0,
         metavar="SECONDS",
         help="a side still running after this is killed and its round recorded as failed",
     )
-    ab.add_argument("--seed", type=int, default=None, help="seed of the round order")
-    ab.add_argument(
+    p.add_argument("--seed", type=int, default=None, help="seed of the round order")
+    p.add_argument(
         "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"
     )
-    ab.add_argument(
+    p.add_argument(
         "--cache-dir", default=None, metavar="DIR", help="built environments (default: ~/.cache)"
     )
-    ab.add_argument("--html", choices=["yes", "no"], default="yes", help="write ab.html (yes)")
-    ab.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
-    ab.set_defaults(func=_ab)
+    p.add_argument("--html", choices=["yes", "no"], default="yes", help="write ab.html (yes)")
 
 
 def _ab_fail_on(text: str) -> frozenset[str]:
@@ -569,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=_compare)
 
     _ab_parser(sub)
+    _bisect_parser(sub)
 
     rep = sub.add_parser("report", help="render a run record as a self-contained HTML report")
     rep.add_argument("run", metavar="RUN.json")

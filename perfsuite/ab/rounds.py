@@ -229,16 +229,18 @@ def run_rounds(
     progress: Progress | None = None,
     on_round: Callable[[Session], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    selection: Sequence[str] | None = None,
 ) -> Session:
     """Run rounds until every check is decided, the cap, or the budget.
 
     ``run_side(side, round, position, selection)`` runs one side (``selection`` None: the
     whole selection).  ``on_round`` gets the session after each round (to save the record).
+    ``selection``: the node ids to run from the first round (None: the whole selection).
     A KeyboardInterrupt ends the rounds; the session so far is returned, marked incomplete.
     """
     session = Session(started=clock())
     sequence = orders(plan.seed)
-    selection: list[str] | None = None
+    selection = list(selection) if selection is not None else None
     last_round_s = 0.0
     last_selected = 0
     failed_rounds = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +46,8 @@ class Options:
     cache: Path | None = None
     fail_on: frozenset[str] = frozenset({"regressed"})
     html: bool = True
+    selection: tuple[str, ...] | None = None  # node ids to run from the first round (bisect)
+    run_id: str = ""  # default: a new one
 
 
 def side_args(options: Options, workdir: Path) -> list[str]:
@@ -105,8 +108,13 @@ class _Progress:
             self.bar.close()
 
 
-def run(options: Options, say: Callable[[str], None] = print) -> Outcome:
-    """Run the A/B and return what it found (the record and HTML are written)."""
+def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
+    """Run the A/B and return what it found (the record and HTML are written).
+
+    ``say`` gets each progress line (default: printed at once, so a CI log shows each round
+    as it ends).
+    """
+    say = say or functools.partial(print, flush=True)
     if options.samples < 1 or options.sample_seconds <= 0 or options.side_timeout_s <= 0:
         raise PerfsuiteError("--samples, --sample-seconds and --side-timeout must be positive")
     stacks = {}
@@ -127,6 +135,7 @@ def run(options: Options, say: Callable[[str], None] = print) -> Outcome:
         )
         say(notes[-1])
     run_id, created = new_run_id()
+    run_id = options.run_id or run_id
     workdir = options.output_dir / run_id
     workdir.mkdir(parents=True, exist_ok=True)
     extra = side_args(options, workdir)
@@ -183,7 +192,11 @@ def run(options: Options, say: Callable[[str], None] = print) -> Outcome:
     progress = _Progress(options.plan, say)
     try:
         session = run_rounds(
-            process_runner(commands, workdir, extra), options.plan, progress, on_round
+            process_runner(commands, workdir, extra),
+            options.plan,
+            progress,
+            on_round,
+            selection=options.selection,
         )
     finally:
         progress.close()

@@ -1,0 +1,478 @@
+"""perfsuite ab: the paired statistics, the round engine on a fake side, stacks, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from packaging.version import Version
+from scipy import stats as sps
+
+from perfsuite import cli, outcome
+from perfsuite.ab import CheckVerdict, bisect, decide_exit, gather, paired, rounds, stacks
+from perfsuite.ab import run as ab_run
+from perfsuite.ab.run import parse_budget, parse_env
+from perfsuite.errors import PerfsuiteError
+
+# ---------------------------------------------------------------- paired statistics
+
+
+def test_the_paired_t_matches_scipy() -> None:
+    x = [0.02, -0.01, 0.05, 0.03, 0.00, 0.04]
+    got = paired.summarize(x)
+    want = sps.ttest_1samp(x, 0.0)
+    ci = want.confidence_interval(0.95)
+    assert got.p == pytest.approx(want.pvalue)
+    assert (got.low, got.high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert got.ratio == pytest.approx(math.exp(np.mean(x)))
+
+
+def test_one_round_is_no_test_and_identical_rounds_are_exact() -> None:
+    one = paired.summarize([0.1])
+    assert one.p == 1.0 and one.low == -math.inf and paired.ruled_out(one) == math.inf
+    same = paired.summarize([0.0, 0.0, 0.0])
+    assert same.p == 1.0 and same.low == same.high == 0.0
+    shifted = paired.summarize([-0.2, -0.2, -0.2])
+    assert shifted.p < 1e-10
+
+
+@pytest.mark.parametrize(
+    ("logs", "hib", "significant", "expected"),
+    [
+        ([-0.22, -0.20, -0.25, -0.21], True, True, "regressed"),  # a rate fell 20%
+        ([-0.22, -0.20, -0.25, -0.21], False, True, "improved"),  # a latency fell 20%
+        ([0.22, 0.20, 0.25, 0.21], True, True, "improved"),
+        ([-0.22, -0.20, -0.25, -0.21], True, False, "unknown"),  # not significant yet
+        ([-0.03, -0.02, -0.035, -0.025], True, True, "same"),  # significant, inside 5%
+        ([0.001, -0.002, 0.0015, -0.001], True, False, "same"),  # CI inside +-5%
+        ([0.1, -0.1, 0.12, -0.09], True, False, "unknown"),  # wide: neither
+    ],
+)
+def test_the_four_verdicts(logs: list[float], hib: bool, significant: bool, expected: str) -> None:
+    pairs = paired.summarize(logs)
+    assert paired.verdict_of(pairs, hib, 0.05, significant) == expected
+
+
+def test_the_family_is_corrected_and_undecided_checks_say_what_they_need() -> None:
+    rng = np.random.default_rng(1)
+    slow = paired.summarize(list(-0.2 + 0.02 * rng.standard_normal(5)))
+    wide = paired.summarize([0.08, -0.09, 0.07, -0.06])
+    # Alone, p = 0.01 passes 0.05; in a family of 20 other checks at p = 1 BH needs 0.0025.
+    borderline = paired.summarize([-0.10, -0.14, -0.08, -0.13])
+    alone = paired.judge_family([(borderline, True, 0.05)])
+    assert alone[0].significant
+    family = paired.judge_family([(borderline, True, 0.05)] + [(wide, True, 0.05)] * 20)
+    assert not family[0].significant and family[0].verdict == "unknown"
+    assert family[0].rounds_needed is not None and family[0].rounds_needed > borderline.n
+    judged = paired.judge_family([(slow, True, 0.05), (wide, True, 0.05)])
+    assert [j.verdict for j in judged] == ["regressed", "unknown"]
+    assert judged[1].ruled_out > 0.05 and judged[0].rounds_needed is None
+
+
+def test_a_change_on_the_tolerance_may_never_be_decided() -> None:
+    limit = paired.band(0.05)
+    edge = paired.summarize([-limit - 0.01, -limit + 0.01, -limit - 0.005, -limit + 0.005])
+    assert paired.rounds_needed(edge, 0.05, 0.05, cap=50) is None
+
+
+def test_the_band_rejects_a_tolerance_outside_zero_to_one() -> None:
+    with pytest.raises(ValueError, match="tolerance"):
+        paired.band(1.5)
+
+
+# ---------------------------------------------------------------- rounds on a fake side
+
+
+def test_the_order_is_balanced_in_blocks_of_two() -> None:
+    got = [o for _, o in zip(range(40), rounds.orders(seed=3), strict=False)]
+    for i in range(0, 40, 2):
+        assert got[i] == tuple(reversed(got[i + 1]))
+    firsts = [o[0] for o in got]
+    assert firsts.count("A") == firsts.count("B") == 20
+    assert len({got[i] for i in range(0, 40, 2)}) == 2  # both block orders occur
+
+
+class FakeSides:
+    """Sides whose checks read a value times a per-round drift, B slowed by ``slowdown``."""
+
+    def __init__(
+        self,
+        checks: dict[str, float],
+        slowdown: float = 0.0,
+        noise: float = 0.01,
+        seed: int = 0,
+        fail: set[tuple[int, str]] | None = None,
+        interrupt_at: int | None = None,
+    ) -> None:
+        self.checks = checks
+        self.slowdown = slowdown
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.fail = fail or set()
+        self.interrupt_at = interrupt_at
+        self.calls: list[tuple[str, int, int, tuple[str, ...] | None]] = []
+        self.drift: dict[int, float] = {}
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(
+        self, side: str, rnd: int, position: int, selection: Sequence[str] | None
+    ) -> rounds.SideRun:
+        if self.interrupt_at == rnd and position == 1:
+            raise KeyboardInterrupt
+        self.calls.append(
+            (side, rnd, position, tuple(selection) if selection is not None else None)
+        )
+        chosen = list(self.checks) if selection is None else list(selection)
+        self.now += 10.0 + len(chosen)
+        if (rnd, side) in self.fail:
+            return rounds.SideRun(rnd, side, position, 1.0, 1, "exited 1 without a run record")
+        # The machine drifts by up to 30% from round to round: the pairing cancels it.
+        drift = self.drift.setdefault(rnd, math.exp(self.rng.uniform(-0.3, 0.3)))
+        readings = {}
+        for check in chosen:
+            value = self.checks[check] * drift * (1 - self.slowdown if side == "B" else 1.0)
+            samples = tuple(value * math.exp(self.rng.gauss(0, self.noise)) for _ in range(3))
+            readings[check] = rounds.Reading("GB/s", True, 0.05, samples, "pass")
+        return rounds.SideRun(rnd, side, position, 1.0, 0, "", readings)
+
+
+CHECKS = {f"suites/test_x.py::test_x[{i}]": 10.0 + i for i in range(6)}
+
+
+def test_an_a_a_under_drift_is_same_and_stops_once_decided() -> None:
+    sides = FakeSides(CHECKS)
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=10), clock=sides.clock)
+    assert session.stopped == "decided"
+    assert 3 <= len(session.order) <= 5
+    assert {rounds.verdict(s) for s in session.states.values()} == {"same"}
+
+
+def test_a_slowdown_under_drift_is_found_and_the_selection_narrows() -> None:
+    checks = dict(CHECKS)
+    sides = FakeSides(checks, slowdown=0.2, noise=0.02, seed=5)
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=12), clock=sides.clock)
+    verdicts = {rounds.verdict(s) for s in session.states.values()}
+    assert verdicts == {"regressed"}
+    # Rounds past the minimum ran only what was undecided (possibly nothing: it stopped).
+    for side, rnd, _, selection in sides.calls:
+        if rnd <= 3:
+            assert selection is None
+        else:
+            assert selection is not None and len(selection) < len(checks)
+
+
+def test_the_budget_stops_the_rounds_before_one_would_overrun() -> None:
+    sides = FakeSides(CHECKS, noise=0.3)  # too noisy to decide
+    plan = rounds.Plan(min_rounds=3, max_rounds=50, budget_s=200.0)
+    session = rounds.run_rounds(sides, plan, clock=sides.clock)
+    assert session.stopped == "budget"
+    assert sides.now <= 200.0
+
+
+def test_a_failed_side_gives_no_evidence_for_its_round() -> None:
+    sides = FakeSides(CHECKS, fail={(2, "B")})
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=3), clock=sides.clock)
+    state = next(iter(session.states.values()))
+    assert state.rounds == (1, 3)
+    assert [r.failed for r in session.runs if r.round == 2 and r.side == "B"] != [""]
+
+
+def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete() -> None:
+    sides = FakeSides(CHECKS, interrupt_at=3)
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=5), clock=sides.clock)
+    assert session.stopped == "interrupted"
+    assert session.incomplete == "interrupted during round 3"
+    assert len(next(iter(session.states.values())).log_ratios) == 2
+    checks, _, _ = gather(session.states, session.runs)
+    assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
+
+
+def test_a_plan_that_cannot_judge_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        rounds.Plan(min_rounds=1)
+    with pytest.raises(ValueError, match="cap"):
+        rounds.Plan(min_rounds=5, max_rounds=3)
+
+
+def _verdict(name: str, below: bool = False) -> CheckVerdict:
+    return CheckVerdict("c", "GB/s", True, 0.05, (1, 2), (0.0, 0.0), None, name, below)
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "incomplete", "status"),
+    [
+        (["same", "same"], "", outcome.EXIT_OK),
+        (["same", "improved"], "", outcome.EXIT_OK),
+        (["same", "regressed"], "", outcome.EXIT_REGRESSED),
+        (["unknown", "regressed"], "", outcome.EXIT_REGRESSED),
+        (["same", "unknown"], "", outcome.EXIT_INCONCLUSIVE),
+        (["same"], "interrupted during round 2", outcome.EXIT_INCONCLUSIVE),
+        ([], "", outcome.EXIT_INCONCLUSIVE),
+    ],
+)
+def test_the_exit_status(verdicts: list[str], incomplete: str, status: int) -> None:
+    checks = [_verdict(v) for v in verdicts]
+    assert decide_exit(checks, incomplete, frozenset({"regressed"})) == status
+
+
+def test_a_regression_on_a_node_below_its_floors_is_not_a_software_verdict() -> None:
+    assert decide_exit([_verdict("regressed", below=True)], "", frozenset({"regressed"})) == 3
+
+
+def test_floors_missed_on_both_sides_mark_the_node_unhealthy() -> None:
+    def run(rnd: int, side: str, floor: str) -> rounds.SideRun:
+        reading = rounds.Reading("GB/s", True, 0.05, (1.0, 1.0, 1.0), floor)
+        return rounds.SideRun(rnd, side, 0, 1.0, 1, "", {"c": reading, "d": reading})
+
+    runs = [run(1, "A", "fail"), run(1, "B", "fail"), run(2, "A", "fail"), run(2, "B", "pass")]
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan())
+    _, _, unhealthy = gather(states, runs)
+    assert unhealthy == ()  # B passed half its rounds
+    runs[-1] = run(2, "B", "fail")
+    _, _, unhealthy = gather(rounds.judge(rounds.evidence(runs), rounds.Plan()), runs)
+    assert unhealthy == ("c", "d")
+
+
+# ---------------------------------------------------------------- stacks and bad input
+
+
+def test_a_requirement_set_is_told_from_a_path_and_from_nonsense() -> None:
+    assert stacks.requirements_of("tensorflow-cpu==2.20.* numpy<2") == (
+        "tensorflow-cpu==2.20.*",
+        "numpy<2",
+    )
+    assert stacks.requirements_of("not a ==requirement!") is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "empty stack spec"),
+        ("./no-such-venv", "no such interpreter"),
+        ("==2.0", "unknown stack spec"),
+        ("tox:", "name a tox environment"),
+    ],
+)
+def test_a_bad_stack_spec_is_one_line(spec: str, message: str) -> None:
+    with pytest.raises(PerfsuiteError, match=message):
+        stacks.resolve(spec)
+
+
+def test_a_folder_that_is_no_environment_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(PerfsuiteError, match="neither a Python interpreter"):
+        stacks.resolve(str(tmp_path))
+
+
+def _fake_run(returncode: int, output: str = "") -> stacks.Runner:
+    def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(cmd), returncode, output, "")
+
+    return run
+
+
+def test_an_interpreter_without_perfsuite_says_how_to_add_it() -> None:
+    with pytest.raises(PerfsuiteError, match=r"has no perfsuite; add it with: .* -m pip install"):
+        stacks.resolve(sys.executable, run=_fake_run(1))
+
+
+def test_a_built_environment_is_reused_and_a_failed_build_leaves_nothing(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(list(cmd))
+        if "venv" in cmd:
+            root = Path(cmd[-1])
+            (root / "bin").mkdir(parents=True)
+            (root / "bin" / "python").write_text("")
+        return subprocess.CompletedProcess(list(cmd), 0, "", "")
+
+    python, cached, _ = stacks.build_environment(["numpy==1.26.4"], tmp_path, run)
+    assert not cached and python.is_file()
+    again, cached, _ = stacks.build_environment(["numpy==1.26.4"], tmp_path, run)
+    assert cached and again == python
+    n = len(calls)
+    with pytest.raises(PerfsuiteError, match="could not build an environment with nope==1"):
+        stacks.build_environment(
+            ["nope==1"],
+            tmp_path,
+            lambda cmd, **kw: (
+                run(cmd)
+                if "venv" in cmd
+                else subprocess.CompletedProcess(
+                    list(cmd), 1, "", "ERROR: No matching distribution found for nope==1"
+                )
+            ),
+        )
+    assert len(calls) > n
+    assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == [python.parents[1].name]
+
+
+def test_no_disk_space_names_the_cache(tmp_path: Path) -> None:
+    def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(
+            list(cmd), 1, "", "OSError: [Errno 28] No space left on device"
+        )
+
+    with pytest.raises(PerfsuiteError, match=f"no disk space .* in {tmp_path}"):
+        stacks.build_environment(["numpy"], tmp_path, run)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("10m", 600), ("90", 90), ("1.5h", 5400), ("30s", 30)]
+)
+def test_budgets(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten", "-5m", "0", "nanm", "infs"])
+def test_a_bad_budget_is_one_line(text: str) -> None:
+    with pytest.raises(PerfsuiteError, match="--budget"):
+        parse_budget(text)
+
+
+def test_side_variables() -> None:
+    assert parse_env(["A=1", "B_2=x=y"], "--b-env") == {"A": "1", "B_2": "x=y"}
+    with pytest.raises(PerfsuiteError, match="NAME=VALUE"):
+        parse_env(["=1"], "--b-env")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--a", "./nowhere", "--b", "./nowhere"], "no such interpreter"),
+        (["--a", "what is this?", "--b", "x"], "unknown stack spec"),
+        (["--a", sys.executable, "--b", sys.executable, "--budget", "soon"], "--budget"),
+        (["--a", "x", "--b", "y", "--min-rounds", "1"], "at least 2 rounds"),
+    ],
+)
+def test_the_command_reports_bad_input_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["ab", *argv, "--", "suites/"]) == outcome.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- the side plugin
+
+
+def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_sel="""
+        import pytest
+
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_n(n):
+            pass
+        """
+    )
+    select = pytester.path / "sel.txt"
+    select.write_text("test_sel.py::test_n[2]\n")
+    result = pytester.runpytest("-p", "perfsuite.ab.side", "--perf-ab-select", str(select))
+    result.assert_outcomes(passed=1, deselected=2)
+
+
+# ---------------------------------------------------------------- bisect on fake steps
+
+
+class FakeAB:
+    """A/B steps of a package whose release ``bad`` made one check 30% slower."""
+
+    def __init__(self, bad: str, broken: frozenset[str] = frozenset()) -> None:
+        self.bad = Version(bad)
+        self.broken = broken
+        self.steps: list[tuple[str, str, tuple[str, ...] | None]] = []
+
+    def __call__(self, options: ab_run.Options) -> object:
+        a = Version(options.a.split("==")[1])
+        b = Version(options.b.split("==")[1])
+        self.steps.append((str(a), str(b), options.selection))
+        slow = a < self.bad <= b
+        checks = [
+            CheckVerdict(
+                "gemm", "TFLOP/s", True, 0.05, (1, 2, 3), (), None, "regressed" if slow else "same"
+            ),
+            CheckVerdict("stream", "GB/s", True, 0.05, (1, 2, 3), (), None, "same"),
+        ]
+        if options.selection is not None:
+            checks = [c for c in checks if c.id in options.selection]
+        failed = "exited 1 without a run record" if str(b) in self.broken else ""
+        runs = [rounds.SideRun(1, "B", 0, 1.0, 1, failed, {}, (), "", "", "ImportError", {})]
+        session = rounds.Session(runs=runs, order=[("A", "B")] * 3, seconds=10.0)
+        return SimpleNamespace(checks=checks, session=session, record=Path("x.json"))
+
+
+VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
+
+
+def _bisect_options(tmp_path: Path) -> bisect.BisectOptions:
+    ab = ab_run.Options("", "", ("suites/",), rounds.Plan())
+    return bisect.BisectOptions("tinypkg", "1.0", "1.7", (), ab, tmp_path)
+
+
+def _resolve(spec: str, cache: Path | None) -> stacks.Stack:
+    if "1.3" in spec and "uninstallable" in str(cache):
+        raise PerfsuiteError("could not build an environment with tinypkg==1.3: no wheel")
+    return stacks.Stack(spec, "requirements", sys.executable, (spec,), 0.0, True)
+
+
+@pytest.mark.parametrize("bad", VERSIONS[1:])
+def test_bisect_names_the_first_bad_release_in_log2_plus_one_steps(
+    bad: str, tmp_path: Path
+) -> None:
+    fake = FakeAB(bad)
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert search.first_bad == bad
+    assert len(fake.steps) <= math.ceil(math.log2(len(VERSIONS))) + 1
+    assert search.focus == ("gemm",)
+    assert all(sel == ("gemm",) for _, _, sel in fake.steps[1:])
+    lines = bisect.summary_lines(search)
+    assert any(f"gemm: first bad tinypkg {bad}" in line for line in lines)
+    assert (tmp_path / next(tmp_path.iterdir()).name / "bisect.html").is_file()
+
+
+def test_bisect_skips_a_release_that_will_not_install_or_run(tmp_path: Path) -> None:
+    fake = FakeAB("1.4", broken=frozenset({"1.5"}))
+    options = dataclasses.replace(
+        _bisect_options(tmp_path),
+        ab=dataclasses.replace(_bisect_options(tmp_path).ab, cache=tmp_path / "uninstallable"),
+    )
+    search = bisect.bisect(options, lambda _: VERSIONS, fake, lambda _: None, _resolve)
+    assert search.first_bad == "1.4"
+    assert "1.3" in search.skipped and "no wheel" in search.skipped["1.3"]
+
+
+def test_bisect_says_nothing_regressed_after_one_step(tmp_path: Path) -> None:
+    fake = FakeAB("9.0")
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert len(fake.steps) == 1 and not search.first_bad
+    assert any("nothing regressed" in line for line in bisect.summary_lines(search))
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "message"),
+    [
+        ("1.7", "1.0", "newer than"),
+        ("1.0", "1.0", "the same version"),
+        ("0.9", "1.7", r"0.9 \(--good\) is not on the index"),
+        ("1.0", "banana", "Invalid version"),
+    ],
+)
+def test_bisect_refuses_a_range_it_cannot_search(good: str, bad: str, message: str) -> None:
+    with pytest.raises(PerfsuiteError, match=message):
+        bisect.releases_between("tinypkg", good, bad, lambda _: VERSIONS)
