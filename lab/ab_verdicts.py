@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 from collections import Counter
@@ -166,7 +165,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     slowdowns = [0.0] + [float(s) for s in args.slowdowns.split(",") if s]
     print(
-        "| experiment | slowdown | regressed | improved | same | unknown | rounds (mean, max) | minutes (mean) |"
+        "| experiment | slowdown | regressed | improved | same | unknown "
+        "| rounds (mean, max) | minutes (mean) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for s in slowdowns:
@@ -206,7 +206,8 @@ def main() -> None:
                     tally[rule(cur, base, a_rounds[0][c].higher_is_better)] += 1
             total = sum(tally.values())
             print(
-                f"| {name}, {plain_rounds} rounds pooled | {s:.0%} | {tally['regressed'] / total:.1%} | "
+                f"| {name}, {plain_rounds} rounds pooled | {s:.0%} | "
+                f"{tally['regressed'] / total:.1%} | "
                 f"{tally['improved'] / total:.1%} | - | - | {plain_rounds} | - |"
             )
     # The stored baseline: 5 runs of one side, then one run, perfsuite compare's test.
@@ -227,7 +228,6 @@ def main() -> None:
                 f"{tally['improved'] / total:.1%} | {tally['ok'] / total:.1%} (ok) | "
                 f"{tally['noisy'] / total:.1%} (noisy) | 6 runs | {6 * full_round / 2 / 60:.1f} |"
             )
-    _ = math
 
 
 if __name__ == "__main__":

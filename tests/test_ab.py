@@ -165,7 +165,7 @@ def test_a_slowdown_under_drift_is_found_and_the_selection_narrows() -> None:
     verdicts = {rounds.verdict(s) for s in session.states.values()}
     assert verdicts == {"regressed"}
     # Rounds past the minimum ran only what was undecided (possibly nothing: it stopped).
-    for side, rnd, _, selection in sides.calls:
+    for _, rnd, _, selection in sides.calls:
         if rnd <= 3:
             assert selection is None
         else:
@@ -186,6 +186,14 @@ def test_a_failed_side_gives_no_evidence_for_its_round() -> None:
     state = next(iter(session.states.values()))
     assert state.rounds == (1, 3)
     assert [r.failed for r in session.runs if r.round == 2 and r.side == "B"] != [""]
+
+
+def test_sides_that_always_fail_stop_after_the_minimum_with_nothing_compared() -> None:
+    sides = FakeSides(CHECKS, fail={(r, s) for r in range(1, 20) for s in "AB"})
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=10), clock=sides.clock)
+    assert session.stopped == "nothing compared" and len(session.order) == 3
+    checks, _, _ = gather(session.states, session.runs)
+    assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
 
 
 def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete() -> None:

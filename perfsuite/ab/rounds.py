@@ -243,7 +243,6 @@ def run_rounds(
     selection = list(selection) if selection is not None else None
     last_round_s = 0.0
     last_selected = 0
-    failed_rounds = 0
     try:
         for rnd in range(1, plan.max_rounds + 1):
             elapsed = clock() - session.started
@@ -265,21 +264,19 @@ def run_rounds(
             session.states = judge(evidence(session.runs, plan.tolerance), plan)
             undecided = [c for c, s in session.states.items() if verdict(s) == "unknown"]
             last_selected = len(selection) if selection else max(1, len(session.states))
-            if any(r.failed for r in this_round):
-                failed_rounds += 1
-                if failed_rounds >= 2 and not session.states:
-                    session.stopped = "every side run failed"
-                    break
-            if rnd >= plan.min_rounds:
-                selection = undecided
             left = plan.budget_s - (clock() - session.started)
             if progress:
                 progress(rnd, plan.max_rounds, len(undecided), left, this_round)
             if on_round:
                 on_round(session)
-            if rnd >= plan.min_rounds and session.states and not undecided:
-                session.stopped = "decided"
-                break
+            if rnd >= plan.min_rounds:
+                if not session.states:
+                    session.stopped = "nothing compared"  # every round failed, or no check ran
+                    break
+                if not undecided:
+                    session.stopped = "decided"
+                    break
+                selection = undecided
         else:
             session.stopped = "round cap"
     except KeyboardInterrupt:

@@ -1,0 +1,188 @@
+"""perfsuite ab and bisect with real processes.
+
+Rounds of fresh processes, an interrupt, a hung side, and a bisection over locally built
+wheels of a small package with 8 releases.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHECK = """
+import os, time
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def work():
+    if os.environ.get("HANG_HERE"):
+        time.sleep(600)
+    return sum(range(20000))
+
+def test_loop(perf):
+    perf.measure(Workload(check="loop", params={}, metric="rate", unit="loop/s",
+                          work=Work(1.0, "loop"), run=work))
+"""
+
+
+def _perfsuite(*args: str, cwd: Path, env: dict[str, str] | None = None, **kw: object):
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    environ.pop("PYTEST_PLUGINS", None)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        environ.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args],
+        cwd=cwd, env=environ, capture_output=True, text=True, check=False, **kw,
+    )  # fmt: skip
+
+
+def _record(out: Path, name: str) -> dict:
+    (path,) = out.glob(f"*/{name}")
+    return json.loads(path.read_text())
+
+
+def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Path) -> None:
+    (tmp_path / "test_loop.py").write_text(CHECK)
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable,
+        "--b-env", "PERFSUITE_INJECT_SLOWDOWN=0.5", "--b-env", "PYTEST_PLUGINS=perfsuite.slowdown",
+        "--min-rounds", "4", "--max-rounds", "4", "--seed", "7", "--output-dir", "out",
+        "--", "test_loop.py",
+        cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert done.returncode in (1, 3), done.stdout + done.stderr
+    data = _record(tmp_path / "out", "ab.json")
+    assert data["order"][0] == data["order"][1][::-1] and data["order"][2] == data["order"][3][::-1]
+    assert len(data["rounds"]) == 8 and not any(r["failed"] for r in data["rounds"])
+    pids = {Path(r["record"]).parent for r in data["rounds"]}
+    assert len(pids) == 8  # a fresh process and record per side and round
+    (check,) = data["checks"]
+    assert check["verdict"] in ("regressed", "unknown")
+    assert check["ratio"] < 0.75  # B was made 50% slower
+    assert len(check["log_ratios"]) == 4
+    samples = data["rounds"][0]["readings"]["test_loop.py::test_loop"]["samples"]
+    assert len(samples) == 3
+    assert ["side variable PERFSUITE_INJECT_SLOWDOWN", None, "0.5"] in data["environment_diff"]
+    assert (tmp_path / "out" / data["run_id"] / "ab.html").is_file()
+    assert "perfsuite ab: " in done.stdout.splitlines()[-1]
+
+
+def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path) -> None:
+    (tmp_path / "test_loop.py").write_text(CHECK)
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environ.pop("PYTEST_PLUGINS", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable, "--b", sys.executable,
+         "--min-rounds", "5", "--max-rounds", "5", "--output-dir", "out", "--", "test_loop.py"],
+        cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("round 1/5"):
+            break
+    time.sleep(1.0)  # into round 2
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, "".join(seen) + rest
+    data = _record(tmp_path / "out", "ab.json")
+    assert data["incomplete"] == "interrupted during round 2"
+    assert len([r for r in data["rounds"] if r["round"] == 1]) == 2
+    assert "INCOMPLETE" in rest
+
+
+def test_a_hung_side_is_killed_and_its_rounds_judge_nothing(tmp_path: Path) -> None:
+    (tmp_path / "test_loop.py").write_text(CHECK)
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable, "--b-env", "HANG_HERE=1",
+        "--side-timeout", "15", "--min-rounds", "2", "--max-rounds", "2", "--output-dir", "out",
+        "--", "test_loop.py",
+        cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    data = _record(tmp_path / "out", "ab.json")
+    failed = [r for r in data["rounds"] if r["failed"]]
+    assert [r["side"] for r in failed] == ["B", "B"]
+    assert all("no result within 15 s" in r["failed"] for r in failed)
+    assert data["checks"] == []
+    assert "round 1 B failed: no result within 15 s" in done.stdout
+
+
+# ---------------------------------------------------------------- bisect over local wheels
+
+DIST = "perfsuite-bisect-fixture"
+MODULE = "bisect_fixture"
+RELEASES = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
+FIRST_SLOW = "1.5"
+
+FIXTURE_CHECK = f"""
+import {MODULE}
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_fixture_work(perf):
+    perf.measure(Workload(check="fixture_work", params={{}}, metric="rate", unit="call/s",
+                          work=Work(1.0, "call"), run={MODULE}.work))
+"""
+
+
+def wheel(folder: Path, version: str, source: str) -> Path:
+    """A pure-Python wheel of the fixture package, written by hand (no build backend)."""
+    name = DIST.replace("-", "_")
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{MODULE}/__init__.py": source,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: perfsuite-tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as z:
+        for arc, text in files.items():
+            data = text.encode()
+            z.writestr(arc, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{arc},sha256={digest.decode()},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def test_bisect_names_the_release_that_made_the_work_slower(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in RELEASES:
+        # From FIRST_SLOW on, the same call does twice the work: a real slowdown.
+        n = 40000 if version >= FIRST_SLOW else 20000
+        wheel(wheels, version, f"def work():\n    return sum(range({n}))\n")
+    (tmp_path / "test_fixture.py").write_text(FIXTURE_CHECK)
+    done = _perfsuite(
+        "bisect", "--package", DIST, "--good", RELEASES[0], "--bad", RELEASES[-1],
+        "--min-rounds", "3", "--max-rounds", "8", "--output-dir", "out",
+        "--", "test_fixture.py",
+        cwd=tmp_path, timeout=1500,
+        env={"PIP_FIND_LINKS": str(wheels), "PERFSUITE_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    data = _record(tmp_path / "out", "bisect.json")
+    assert data["first_bad"] == FIRST_SLOW
+    assert len(data["steps"]) <= math.ceil(math.log2(len(RELEASES))) + 1
+    assert f"first bad {DIST} {FIRST_SLOW}" in done.stdout
+    assert (tmp_path / "out" / next((tmp_path / "out").iterdir()).name / "bisect.html").is_file()
