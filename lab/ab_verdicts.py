@@ -75,21 +75,10 @@ def load(
         pair = []
         for side in ("A", "B"):
             run = sides[side]
-            pair.append(
-                {
-                    c: rounds.Reading(
-                        v["unit"],
-                        v["higher_is_better"],
-                        v["tolerance"],
-                        tuple(v["samples"]),
-                        v["floor"],
-                    )
-                    for c, v in run["readings"].items()
-                }
-            )
+            # From the side's own run record: its samples and its noise guard's flags.
+            pair.append(rounds.readings_of(load_record(Path(run["record"]))))
             per_check.append(run["seconds"] / max(1, len(run["readings"])))
-            if run["record"]:
-                records.append(Path(run["record"]))
+            records.append(Path(run["record"]))
         a_rounds.append(pair[0])
         b_rounds.append(pair[1])
     common = set.intersection(*(set(r) for r in a_rounds + b_rounds))

@@ -21,6 +21,7 @@ from perfsuite.ab import CheckVerdict, bisect, decide_exit, gather, paired, roun
 from perfsuite.ab import run as ab_run
 from perfsuite.ab.run import parse_budget, parse_env
 from perfsuite.errors import PerfsuiteError
+from perfsuite.report import ab as report_ab
 
 # ---------------------------------------------------------------- paired statistics
 
@@ -204,6 +205,25 @@ def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete()
     assert len(next(iter(session.states.values())).log_ratios) == 2
     checks, _, _ = gather(session.states, session.runs)
     assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
+
+
+def test_a_reading_the_noise_guard_flagged_judges_nothing() -> None:
+    def run(rnd: int, side: str, value: float, flags: tuple[str, ...] = ()) -> rounds.SideRun:
+        reading = rounds.Reading("GB/s", True, 0.05, (value,) * 3, "pass", flags)
+        return rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": reading})
+
+    load = ("under foreign load (0.99 cores of other work or steal)",)
+    runs = []
+    for rnd in (1, 2, 3):  # B 20x slower, but only ever under foreign load
+        runs += [run(rnd, "A", 10.0), run(rnd, "B", 0.5, load)]
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan())
+    assert states["c"].tainted == (1, 2, 3) and states["c"].log_ratios == ()
+    assert rounds.verdict(states["c"]) == "unknown"
+    runs += [run(4, "A", 10.0), run(4, "B", 10.1), run(5, "A", 10.0), run(5, "B", 9.9)]
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan())
+    assert states["c"].rounds == (4, 5) and rounds.verdict(states["c"]) != "regressed"
+    (check,), _, _ = gather(states, runs)
+    assert "3 rounds left out: measured under foreign load" in report_ab.note(check)
 
 
 def test_a_plan_that_cannot_judge_is_refused() -> None:

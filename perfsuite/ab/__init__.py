@@ -42,6 +42,7 @@ class CheckVerdict:
     judged: paired.Judged | None
     verdict: str
     below_floor: bool = False  # the node missed this check's floor on both sides
+    tainted: tuple[int, ...] = ()  # rounds left out: measured under flagged noise
 
     @property
     def ratio(self) -> float | None:
@@ -65,6 +66,7 @@ class CheckVerdict:
             "log_ratios": list(self.log_ratios),
             "verdict": self.verdict,
             "below_floor": self.below_floor,
+            "tainted_rounds": list(self.tainted),
             "ratio": self.ratio,
             "ci_low": _exp(j.pairs.low) if j else None,
             "ci_high": _exp(j.pairs.high) if j else None,
@@ -199,6 +201,7 @@ def gather(
             s.judged,
             verdict(s),
             s.id in below,
+            s.tainted,
         )
         for s in states.values()
     )

@@ -38,6 +38,9 @@ class Reading:
     tolerance: float
     samples: tuple[float, ...]
     floor: str  # the floor verdict in that run: pass, fail, no-reference
+    # The noise guard's flags (foreign load, throttling): a tainted reading is kept in the
+    # record but judges nothing.
+    flags: tuple[str, ...] = ()
 
     @property
     def median(self) -> float:
@@ -85,6 +88,7 @@ class SideRun:
                     "floor": r.floor,
                     "median": r.median,
                     "samples": list(r.samples),
+                    "flags": list(r.flags),
                 }
                 for check, r in self.readings.items()
             },
@@ -104,6 +108,7 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
             float(tolerance),
             tuple(result.samples),
             result.floor.verdict,
+            tuple(str(f) for f in result.noise.get("flags", ())),
         )
     return out
 
@@ -150,15 +155,22 @@ class CheckState:
     log_ratios: tuple[float, ...]  # one per round where both sides measured it
     rounds: tuple[int, ...]  # which rounds those are
     judged: paired.Judged | None  # None: fewer than 2 rounds
+    tainted: tuple[int, ...] = ()  # rounds left out: a side measured it under flagged noise
 
 
 def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
-    """Each check's log ratios B/A over the rounds where both sides measured it."""
+    """Each check's log ratios B/A over the rounds where both sides measured it cleanly.
+
+    A round where either side's reading carries a noise flag (foreign load, a throttled GPU)
+    is left out of that check's evidence and listed as tainted: the suite itself said the
+    reading is not the software's speed, so no verdict may rest on it.
+    """
     by_round: dict[int, dict[str, SideRun]] = {}
     for run in runs:
         if not run.failed:
             by_round.setdefault(run.round, {})[run.side] = run
     ratios: dict[str, list[tuple[int, float]]] = {}
+    tainted: dict[str, list[int]] = {}
     meta: dict[str, Reading] = {}
     for rnd in sorted(by_round):
         sides = by_round[rnd]
@@ -169,11 +181,15 @@ def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[st
             ra, rb = a[check], b[check]
             if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
                 continue
-            ratios.setdefault(check, []).append((rnd, math.log(rb.median / ra.median)))
             meta[check] = ra
+            if ra.flags or rb.flags:
+                tainted.setdefault(check, []).append(rnd)
+                continue
+            ratios.setdefault(check, []).append((rnd, math.log(rb.median / ra.median)))
     out = {}
-    for check, pairs in sorted(ratios.items()):
+    for check in sorted(meta):
         m = meta[check]
+        pairs = ratios.get(check, [])
         out[check] = CheckState(
             check,
             m.unit,
@@ -182,6 +198,7 @@ def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[st
             tuple(v for _, v in pairs),
             tuple(r for r, _ in pairs),
             None,
+            tuple(tainted.get(check, ())),
         )
     return out
 

@@ -36,6 +36,9 @@ def note(c: CheckVerdict) -> str:
     parts = []
     if c.below_floor:
         parts.append("below its floor on both sides: a node verdict, not a software one")
+    if c.tainted:
+        n = len(c.tainted)
+        parts.append(f"{n} round{'s' if n > 1 else ''} left out: measured under foreign load")
     j = c.judged
     if c.verdict == "unknown":
         if j is None:
