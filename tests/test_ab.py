@@ -310,7 +310,7 @@ def _fake_run(returncode: int, output: str = "") -> stacks.Runner:
 
 
 def test_an_interpreter_without_perfsuite_says_how_to_add_it() -> None:
-    with pytest.raises(PerfsuiteError, match=r"has no perfsuite; add it with: .* -m pip install"):
+    with pytest.raises(PerfsuiteError, match=r"has no perfsuite .*; add it with: .* -m pip install"):
         stacks.resolve(sys.executable, run=_fake_run(1))
 
 

@@ -126,9 +126,9 @@ def _run(cmd: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[st
 
 
 def has_perfsuite(python: str, run: Runner = _run) -> bool:
-    """Whether ``python`` can import perfsuite."""
+    """Whether ``python`` can import a perfsuite that has the A/B side plugin."""
     try:
-        done = run([python, "-c", "import perfsuite"], timeout=120)
+        done = run([python, "-c", "import perfsuite.ab.side"], timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -271,7 +271,7 @@ def resolve(spec: str, cache: Path | None = None, run: Runner = _run) -> Stack:
         python = python.absolute()
         if not has_perfsuite(str(python), run):
             raise PerfsuiteError(
-                f"stack {spec!r} has no perfsuite; add it with: "
+                f"stack {spec!r} has no perfsuite (or one without perfsuite ab); add it with: "
                 f"{shlex.quote(str(python))} -m pip install {shlex.join(perfsuite_install_arg())}"
             )
         return Stack(spec, "python", str(python))
