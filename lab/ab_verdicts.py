@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -137,6 +138,7 @@ def main() -> None:
     parser.add_argument("--min-rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stored-replays", type=int, default=60)
+    parser.add_argument("--skip-others", action="store_true", help="only perfsuite ab's rows")
     args = parser.parse_args()
     a_rounds, b_rounds, per_check, records = load(args.record)
     if len(a_rounds) < args.min_rounds + 1:
@@ -158,12 +160,17 @@ def main() -> None:
         "| rounds (mean, max) | minutes (mean) |"
     )
     print("|---|---|---|---|---|---|---|---|")
+    per_check: dict[float, Counter[str]] = {}
     for s in slowdowns:
         tally: Counter[str] = Counter()
+        per_check[s] = Counter()
         used, minutes = [], []
         for _ in range(args.replays):
             session = replay(a_rounds, b_rounds, s, plan, check_s, args.fixed_seconds, rng)
             tally.update(rounds.verdict(st) for st in session.states.values())
+            per_check[s].update(
+                c for c, st in session.states.items() if rounds.verdict(st) == "regressed"
+            )
             used.append(len(session.order))
             minutes.append(session.seconds / 60)
         total = sum(tally.values())
@@ -173,6 +180,36 @@ def main() -> None:
             f"{tally['unknown'] / total:.1%} | {sum(used) / len(used):.1f}, {max(used)} | "
             f"{sum(minutes) / len(minutes):.1f} |"
         )
+    # The checks with the least power, and their round-to-round spread in the A/A itself.
+    pairs = zip(a_rounds, b_rounds, strict=True)
+    runs = [
+        rounds.SideRun(i + 1, side, 0, 0.0, 0, "", r)
+        for i, pair in enumerate(pairs)
+        for side, r in zip("AB", pair, strict=True)
+    ]
+    clean = rounds.evidence(runs)
+
+    def sd(check: str) -> float:
+        lr = clean[check].log_ratios
+        return statistics.stdev(lr) if len(lr) > 1 else float("nan")
+
+    at = slowdowns[1]
+    worst = sorted(a_rounds[0], key=lambda c: per_check[at][c])[:12]
+    print(f"\nleast power at {at:.0%}: power, sd of the A/A's round log ratios, clean rounds")
+    for c in worst:
+        power = per_check[at][c] / args.replays
+        n = len(clean[c].log_ratios)
+        print(f"  {c.split('::')[-1]}: {power:.0%}, sd {sd(c):.1%}, {n} rounds")
+    sds = sorted(sd(c) for c in clean if len(clean[c].log_ratios) > 1)
+    q = len(sds) // 4
+    print(
+        f"round-to-round sd of log B/A over {len(sds)} checks: median {sds[2 * q]:.1%}, "
+        f"quartiles {sds[q]:.1%} .. {sds[3 * q]:.1%}, max {sds[-1]:.1%}"
+    )
+    left_out = sum(len(st.tainted) for st in clean.values())
+    print(f"check-rounds left out as measured under foreign load: {left_out}\n")
+    if args.skip_others:
+        return
     # asv and pytest-benchmark on the pooled samples of the rounds the budget allows.
     for name, rule in (
         ("asv (1.1 and MWU)", asv_rule),

@@ -457,9 +457,7 @@ def _bisect(args: argparse.Namespace) -> int:
     search = bisect.bisect(options)
     for line in bisect.summary_lines(search):
         print(line)
-    if search.incomplete or (search.focus and not search.first_bad):
-        return outcome.EXIT_INCONCLUSIVE
-    return outcome.EXIT_REGRESSED if search.first_bad else outcome.EXIT_OK
+    return search.exit_status
 
 
 def _bisect_parser(sub: Any) -> None:

@@ -310,7 +310,9 @@ def _fake_run(returncode: int, output: str = "") -> stacks.Runner:
 
 
 def test_an_interpreter_without_perfsuite_says_how_to_add_it() -> None:
-    with pytest.raises(PerfsuiteError, match=r"has no perfsuite .*; add it with: .* -m pip install"):
+    with pytest.raises(
+        PerfsuiteError, match=r"has no perfsuite .*; add it with: .* -m pip install"
+    ):
         stacks.resolve(sys.executable, run=_fake_run(1))
 
 
@@ -369,6 +371,16 @@ def test_a_bad_budget_is_one_line(text: str) -> None:
         parse_budget(text)
 
 
+def test_two_environments_of_one_base_interpreter_are_two_stacks(tmp_path: Path) -> None:
+    for name in ("old", "new"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "python").symlink_to(sys.executable)
+    old, new = (str(tmp_path / n / "bin" / "python") for n in ("old", "new"))
+    assert not ab_run.same_stack(old, new, {}, {})
+    assert ab_run.same_stack(old, str(tmp_path / "old" / "bin" / ".." / "bin" / "python"), {}, {})
+    assert not ab_run.same_stack(old, old, {}, {"OPENBLAS_CORETYPE": "Sandybridge"})
+
+
 def test_side_variables() -> None:
     assert parse_env(["A=1", "B_2=x=y"], "--b-env") == {"A": "1", "B_2": "x=y"}
     with pytest.raises(PerfsuiteError, match="NAME=VALUE"):
@@ -417,7 +429,10 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
 class FakeAB:
     """A/B steps of a package whose release ``bad`` made one check 30% slower."""
 
-    def __init__(self, bad: str, broken: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, bad: str, broken: frozenset[str] = frozenset(), undecided: bool = False
+    ) -> None:
+        self.undecided = undecided
         self.bad = Version(bad)
         self.broken = broken
         self.steps: list[tuple[str, str, tuple[str, ...] | None]] = []
@@ -438,6 +453,8 @@ class FakeAB:
         failed = "exited 1 without a run record" if str(b) in self.broken else ""
         runs = [rounds.SideRun(1, "B", 0, 1.0, 1, failed, {}, (), "", "", "ImportError", {})]
         session = rounds.Session(runs=runs, order=[("A", "B")] * 3, seconds=10.0)
+        if self.undecided:
+            checks = [dataclasses.replace(c, verdict="unknown") for c in checks]
         return SimpleNamespace(checks=checks, session=session, record=Path("x.json"))
 
 
@@ -490,6 +507,16 @@ def test_bisect_says_nothing_regressed_after_one_step(tmp_path: Path) -> None:
     )
     assert len(fake.steps) == 1 and not search.first_bad
     assert any("nothing regressed" in line for line in bisect.summary_lines(search))
+    assert search.exit_status == 0
+
+
+def test_bisect_with_undecided_checks_is_not_a_clean_bill(tmp_path: Path) -> None:
+    fake = FakeAB("9.0", undecided=True)
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert search.exit_status == 3
+    assert any("2 of 2 checks undecided" in line for line in bisect.summary_lines(search))
 
 
 @pytest.mark.parametrize(

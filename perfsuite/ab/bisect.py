@@ -97,6 +97,7 @@ class Step:
     a: str
     b: str
     regressed: tuple[str, ...]  # focus checks B regressed
+    undecided: tuple[str, ...]  # checks left unknown
     verdicts: dict[str, tuple[str, float | None]]  # check -> (verdict, ratio B/A)
     record: str
     seconds: float
@@ -109,6 +110,7 @@ class Step:
             "a": self.a,
             "b": self.b,
             "regressed": list(self.regressed),
+            "undecided": list(self.undecided),
             "verdicts": {k: {"verdict": v, "ratio": r} for k, (v, r) in self.verdicts.items()},
             "record": self.record,
             "seconds": round(self.seconds, 1),
@@ -132,6 +134,15 @@ class Search:
     evidence: int | None = None  # index of the step that names first_bad
     seconds: float = 0.0
     incomplete: str = ""
+
+    @property
+    def exit_status(self) -> int:
+        """0 nothing regressed and all decided, 1 a first bad release, 3 undecided."""
+        if self.first_bad:
+            return 1
+        if self.incomplete or self.focus or not self.steps or self.steps[0].undecided:
+            return 3
+        return 0
 
     def to_dict(self) -> dict[str, Any]:
         """The bisection record."""
@@ -244,10 +255,12 @@ def bisect(
             say(f"skip {b}: {why}")
         verdicts = {c.id: (c.verdict, c.ratio) for c in outcome.checks}
         regressed = tuple(sorted(c.id for c in outcome.checks if c.verdict == "regressed"))
+        undecided = tuple(sorted(c.id for c in outcome.checks if c.verdict == "unknown"))
         done = Step(
             str(a),
             str(b),
             regressed,
+            undecided,
             verdicts,
             str(outcome.record),
             outcome.session.seconds,
@@ -321,9 +334,16 @@ def summary_lines(search: Search) -> list[str]:
     if not search.steps:
         return lines
     if not search.focus:
+        first = search.steps[0]
+        undecided = (
+            f"; {len(first.undecided)} of {len(first.verdicts)} checks undecided within the "
+            "budget (a larger --budget or --max-rounds may decide them)"
+            if first.undecided
+            else ""
+        )
         lines.append(
-            f"nothing regressed from {search.releases[0]} to {search.releases[-1]} "
-            f"(step 1: {search.steps[0].record})"
+            f"nothing regressed from {search.releases[0]} to {search.releases[-1]}{undecided} "
+            f"(step 1: {first.record})"
         )
         return lines
     if not search.first_bad:

@@ -122,12 +122,10 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         stack = stacks_mod.resolve(spec, options.cache)
         stacks[side] = _with_env(stack, env)
         how = "cached" if stack.cached else f"built in {stack.built_s:.0f} s"
-        extra = f" ({how})" if stack.kind == "requirements" else ""
-        say(f"{side}: {spec} -> {stack.python}{extra}")
-    same = os.path.realpath(stacks["A"].python) == os.path.realpath(stacks["B"].python) and dict(
-        options.a_env
-    ) == dict(options.b_env)
-    notes = []
+        built = f" ({how})" if stack.kind == "requirements" else ""
+        say(f"{side}: {spec} -> {stack.python}{built}")
+    same = same_stack(stacks["A"].python, stacks["B"].python, options.a_env, options.b_env)
+    notes: list[str] = []
     if same:
         notes.append(
             "A and B are the same stack: this is an A/A run; any verdict but same or unknown "
@@ -207,6 +205,17 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
         result = write_html(result, workdir / "ab.html")
     return result
+
+
+def same_stack(
+    python_a: str, python_b: str, env_a: Mapping[str, str], env_b: Mapping[str, str]
+) -> bool:
+    """Whether both sides are one stack: the same interpreter path and the same variables.
+
+    A virtual environment's python is a link to its base interpreter, so two environments
+    resolve to one file: the path is compared as given, never resolved.
+    """
+    return os.path.abspath(python_a) == os.path.abspath(python_b) and dict(env_a) == dict(env_b)
 
 
 def _with_env(stack: stacks_mod.Stack, env: Mapping[str, str]) -> stacks_mod.Stack:

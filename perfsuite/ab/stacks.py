@@ -115,14 +115,8 @@ def perfsuite_install_arg() -> list[str]:
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _run(cmd: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(cmd),
-        capture_output=True,
-        text=True,
-        check=False,
-        **kwargs,  # type: ignore[arg-type]
-    )
+def _run(cmd: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=timeout)
 
 
 def has_perfsuite(python: str, run: Runner = _run) -> bool:
