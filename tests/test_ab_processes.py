@@ -40,9 +40,14 @@ def test_loop(perf):
 """
 
 
+# Each side reads a steady machine through perfsuite's measurement seam: these tests are about
+# processes, rounds and the search, and a busy runner (whose rounds the noise guard would
+# rightly leave out) must not change what they assert.  The clock stays real.
+STEADY = "perfsuite.testing"
+
+
 def _perfsuite(*args: str, cwd: Path, env: dict[str, str] | None = None, **kw: object):
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    environ.pop("PYTEST_PLUGINS", None)
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_PLUGINS": STEADY, **(env or {})}
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         environ.pop(name, None)
     return subprocess.run(
@@ -60,7 +65,8 @@ def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Pat
     (tmp_path / "test_loop.py").write_text(CHECK)
     done = _perfsuite(
         "ab", "--a", sys.executable, "--b", sys.executable,
-        "--b-env", "PERFSUITE_INJECT_SLOWDOWN=0.5", "--b-env", "PYTEST_PLUGINS=perfsuite.slowdown",
+        "--b-env", "PERFSUITE_INJECT_SLOWDOWN=0.5",
+        "--b-env", f"PYTEST_PLUGINS={STEADY},perfsuite.slowdown",
         "--min-rounds", "4", "--max-rounds", "4", "--seed", "7", "--output-dir", "out",
         "--", "test_loop.py",
         cwd=tmp_path, timeout=600,
@@ -73,19 +79,23 @@ def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Pat
     assert len(pids) == 8  # a fresh process and record per side and round
     (check,) = data["checks"]
     assert check["verdict"] in ("regressed", "unknown")
-    assert check["ratio"] < 0.75  # B was made 50% slower
-    assert len(check["log_ratios"]) == 4
+    # A busy runner's rounds may be left out (measured under foreign load), never judged.
+    assert len(check["log_ratios"]) + len(check["tainted_rounds"]) == 4
+    if check["log_ratios"]:
+        assert check["ratio"] < 0.75  # B was made 50% slower
+    else:
+        assert check["verdict"] == "unknown"
     samples = data["rounds"][0]["readings"]["test_loop.py::test_loop"]["samples"]
     assert len(samples) == 3
     assert ["side variable PERFSUITE_INJECT_SLOWDOWN", None, "0.5"] in data["environment_diff"]
+    assert check["tainted_rounds"] == []  # the steady seam: no foreign load is seen
     assert (tmp_path / "out" / data["run_id"] / "ab.html").is_file()
     assert "perfsuite ab: " in done.stdout.splitlines()[-1]
 
 
 def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path) -> None:
     (tmp_path / "test_loop.py").write_text(CHECK)
-    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
-    environ.pop("PYTEST_PLUGINS", None)
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_PLUGINS": STEADY}
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable, "--b", sys.executable,
          "--min-rounds", "5", "--max-rounds", "5", "--output-dir", "out", "--", "test_loop.py"],
@@ -175,7 +185,7 @@ def test_bisect_names_the_release_that_made_the_work_slower(tmp_path: Path) -> N
     (tmp_path / "test_fixture.py").write_text(FIXTURE_CHECK)
     done = _perfsuite(
         "bisect", "--package", DIST, "--good", RELEASES[0], "--bad", RELEASES[-1],
-        "--min-rounds", "3", "--max-rounds", "8", "--output-dir", "out",
+        "--min-rounds", "3", "--max-rounds", "5", "--output-dir", "out",
         "--", "test_fixture.py",
         cwd=tmp_path, timeout=1500,
         env={"PIP_FIND_LINKS": str(wheels), "PERFSUITE_CACHE": str(tmp_path / "cache")},
