@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -205,6 +206,23 @@ def main() -> None:
     print(
         f"round-to-round sd of log B/A over {len(sds)} checks: median {sds[2 * q]:.1%}, "
         f"quartiles {sds[q]:.1%} .. {sds[3 * q]:.1%}, max {sds[-1]:.1%}"
+    )
+    # What 95% power at the first slowdown needs, per check, with the family all shifted (so
+    # Benjamini-Hochberg's threshold approaches alpha = 0.05): n = ((z(0.975) + z(0.95)) sd /
+    # delta)^2 rounds (normal approximation), and the time a round of that one check costs.
+    delta = -math.log1p(-at)
+    one_check_round = 2 * (args.fixed_seconds + check_s)
+    needs = sorted(
+        (((1.959964 + 1.644854) * sd(c) / delta) ** 2, c)
+        for c in clean
+        if len(clean[c].log_ratios) > 1
+    )
+    over = [(n, c) for n, c in needs if n * one_check_round > args.budget]
+    print(
+        f"rounds for 95% power at {at:.0%}: median {needs[len(needs) // 2][0]:.0f}, max "
+        f"{needs[-1][0]:.0f}; {len(over)} checks need more than the budget even alone "
+        f"({one_check_round:.0f} s a round): "
+        + ", ".join(f"{c.split('::')[-1]} ({n:.0f})" for n, c in over[-6:])
     )
     left_out = sum(len(st.tainted) for st in clean.values())
     print(f"check-rounds left out as measured under foreign load: {left_out}\n")

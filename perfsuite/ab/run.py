@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from perfsuite.ab import (
     Outcome,
@@ -146,12 +149,17 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         ),
     }
     record_path = workdir / "ab.json"
-    diff_said = [False]
+    before = {side: preflight_fingerprint(commands[side]) for side in ("A", "B")}
+    from perfsuite.report.ab import diff_lines
+
+    for line in diff_lines(side_diff(before["A"], before["B"], options.a_env, options.b_env)):
+        say(line)
 
     def outcome_of(session: Session) -> Outcome:
         checks, only_in, unhealthy = gather(session.states, session.runs)
-        fa = first_environment(session.runs, "A")
-        fb = first_environment(session.runs, "B")
+        # The sides' own records know more (a loaded framework's CUDA build): prefer them.
+        fa = first_environment(session.runs, "A") or before["A"]
+        fb = first_environment(session.runs, "B") or before["B"]
         return Outcome(
             run_id,
             created,
@@ -175,12 +183,6 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
     def on_round(session: Session) -> None:
         result = outcome_of(session)
-        if not diff_said[0] and result.fingerprints["A"] and result.fingerprints["B"]:
-            diff_said[0] = True
-            from perfsuite.report.ab import diff_lines
-
-            for line in diff_lines(result):
-                say(line)
         save(result, record_path)
 
     say(
@@ -205,6 +207,30 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
         result = write_html(result, workdir / "ab.html")
     return result
+
+
+def preflight_fingerprint(command: SideCommand) -> dict[str, Any]:
+    """A side's environment fingerprint before any round (without importing its frameworks).
+
+    Empty when the side cannot say (an old perfsuite); the rounds' records then supply it.
+    """
+    code = (
+        "import json; from perfsuite.environment import fingerprint; "
+        "print(json.dumps(fingerprint()))"
+    )
+    try:
+        done = subprocess.run(
+            [command.python, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+            env={**os.environ, **command.env},
+        )
+        data = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def same_stack(

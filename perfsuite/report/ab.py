@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import html as html_mod
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from perfsuite.ab import CheckVerdict, Outcome
 from perfsuite.report.terminal import format_table, short_id
@@ -75,15 +77,15 @@ def table_lines(result: Outcome) -> list[str]:
     return format_table(rows)
 
 
-def diff_lines(result: Outcome) -> list[str]:
-    """What differs between A and B, before the first verdict."""
-    if not result.diff:
+def diff_lines(diff: Sequence[tuple[str, Any, Any]]) -> list[str]:
+    """What differs between A and B, before the first round."""
+    if not diff:
         return ["environment diff: A and B report the same environment"]
-    lines = [f"environment diff, A -> B ({len(result.diff)}):"]
-    for key, a, b in result.diff[:DIFF_ROWS]:
+    lines = [f"environment diff, A -> B ({len(diff)}):"]
+    for key, a, b in diff[:DIFF_ROWS]:
         lines.append(f"  {key}: {a} -> {b}")
-    if len(result.diff) > DIFF_ROWS:
-        lines.append(f"  ... {len(result.diff) - DIFF_ROWS} more in the record")
+    if len(diff) > DIFF_ROWS:
+        lines.append(f"  ... {len(diff) - DIFF_ROWS} more in the record")
     return lines
 
 
@@ -214,7 +216,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .5em;
 .bad{{color:#c0392b}}pre{{background:#f4f4f4;padding:.5em;overflow:auto}}
 svg{{max-width:100%;height:auto}}
 </style></head><body>
-<h1>perfsuite ab: {esc(verdict_line(result))}</h1>
+<h1>{esc(verdict_line(result))}</h1>
 <ul>{stacks}</ul>
 {health}
 <p>{len(s.order)} rounds ({esc(", ".join("".join(o) for o in s.order))}), {s.seconds:.0f} s;
