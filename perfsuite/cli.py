@@ -418,7 +418,10 @@ def _ab(args: argparse.Namespace) -> int:
     from perfsuite.ab import run as ab_run
     from perfsuite.report.ab import summary_lines
 
-    result = ab_run.run(_ab_options(args, args.a, args.b))
+    try:
+        result = ab_run.run(_ab_options(args, args.a, args.b))
+    except OSError as exc:  # the output folder or the cache: full disk, no permission
+        raise PerfsuiteError(f"perfsuite ab: {exc}") from None
     for line in summary_lines(result):
         print(line)
     return result.exit_status
@@ -454,7 +457,10 @@ def _bisect(args: argparse.Namespace) -> int:
         ab=_ab_options(args, "", ""),
         output_dir=Path(args.output_dir),
     )
-    search = bisect.bisect(options)
+    try:
+        search = bisect.bisect(options)
+    except OSError as exc:
+        raise PerfsuiteError(f"perfsuite bisect: {exc}") from None
     for line in bisect.summary_lines(search):
         print(line)
     return search.exit_status
@@ -687,6 +693,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfsuiteError as exc:
         print(f"perfsuite: error: {exc}", file=sys.stderr)
         return outcome.EXIT_USAGE
+    except KeyboardInterrupt:  # outside the rounds (an environment build, a preflight)
+        print("perfsuite: interrupted", file=sys.stderr)
+        return outcome.EXIT_INCONCLUSIVE
     except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
         sys.stderr.close()
         return outcome.EXIT_OK

@@ -17,7 +17,16 @@ from packaging.version import Version
 from scipy import stats as sps
 
 from perfsuite import cli, outcome
-from perfsuite.ab import CheckVerdict, bisect, decide_exit, gather, paired, rounds, stacks
+from perfsuite.ab import (
+    CheckVerdict,
+    bisect,
+    broken_by_b,
+    decide_exit,
+    gather,
+    paired,
+    rounds,
+    stacks,
+)
 from perfsuite.ab import run as ab_run
 from perfsuite.ab.run import parse_budget, parse_env
 from perfsuite.errors import PerfsuiteError
@@ -381,6 +390,23 @@ def test_two_environments_of_one_base_interpreter_are_two_stacks(tmp_path: Path)
     assert not ab_run.same_stack(old, old, {}, {"OPENBLAS_CORETYPE": "Sandybridge"})
 
 
+@pytest.mark.parametrize("spec", ["venv-old", "numpy", "tensorflow-cpu numpy"])
+def test_a_bare_name_that_is_no_path_is_not_installed_from_the_index(spec: str) -> None:
+    with pytest.raises(PerfsuiteError, match="pins no version"):
+        stacks.resolve(spec)
+
+
+def test_a_check_that_b_crashes_on_fails_the_comparison() -> None:
+    reading = rounds.Reading("GB/s", True, 0.05, (1.0, 1.0, 1.0), "pass")
+    runs = [
+        rounds.SideRun(1, "A", 0, 1.0, 0, "", {"c": reading, "d": reading}),
+        rounds.SideRun(1, "B", 1, 1.0, 1, "", {"d": reading}, ("c",)),
+    ]
+    broken = broken_by_b(runs)
+    assert broken == ("c",)
+    assert decide_exit([_verdict("same")], "", frozenset({"regressed"}), broken) == 1
+
+
 def test_side_variables() -> None:
     assert parse_env(["A=1", "B_2=x=y"], "--b-env") == {"A": "1", "B_2": "x=y"}
     with pytest.raises(PerfsuiteError, match="NAME=VALUE"):
@@ -430,9 +456,14 @@ class FakeAB:
     """A/B steps of a package whose release ``bad`` made one check 30% slower."""
 
     def __init__(
-        self, bad: str, broken: frozenset[str] = frozenset(), undecided: bool = False
+        self,
+        bad: str,
+        broken: frozenset[str] = frozenset(),
+        undecided: bool = False,
+        unsure: frozenset[str] = frozenset(),
     ) -> None:
         self.undecided = undecided
+        self.unsure = unsure
         self.bad = Version(bad)
         self.broken = broken
         self.steps: list[tuple[str, str, tuple[str, ...] | None]] = []
@@ -453,7 +484,7 @@ class FakeAB:
         failed = "exited 1 without a run record" if str(b) in self.broken else ""
         runs = [rounds.SideRun(1, "B", 0, 1.0, 1, failed, {}, (), "", "", "ImportError", {})]
         session = rounds.Session(runs=runs, order=[("A", "B")] * 3, seconds=10.0)
-        if self.undecided:
+        if self.undecided or str(b) in self.unsure:
             checks = [dataclasses.replace(c, verdict="unknown") for c in checks]
         return SimpleNamespace(checks=checks, session=session, record=Path("x.json"))
 
@@ -496,8 +527,35 @@ def test_bisect_skips_a_release_that_will_not_install_or_run(tmp_path: Path) -> 
         ab=dataclasses.replace(_bisect_options(tmp_path).ab, cache=tmp_path / "uninstallable"),
     )
     search = bisect.bisect(options, lambda _: VERSIONS, fake, lambda _: None, _resolve)
-    assert search.first_bad == "1.4"
     assert "1.3" in search.skipped and "no wheel" in search.skipped["1.3"]
+    # 1.2 is good and 1.4 bad; 1.3, between them, could not be judged: 1.4 is not named.
+    assert search.range == ("1.2", "1.4") and not search.first_bad
+    fake = FakeAB("1.3", broken=frozenset({"1.1"}))
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert search.first_bad == "1.3" and "does not run" in search.skipped["1.1"]
+
+
+def test_an_undecided_step_is_skipped_never_counted_good(tmp_path: Path) -> None:
+    # 1.3 is bad but its step cannot decide: counted good, the search would name 1.4.
+    fake = FakeAB("1.3", unsure=frozenset({"1.3"}))
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert search.skipped["1.3"] == "1 focus checks undecided within the budget"
+    assert search.first_bad in ("", "1.3") or search.range is not None
+    assert search.first_bad != "1.4"
+
+
+def test_when_every_release_between_is_skipped_bisect_gives_the_range(tmp_path: Path) -> None:
+    fake = FakeAB("1.4", unsure=frozenset(VERSIONS[1:-1]))
+    search = bisect.bisect(
+        _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
+    )
+    assert search.range == ("1.0", "1.7") and not search.first_bad
+    assert search.exit_status == 3
+    assert any("after 1.0, up to 1.7" in line for line in bisect.summary_lines(search))
 
 
 def test_bisect_says_nothing_regressed_after_one_step(tmp_path: Path) -> None:

@@ -98,6 +98,7 @@ class Outcome:
     checks: tuple[CheckVerdict, ...]
     only_in: Mapping[str, tuple[str, ...]]
     unhealthy: tuple[str, ...]  # checks whose floor the node missed on both sides
+    broken: tuple[str, ...]  # checks A measured and B crashed on
     fail_on: frozenset[str]
     exit_status: int
     record: Path | None = None
@@ -151,6 +152,7 @@ class Outcome:
             "checks": [c.to_dict() for c in self.worst_first()],
             "only_in": {k: list(v) for k, v in self.only_in.items()},
             "unhealthy": list(self.unhealthy),
+            "broken_by_b": list(self.broken),
             "notes": list(self.notes),
         }
 
@@ -170,15 +172,27 @@ def measured(runs: Sequence[SideRun], side: str) -> set[str]:
     return {c for r in runs if r.side == side and not r.failed for c in r.readings}
 
 
-def decide_exit(checks: Sequence[CheckVerdict], incomplete: str, fail_on: frozenset[str]) -> int:
+def broken_by_b(runs: Sequence[SideRun]) -> tuple[str, ...]:
+    """Checks that A measured and B crashed on (raised, timed out, lost its worker)."""
+    crashed_b = {c for r in runs if r.side == "B" for c in r.crashed}
+    return tuple(sorted(crashed_b & measured(runs, "A")))
+
+
+def decide_exit(
+    checks: Sequence[CheckVerdict],
+    incomplete: str,
+    fail_on: frozenset[str],
+    broken: Sequence[str] = (),
+) -> int:
     """The one place the A/B exit status is decided.
 
     1: a verdict named by ``fail_on`` (default: regressed), unless the node was below the
     check's floor on both sides (a statement about the node, not the software); 3: nothing
     failed, but some checks are undecided, the session was interrupted, or nothing was
-    compared; 0 otherwise.
+    compared; 0 otherwise.  A check that A measures and B crashes on (``broken``) is a
+    failure of B: exit 1, never a pass for want of evidence.
     """
-    if any(c.verdict in fail_on and not c.below_floor for c in checks):
+    if broken or any(c.verdict in fail_on and not c.below_floor for c in checks):
         return outcome.EXIT_REGRESSED
     if incomplete or not checks or any(c.verdict == "unknown" or c.below_floor for c in checks):
         return outcome.EXIT_INCONCLUSIVE

@@ -44,13 +44,21 @@ Lister = Callable[[str], list[str]]
 
 def index_versions(package: str) -> list[str]:
     """Every release of ``package`` the index offers this interpreter (pip's view)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", package],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "index", "versions", package],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+    except subprocess.TimeoutExpired:
+        raise PerfsuiteError(f"listing the releases of {package} took over 300 s") from None
+    if "No module named pip" in done.stderr:
+        raise PerfsuiteError(
+            f"cannot list the releases of {package}: this interpreter has no pip "
+            f"({sys.executable} -m ensurepip adds it)"
+        )
     match = re.search(r"^Available versions:\s*(.+)$", done.stdout, re.M)
     if done.returncode != 0 or not match:
         errors = [
@@ -132,13 +140,14 @@ class Search:
     first_bad: str = ""
     last_good: str = ""
     evidence: int | None = None  # index of the step that names first_bad
+    range: tuple[str, str] | None = None  # (last good, first known bad) when all between skipped
     seconds: float = 0.0
     incomplete: str = ""
 
     @property
     def exit_status(self) -> int:
         """0 nothing regressed and all decided, 1 a first bad release, 3 undecided."""
-        if self.first_bad:
+        if self.first_bad and not self.incomplete:
             return 1
         if self.incomplete or self.focus or not self.steps or self.steps[0].undecided:
             return 3
@@ -155,6 +164,7 @@ class Search:
             "first_bad": self.first_bad,
             "last_good": self.last_good,
             "evidence_step": self.evidence,
+            "range": list(self.range) if self.range else None,
             "skipped": self.skipped,
             "builds": self.builds,
             "steps": [s.to_dict() for s in self.steps],
@@ -256,6 +266,14 @@ def bisect(
         verdicts = {c.id: (c.verdict, c.ratio) for c in outcome.checks}
         regressed = tuple(sorted(c.id for c in outcome.checks if c.verdict == "regressed"))
         undecided = tuple(sorted(c.id for c in outcome.checks if c.verdict == "unknown"))
+        if selection is not None and not regressed and str(b) not in search.skipped:
+            # Past step 1, a release whose focus checks are not all decided is neither good
+            # nor bad: counting it good could name the wrong release.
+            missing = [c for c in selection if verdicts.get(c, ("unknown", None))[0] == "unknown"]
+            if missing:
+                why = f"{len(missing)} focus checks undecided within the budget"
+                search.skipped[str(b)] = why
+                say(f"skip {b}: {why}")
         done = Step(
             str(a),
             str(b),
@@ -277,6 +295,8 @@ def bisect(
             )
         )
         write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
+        if outcome.session.incomplete:
+            raise KeyboardInterrupt  # the A/B was interrupted: so is the search
         return done
 
     try:
@@ -286,35 +306,42 @@ def bisect(
                 f"bisect: the good or bad end cannot be judged: "
                 f"{search.skipped.get(str(releases[0])) or search.skipped.get(str(releases[-1]))}"
             )
+        if not first.verdicts:
+            raise PerfsuiteError(
+                f"bisect: step 1 compared no check ({releases[0]} against {releases[-1]}); "
+                f"see {first.record}"
+            )
         search.focus = first.regressed
         if search.focus:
             lo, hi = 0, len(releases) - 1
             search.evidence = 0
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                tried: set[int] = set()
                 verdict = None
                 # A skipped release: try its neighbours inside the interval, nearest first.
                 for cand in sorted(range(lo + 1, hi), key=lambda i: (abs(i - mid), i)):
-                    tried.add(cand)
                     verdict = step(releases[lo], releases[cand], search.focus)
                     if verdict is not None and not verdict.skipped:
                         mid = cand
                         break
                     verdict = None
                 if verdict is None:
-                    break  # every release in between was skipped
+                    # Every release in between was skipped: the first bad one lies in (lo, hi].
+                    search.range = (str(releases[lo]), str(releases[hi]))
+                    break
                 if verdict.regressed:
                     hi, search.evidence = mid, len(search.steps) - 1
                 else:
                     lo = mid
-            search.first_bad = str(releases[hi])
-            search.last_good = str(releases[lo])
+            if not search.range:
+                search.first_bad = str(releases[hi])
+                search.last_good = str(releases[lo])
     except KeyboardInterrupt:
         search.incomplete = f"interrupted at step {len(search.steps) + 1}"
-    search.seconds = time.monotonic() - started
-    write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
-    write_text_atomic(workdir / "bisect.html", page(search))
+    finally:
+        search.seconds = time.monotonic() - started
+        write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
+        write_text_atomic(workdir / "bisect.html", page(search))
     return search
 
 
@@ -344,6 +371,12 @@ def summary_lines(search: Search) -> list[str]:
         lines.append(
             f"nothing regressed from {search.releases[0]} to {search.releases[-1]}{undecided} "
             f"(step 1: {first.record})"
+        )
+        return lines
+    if search.range:
+        lines.append(
+            f"the first bad release lies after {search.range[0]}, up to {search.range[1]}: "
+            "every release in between was skipped"
         )
         return lines
     if not search.first_bad:

@@ -322,15 +322,29 @@ class SideCommand:
     timeout_s: float
 
 
+# A side may run this long past the budget before it is killed: the round it belongs to was
+# started inside the budget, and a side killed mid-check gives no evidence at all.
+BUDGET_GRACE_S = 120.0
+
+
 def process_runner(
     commands: Mapping[str, SideCommand],
     workdir: Path,
     extra_args: Sequence[str],
+    seconds_left: Callable[[], float] | None = None,
 ) -> SideRunner:
-    """A side runner that starts each side as a fresh ``python -m pytest`` process."""
+    """A side runner that starts each side as a fresh ``python -m pytest`` process.
+
+    ``seconds_left()`` is the budget left: a side is killed at the earlier of its own timeout
+    and the budget's end plus :data:`BUDGET_GRACE_S`, so one hang cannot stretch a budget of
+    minutes into the side timeout's half hour.
+    """
 
     def run_side(side: str, rnd: int, position: int, selection: Sequence[str] | None) -> SideRun:
         command = commands[side]
+        timeout = command.timeout_s
+        if seconds_left is not None:
+            timeout = min(timeout, max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S))
         where = workdir / f"round-{rnd:02d}-{side}"
         where.mkdir(parents=True, exist_ok=True)
         args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
@@ -348,7 +362,7 @@ def process_runner(
                 args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
             try:
-                returncode = proc.wait(timeout=command.timeout_s)
+                returncode = proc.wait(timeout=timeout)
                 hung = False
             except subprocess.TimeoutExpired:
                 _kill(proc)
@@ -361,7 +375,7 @@ def process_runner(
         records = sorted((where / "records").glob("*/*.json"))
         failed = ""
         if hung:
-            failed = f"no result within {command.timeout_s:.0f} s (killed)"
+            failed = f"no result within {timeout:.0f} s (killed)"
         elif not records:
             failed = f"exited {returncode} without a run record"
         readings: dict[str, Reading] = {}

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from perfsuite.ab import (
     Outcome,
+    broken_by_b,
     decide_exit,
     first_environment,
     gather,
@@ -174,8 +176,9 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
             checks,
             only_in,
             unhealthy,
+            broken_by_b(session.runs),
             options.fail_on,
-            decide_exit(checks, session.incomplete, options.fail_on),
+            decide_exit(checks, session.incomplete, options.fail_on, broken_by_b(session.runs)),
             record_path,
             None,
             tuple(notes),
@@ -190,9 +193,14 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         f"{options.plan.max_rounds}, budget {_clock(options.plan.budget_s)}; record {record_path}"
     )
     progress = _Progress(options.plan, say)
+    started = time.monotonic()
+
+    def seconds_left() -> float:
+        return options.plan.budget_s - (time.monotonic() - started)
+
     try:
         session = run_rounds(
-            process_runner(commands, workdir, extra),
+            process_runner(commands, workdir, extra, seconds_left),
             options.plan,
             progress,
             on_round,

@@ -43,8 +43,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = kept
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_perfsuite_policy(policy: Policy) -> Policy:
-    """A short settle; the samples as asked, with no top-ups."""
+    """A short settle; the samples as asked, with no top-ups.
+
+    First among the policy hooks (it returns the first answer), so a conftest or another
+    plugin of the suite cannot silently replace the A/B's brief sides.
+    """
     return dataclasses.replace(
         policy,
         warmup_max_seconds=min(policy.warmup_max_seconds, SETTLE_CAP_S),

@@ -271,7 +271,17 @@ def resolve(spec: str, cache: Path | None = None, run: Runner = _run) -> Stack:
         return Stack(spec, "python", str(python))
     if _looks_like_path(spec):
         raise PerfsuiteError(f"stack {spec!r}: no such interpreter or environment")
+    on_path = shutil.which(spec) if spec.startswith("python") else None
+    if on_path:
+        return resolve(on_path, cache, run)
     requirements = requirements_of(spec)
+    if requirements is not None and all(not Requirement(r).specifier for r in requirements):
+        # "venv-old" or "python3.12" mistyped would otherwise install whatever the index
+        # has under that name.
+        raise PerfsuiteError(
+            f"stack {spec!r}: no such path, and as requirements it pins no version; for a "
+            f"package give one ('{requirements[0]}==1.2' or '{requirements[0]}>=0')"
+        )
     if requirements is None:
         raise PerfsuiteError(
             f"unknown stack spec {spec!r}: give an interpreter or venv path, tox:NAME, or "

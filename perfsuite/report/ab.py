@@ -96,7 +96,8 @@ def verdict_line(result: Outcome) -> str:
     s = result.session
     failed = sum(1 for r in s.runs if r.failed)
     failed_text = f", {failed} side runs failed" if failed else ""
-    word = {0: "NO REGRESSION", 1: "REGRESSED", 3: "UNDECIDED"}.get(result.exit_status, "ERROR")
+    failed_word = "REGRESSED" if counts.get("regressed") else "FAILED"
+    word = {0: "NO REGRESSION", 1: failed_word, 3: "UNDECIDED"}.get(result.exit_status, "ERROR")
     return (
         f"perfsuite ab: {word} ({parts or 'nothing compared'}) after {len(s.order)} rounds in "
         f"{s.seconds:.0f} s, stopped: {s.stopped}{failed_text}"
@@ -111,6 +112,11 @@ def summary_lines(result: Outcome) -> list[str]:
             f"NODE BELOW ITS FLOORS on both sides for {len(result.unhealthy)} checks: the node "
             "is unhealthy; their A/B verdicts say nothing about the software: "
             + ", ".join(short_id(c) for c in result.unhealthy[:5])
+        )
+    if result.broken:
+        lines.append(
+            f"B CRASHED on {len(result.broken)} checks that A measured: "
+            + ", ".join(short_id(c) for c in result.broken[:5])
         )
     lines += table_lines(result)
     for side, checks in result.only_in.items():
@@ -216,7 +222,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .5em;
 .bad{{color:#c0392b}}pre{{background:#f4f4f4;padding:.5em;overflow:auto}}
 svg{{max-width:100%;height:auto}}
 </style></head><body>
-<h1>{esc(verdict_line(result))}</h1>
+<h1>{"NODE BELOW ITS FLOORS. " if result.unhealthy else ""}{esc(verdict_line(result))}</h1>
 <ul>{stacks}</ul>
 {health}
 <p>{len(s.order)} rounds ({esc(", ".join("".join(o) for o in s.order))}), {s.seconds:.0f} s;
