@@ -43,8 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.best_of_passes import slowed_record
 from lab.verdicts import asv_rule, pytest_benchmark_rule
+from perfsuite import stats
 from perfsuite.ab import rounds
 from perfsuite.compare import compare_runs
+from perfsuite.model import RunRecord
 from perfsuite.records import load_record
 
 
@@ -129,6 +131,61 @@ def replay(
     return rounds.run_rounds(run_side, plan, clock=clock)
 
 
+_LOADED: dict[Path, RunRecord] = {}
+
+
+def loaded_records(paths: Sequence[Path]) -> list[RunRecord]:
+    """The side runs' records, each read once."""
+    for p in paths:
+        if p not in _LOADED:
+            _LOADED[p] = load_record(p)
+    return [_LOADED[p] for p in paths]
+
+
+def materiality(
+    loaded: list[RunRecord], slowdowns: Sequence[float], rng: random.Random, replays: int
+) -> None:
+    """The stored-baseline verdict with and without its materiality rule, same comparisons.
+
+    With the rule (``stats.decide``), a shift no larger than the baseline's own run-to-run
+    spread is not a regression; without it, a significant shift beyond the tolerance is.
+    Both use the two-level test, the prior fitted across checks and BH over the family.
+    """
+    if len(loaded) < 6:
+        return
+    print("| stored baseline, 5 runs then 1 | slowdown | regressed with the rule | without |")
+    print("|---|---|---|---|")
+    for s in slowdowns:
+        with_rule, without, total = 0, 0, 0
+        for _ in range(replays):
+            picked = rng.sample(range(len(loaded)), 6)
+            before = [{r.id: r for r in loaded[i].results} for i in picked[:5]]
+            after = slowed_record(loaded[picked[5]], s) if s else loaded[picked[5]]
+            family = [
+                (r, [run[r.id].samples for run in before])
+                for r in after.results
+                if all(r.id in run for run in before)
+            ]
+            prior = stats.fit_prior(
+                [stats.run_variance(runs, r.higher_is_better) for r, runs in family],
+                [len(runs) - 1 for _, runs in family],
+            )
+            comparisons = [
+                stats.compare(r.samples, runs, higher_is_better=r.higher_is_better, prior=prior)
+                for r, runs in family
+            ]
+            significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
+            for (r, _), c, sig in zip(family, comparisons, significant, strict=True):
+                total += 1
+                tol = r.baseline.tolerance or 0.05
+                with_rule += stats.decide(c, tolerance=tol, significant=sig)[0] == "regressed"
+                worse = c.ratio < 1 if r.higher_is_better else c.ratio > 1
+                beyond = abs(math.log(c.ratio)) > -math.log1p(-tol)
+                without += bool(sig and worse and beyond and not c.few_samples)
+        print(f"| | {s:.0%} | {with_rule / total:.1%} | {without / total:.1%} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("record", type=Path)
@@ -140,8 +197,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stored-replays", type=int, default=60)
     parser.add_argument("--skip-others", action="store_true", help="only perfsuite ab's rows")
+    parser.add_argument(
+        "--materiality-only", action="store_true", help="only the stored baseline's rule study"
+    )
     args = parser.parse_args()
     a_rounds, b_rounds, per_check, records = load(args.record)
+    if args.materiality_only:
+        slows = [0.0] + [float(x) for x in args.slowdowns.split(",") if x]
+        materiality(loaded_records(records), slows, random.Random(args.seed), args.stored_replays)
+        return
     if len(a_rounds) < args.min_rounds + 1:
         raise SystemExit(f"{args.record}: {len(a_rounds)} complete rounds; record more")
     check_s = sum(per_check) / len(per_check) - args.fixed_seconds / len(a_rounds[0])
@@ -254,8 +318,9 @@ def main() -> None:
                 f"{tally['regressed'] / total:.1%} | "
                 f"{tally['improved'] / total:.1%} | - | - | {plain_rounds} | - |"
             )
+    materiality(loaded_records(records), slowdowns, rng, args.stored_replays)
     # The stored baseline: 5 runs of one side, then one run, perfsuite compare's test.
-    loaded = [load_record(p) for p in records]
+    loaded = loaded_records(records)
     if len(loaded) >= 6:
         for s in slowdowns:
             tally = Counter()

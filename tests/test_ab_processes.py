@@ -46,6 +46,16 @@ def test_loop(perf):
 STEADY = "perfsuite.testing"
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """Let SIGINT raise KeyboardInterrupt in the child, as it does in a terminal's foreground.
+
+    A test runner started in the background of a non-interactive shell (``cmd &``) ignores
+    SIGINT, children inherit that, and Python then leaves it ignored: the interrupt under
+    test would never arrive.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _perfsuite(*args: str, cwd: Path, env: dict[str, str] | None = None, **kw: object):
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_PLUGINS": STEADY, **(env or {})}
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
@@ -100,6 +110,7 @@ def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path)
         [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable, "--b", sys.executable,
          "--min-rounds", "5", "--max-rounds", "5", "--output-dir", "out", "--", "test_loop.py"],
         cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )  # fmt: skip
     assert proc.stdout is not None
     seen = []

@@ -59,6 +59,16 @@ def test_third(perf):
 )
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """Let SIGINT raise KeyboardInterrupt in the child, as it does in a terminal's foreground.
+
+    A test runner started in the background of a non-interactive shell (``cmd &``) ignores
+    SIGINT, children inherit that, and Python then leaves it ignored: the interrupt under
+    test would never arrive.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\nperf_quick = true\nperf_hw = auto\n")
@@ -149,6 +159,7 @@ def test_sigint_mid_run_marks_the_record_incomplete(pytester: pytest.Pytester) -
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )
     deadline = time.monotonic() + 120
     # Interrupt inside the second check: waiting for it to start, not a second after the
