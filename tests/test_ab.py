@@ -19,6 +19,7 @@ from scipy import stats as sps
 from perfsuite import cli, outcome
 from perfsuite.ab import (
     CheckVerdict,
+    Outcome,
     bisect,
     broken_by_b,
     decide_exit,
@@ -589,3 +590,25 @@ def test_bisect_with_undecided_checks_is_not_a_clean_bill(tmp_path: Path) -> Non
 def test_bisect_refuses_a_range_it_cannot_search(good: str, bad: str, message: str) -> None:
     with pytest.raises(PerfsuiteError, match=message):
         bisect.releases_between("tinypkg", good, bad, lambda _: VERSIONS)
+
+
+def test_the_page_draws_the_forest_and_the_rounds(tmp_path: Path) -> None:
+    sides = FakeSides(CHECKS, slowdown=0.2, noise=0.02, seed=5)
+    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=6), clock=sides.clock)
+    checks, only_in, unhealthy = gather(session.states, session.runs)
+    stack = stacks.Stack("x", "python", sys.executable)
+    result = Outcome(
+        "id", "now", {"A": stack, "B": stack}, {"A": {}, "B": {}},
+        (("software.numpy.version", "2.1.0", "2.2.0"),), False, rounds.Plan(), ("suites/",),
+        (), session, checks, only_in, unhealthy, (), frozenset({"regressed"}),
+        decide_exit(checks, "", frozenset({"regressed"})),
+    )  # fmt: skip
+    page = report_ab.write_html(result, tmp_path / "ab.html").html
+    assert page is not None
+    text = page.read_text()
+    assert text.count("<svg") == 1  # the forest and the per-round strip, one figure
+    assert "each round" in text and "round</text>" in text.replace("\n", "")
+    assert "software.numpy.version" in text and "2.2.0" in text
+    assert "perfsuite ab: REGRESSED" in report_ab.verdict_line(result)
+    lines = report_ab.summary_lines(result)
+    assert lines[0].startswith("check ") and lines[-1] == report_ab.verdict_line(result)

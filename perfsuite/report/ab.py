@@ -144,6 +144,8 @@ def _forest_svg(result: Outcome) -> str:
     height = max(2.5, 0.32 * len(checks) + 1.2)
     fig = _figure(11.0, height)
     ax, strip = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
+    last_round = max(1, len(result.session.order))
+    dots = None
     colours = {
         "regressed": "#c0392b",
         "improved": "#2471a3",
@@ -160,7 +162,11 @@ def _forest_svg(result: Outcome) -> str:
         ax.plot([lo, hi], [y, y], color=colour, linewidth=2)
         ax.plot([pct], [y], "o", color=colour)
         rounds = [100 * (math.exp(v) - 1) for v in c.log_ratios]
-        strip.plot(rounds, [y] * len(rounds), "|", color=colour, markersize=10)
+        # Coloured by round, early to late: a trend over the session shows as a gradient.
+        dots = strip.scatter(
+            rounds, [y] * len(rounds), c=list(c.rounds), cmap="viridis", marker="|", s=120,
+            vmin=1, vmax=last_round,
+        )  # fmt: skip
     for a in (ax, strip):
         a.axvline(0, color="black", linewidth=0.8)
     tol = 100 * checks[0].tolerance
@@ -169,6 +175,11 @@ def _forest_svg(result: Outcome) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("B vs A, % (geometric mean, 95% CI); shaded: the tolerance")
     strip.set_xlabel("each round's B/A, %")
+    if dots is not None:
+        from matplotlib.ticker import MaxNLocator
+
+        bar = fig.colorbar(dots, ax=strip, label="round", fraction=0.08)
+        bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     return _svg(fig)
 
 
