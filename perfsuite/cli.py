@@ -395,8 +395,8 @@ def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:
             tolerance=args.tolerance,
             seed=args.seed,
         )
-    except ValueError as exc:
-        raise PerfsuiteError(f"perfsuite ab: {exc}") from None
+    except ValueError as exc:  # --min-rounds, --max-rounds, --budget
+        raise PerfsuiteError(f"--min-rounds/--max-rounds: {exc}") from None
     return ab_run.Options(
         a=a,
         b=b,
@@ -505,7 +505,7 @@ def _round_options(p: argparse.ArgumentParser) -> None:
         "--tolerance",
         type=_fraction,
         default=None,
-        help="smallest change that counts (default: each check's own, 5%%)",
+        help="smallest change that counts, a fraction such as 0.05 (default: each check's own)",
     )
     p.add_argument("--alpha", type=_fraction, default=stats.ALPHA, help="significance (0.05)")
     p.add_argument(
@@ -543,7 +543,11 @@ def _round_options(p: argparse.ArgumentParser) -> None:
         "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"
     )
     p.add_argument(
-        "--cache-dir", default=None, metavar="DIR", help="built environments (default: ~/.cache)"
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where built environments are kept (default: $PERFSUITE_CACHE, else "
+        "~/.cache/perfsuite)",
     )
     p.add_argument("--html", choices=["yes", "no"], default="yes", help="write ab.html (yes)")
 

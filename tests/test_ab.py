@@ -584,7 +584,7 @@ def test_bisect_with_undecided_checks_is_not_a_clean_bill(tmp_path: Path) -> Non
         ("1.7", "1.0", "newer than"),
         ("1.0", "1.0", "the same version"),
         ("0.9", "1.7", r"0.9 \(--good\) is not on the index"),
-        ("1.0", "banana", "Invalid version"),
+        ("1.0", "banana", "--bad 'banana' is not a version"),
     ],
 )
 def test_bisect_refuses_a_range_it_cannot_search(good: str, bad: str, message: str) -> None:
@@ -612,3 +612,26 @@ def test_the_page_draws_the_forest_and_the_rounds(tmp_path: Path) -> None:
     assert "perfsuite ab: REGRESSED" in report_ab.verdict_line(result)
     lines = report_ab.summary_lines(result)
     assert lines[0].startswith("check ") and lines[-1] == report_ab.verdict_line(result)
+
+
+def test_a_floor_missed_under_foreign_load_says_nothing_about_the_node() -> None:
+    load = ("under foreign load (1.00 cores of other work or steal)",)
+    failing = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "fail", load)
+    passing = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass")
+    runs = [
+        rounds.SideRun(r, side, 0, 1.0, 1, "", {"c": failing if r > 1 else passing})
+        for r in (1, 2, 3)
+        for side in "AB"
+    ]
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan())
+    _, _, unhealthy = gather(states, runs)
+    assert unhealthy == ()
+
+
+def test_each_round_says_how_many_readings_were_left_out() -> None:
+    said: list[str] = []
+    progress = ab_run._Progress(rounds.Plan(), said.append)
+    load = ("under foreign load (1.00 cores of other work or steal)",)
+    reading = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", load)
+    progress(1, 20, 3, 500.0, [rounds.SideRun(1, "A", 0, 4.0, 0, "", {"c": reading, "d": reading})])
+    assert "2 readings left out (measured under foreign load)" in said[-1]

@@ -71,10 +71,12 @@ def index_versions(package: str) -> list[str]:
 
 def releases_between(package: str, good: str, bad: str, lister: Lister) -> list[Version]:
     """The releases from ``good`` to ``bad``, both included, oldest first."""
-    try:
-        lo, hi = Version(good), Version(bad)
-    except InvalidVersion as exc:
-        raise PerfsuiteError(f"bisect: {exc}") from None
+    for flag, text in (("--good", good), ("--bad", bad)):
+        try:
+            Version(text)
+        except InvalidVersion:
+            raise PerfsuiteError(f"bisect: {flag} {text!r} is not a version") from None
+    lo, hi = Version(good), Version(bad)
     if lo == hi:
         raise PerfsuiteError(f"bisect: --good and --bad are the same version ({good})")
     if lo > hi:

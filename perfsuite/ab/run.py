@@ -100,7 +100,12 @@ class _Progress:
             f"{r.side} {r.seconds:.0f} s" + (f" FAILED ({r.failed})" if r.failed else "")
             for r in runs
         )
-        line = f"round {done}/{cap}: {sides}; {undecided} undecided; {_clock(left)} of budget left"
+        flagged = sum(1 for r in runs for reading in r.readings.values() if reading.flags)
+        left_out = f"; {flagged} readings left out (measured under foreign load)" if flagged else ""
+        line = (
+            f"round {done}/{cap}: {sides}; {undecided} undecided{left_out}; "
+            f"{_clock(left)} of budget left"
+        )
         if self.bar is not None:
             self.bar.set_postfix_str(f"{undecided} undecided, {_clock(left)} left")
             self.bar.update(1)
@@ -120,11 +125,19 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     as it ends).
     """
     say = say or functools.partial(print, flush=True)
-    if options.samples < 1 or options.sample_seconds <= 0 or options.side_timeout_s <= 0:
-        raise PerfsuiteError("--samples, --sample-seconds and --side-timeout must be positive")
+    for flag, value in (
+        ("--samples", options.samples),
+        ("--sample-seconds", options.sample_seconds),
+        ("--side-timeout", options.side_timeout_s),
+    ):
+        if not value > 0:
+            raise PerfsuiteError(f"{flag} must be positive, got {value}")
     stacks = {}
     for side, spec, env in (("A", options.a, options.a_env), ("B", options.b, options.b_env)):
-        stack = stacks_mod.resolve(spec, options.cache)
+        try:
+            stack = stacks_mod.resolve(spec, options.cache)
+        except PerfsuiteError as exc:
+            raise PerfsuiteError(f"--{side.lower()}: {exc}") from None
         stacks[side] = _with_env(stack, env)
         how = "cached" if stack.cached else f"built in {stack.built_s:.0f} s"
         built = f" ({how})" if stack.kind == "requirements" else ""

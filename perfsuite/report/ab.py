@@ -22,6 +22,14 @@ from perfsuite.storage import write_text_atomic
 DIFF_ROWS = 20
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _shown(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
+
+
 def _pct(ratio: float | None) -> str:
     return "-" if ratio is None or not math.isfinite(ratio) else f"{ratio - 1:+.1%}"
 
@@ -83,7 +91,7 @@ def diff_lines(diff: Sequence[tuple[str, Any, Any]]) -> list[str]:
         return ["environment diff: A and B report the same environment"]
     lines = [f"environment diff, A -> B ({len(diff)}):"]
     for key, a, b in diff[:DIFF_ROWS]:
-        lines.append(f"  {key}: {a} -> {b}")
+        lines.append(f"  {key}: {_shown(a)} -> {_shown(b)}")
     if len(diff) > DIFF_ROWS:
         lines.append(f"  ... {len(diff) - DIFF_ROWS} more in the record")
     return lines
@@ -109,13 +117,14 @@ def summary_lines(result: Outcome) -> list[str]:
     lines = []
     if result.unhealthy:
         lines.append(
-            f"NODE BELOW ITS FLOORS on both sides for {len(result.unhealthy)} checks: the node "
+            "NODE BELOW ITS FLOORS on both sides for "
+            f"{_n(len(result.unhealthy), 'check')}: the node "
             "is unhealthy; their A/B verdicts say nothing about the software: "
             + ", ".join(short_id(c) for c in result.unhealthy[:5])
         )
     if result.broken:
         lines.append(
-            f"B CRASHED on {len(result.broken)} checks that A measured: "
+            f"B CRASHED on {_n(len(result.broken), 'check')} that A measured: "
             + ", ".join(short_id(c) for c in result.broken[:5])
         )
     lines += table_lines(result)
@@ -140,7 +149,10 @@ def _forest_svg(result: Outcome) -> str:
 
     checks = [c for c in result.worst_first() if c.judged is not None]
     if not checks:
-        return ""
+        return (
+            "<p>No check has two rounds judged yet (failed sides, or readings left out as "
+            "measured under foreign load): nothing to plot. The table says why for each.</p>"
+        )
     height = max(2.5, 0.32 * len(checks) + 1.2)
     fig = _figure(11.0, height)
     ax, strip = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
@@ -203,7 +215,7 @@ def page(result: Outcome) -> str:
     )
     diff = (
         "".join(
-            f"<tr><td>{esc(str(k))}</td><td>{esc(str(a))}</td><td>{esc(str(b))}</td></tr>"
+            f"<tr><td>{esc(str(k))}</td><td>{esc(_shown(a))}</td><td>{esc(_shown(b))}</td></tr>"
             for k, a, b in result.diff
         )
         or "<tr><td colspan=3>A and B report the same environment</td></tr>"
