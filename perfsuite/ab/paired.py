@@ -142,14 +142,15 @@ def rounds_needed(pairs: Pairs, tolerance: float, threshold: float, cap: int = 1
     distance = abs(pairs.mean)
     if pairs.sd == 0.0:
         return pairs.n
-    for n in range(max(pairs.n, 2), cap + 1):
-        se = pairs.sd / math.sqrt(n)
-        if distance > limit:
-            if 2 * sps.t.sf(distance / se, n - 1) <= threshold:
-                return n
-        elif distance + float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se < limit:
-            return n
-    return None
+    # Every candidate count at once: this runs for each undecided check after every round.
+    n = np.arange(max(pairs.n, 2), cap + 1)
+    se = pairs.sd / np.sqrt(n)
+    if distance > limit:
+        decided = 2 * sps.t.sf(distance / se, n - 1) <= threshold
+    else:
+        decided = distance + sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * se < limit
+    hits = np.flatnonzero(decided)
+    return int(n[hits[0]]) if hits.size else None
 
 
 def judge_family(

@@ -233,7 +233,7 @@ class Session:
 
     runs: list[SideRun] = field(default_factory=list)
     order: list[tuple[str, str]] = field(default_factory=list)
-    stopped: str = ""  # decided, round cap, budget, interrupted, a side failed
+    stopped: str = ""  # decided, round cap, budget, nothing compared, interrupted
     incomplete: str = ""  # set when the session did not finish (an interrupt)
     states: dict[str, CheckState] = field(default_factory=dict)
     started: float = 0.0

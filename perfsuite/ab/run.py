@@ -26,6 +26,7 @@ from perfsuite.ab import (
 from perfsuite.ab import stacks as stacks_mod
 from perfsuite.ab.rounds import Plan, Session, SideCommand, SideRun, process_runner, run_rounds
 from perfsuite.errors import PerfsuiteError
+from perfsuite.report.terminal import clock
 
 # What each side's pytest gets besides the user's arguments: quick mode, brief samples, no
 # stored baseline (the other side is the reference), no HTML per side.
@@ -77,11 +78,6 @@ def side_args(options: Options, workdir: Path) -> list[str]:
     ]
 
 
-def _clock(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-
-
 class _Progress:
     """A line per round, and a bar on a terminal: rounds done, checks undecided, time left."""
 
@@ -104,10 +100,10 @@ class _Progress:
         left_out = f"; {flagged} readings left out (measured under foreign load)" if flagged else ""
         line = (
             f"round {done}/{cap}: {sides}; {undecided} undecided{left_out}; "
-            f"{_clock(left)} of budget left"
+            f"{clock(left)} of budget left"
         )
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{undecided} undecided, {_clock(left)} left")
+            self.bar.set_postfix_str(f"{undecided} undecided, {clock(left)} left")
             self.bar.update(1)
             self.bar.write(line, file=sys.stderr)
         else:
@@ -172,6 +168,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
     def outcome_of(session: Session) -> Outcome:
         checks, only_in, unhealthy = gather(session.states, session.runs)
+        broken = broken_by_b(session.runs)
         # The sides' own records know more (a loaded framework's CUDA build): prefer them.
         fa = first_environment(session.runs, "A") or before["A"]
         fb = first_environment(session.runs, "B") or before["B"]
@@ -189,9 +186,9 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
             checks,
             only_in,
             unhealthy,
-            broken_by_b(session.runs),
+            broken,
             options.fail_on,
-            decide_exit(checks, session.incomplete, options.fail_on, broken_by_b(session.runs)),
+            decide_exit(checks, session.incomplete, options.fail_on, broken),
             record_path,
             None,
             tuple(notes),
@@ -203,7 +200,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
     say(
         f"A/B {run_id}: at least {options.plan.min_rounds} rounds, at most "
-        f"{options.plan.max_rounds}, budget {_clock(options.plan.budget_s)}; record {record_path}"
+        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; record {record_path}"
     )
     progress = _Progress(options.plan, say)
     started = time.monotonic()

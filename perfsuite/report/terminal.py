@@ -106,14 +106,15 @@ def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
 
 def progress_line(done: int, total: int, elapsed_s: float) -> str:
     """``perfsuite: 12 of 86 checks in 1:05, about 4:00 to go`` (no estimate before one)."""
-    text = f"perfsuite: {done} of {total} checks in {_clock(elapsed_s)}"
+    text = f"perfsuite: {done} of {total} checks in {clock(elapsed_s)}"
     if 0 < done < total:
-        text += f", about {_clock(elapsed_s / done * (total - done))} to go"
+        text += f", about {clock(elapsed_s / done * (total - done))} to go"
     return text
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
+def clock(seconds: float) -> str:
+    """Minutes and seconds, ``4:05`` (a negative time left reads ``0:00``)."""
+    minutes, secs = divmod(round(max(0.0, seconds)), 60)
     return f"{minutes}:{secs:02d}"
 
 
