@@ -1,7 +1,7 @@
 """perfsuite ab and bisect with real processes.
 
 Rounds of fresh processes, an interrupt, a hung side, and a bisection over locally built
-wheels of a small package with 8 releases.
+wheels of a small package with 6 releases.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def test_a_hung_side_is_killed_and_its_rounds_judge_nothing(tmp_path: Path) -> N
 
 DIST = "perfsuite-bisect-fixture"
 MODULE = "bisect_fixture"
-RELEASES = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
-FIRST_SLOW = "1.5"
+RELEASES = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
+FIRST_SLOW = "1.3"
 
 FIXTURE_CHECK = f"""
 import {MODULE}
@@ -160,6 +160,23 @@ from perfsuite.model import Work
 def test_fixture_work(perf):
     perf.measure(Workload(check="fixture_work", params={{}}, metric="rate", unit="call/s",
                           work=Work(1.0, "call"), run={MODULE}.work))
+"""
+
+# The samples are fixed through the measurement seam by what the installed release declares
+# a call costs, with a small scatter drawn afresh in each process.  The search, the
+# environments and the rounds run for real; what each release measures does not depend on
+# how busy the runner is (a real, timed slowdown is what the A/B test above injects).
+FIXTURE_CLOCK = f"""
+import os, random
+import {MODULE}
+from perfsuite.testing import FixedClock
+
+_draw = random.Random(os.getpid())
+clock = FixedClock(lambda workload: {MODULE}.COST,
+                   scatter=[1.0 + _draw.uniform(-0.005, 0.005) for _ in range(8)])
+
+def pytest_perfsuite_measured(workload, measurement):
+    return clock(workload, measurement)
 """
 
 
@@ -190,15 +207,14 @@ def test_bisect_names_the_release_that_made_the_work_slower(tmp_path: Path) -> N
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     for version in RELEASES:
-        # From FIRST_SLOW on, the same call does twice the work: a real slowdown.
-        n = 40000 if version >= FIRST_SLOW else 20000
-        wheel(wheels, version, f"def work():\n    return sum(range({n}))\n")
+        # From FIRST_SLOW on, a call costs twice as much.
+        cost = 0.002 if version >= FIRST_SLOW else 0.001
+        wheel(wheels, version, f"COST = {cost}\n\ndef work():\n    return None\n")
     (tmp_path / "test_fixture.py").write_text(FIXTURE_CHECK)
+    (tmp_path / "conftest.py").write_text(FIXTURE_CLOCK)
     done = _perfsuite(
         "bisect", "--package", DIST, "--good", RELEASES[0], "--bad", RELEASES[-1],
-        # The fixture's slow release does twice the work: a wide tolerance lets the steps
-        # without it reach "same" in a few rounds even on a busy runner.
-        "--tolerance", "0.2", "--min-rounds", "3", "--max-rounds", "6", "--output-dir", "out",
+        "--min-rounds", "3", "--max-rounds", "6", "--output-dir", "out",
         "--", "test_fixture.py",
         cwd=tmp_path, timeout=1500,
         env={"PIP_FIND_LINKS": str(wheels), "PERFSUITE_CACHE": str(tmp_path / "cache")},
