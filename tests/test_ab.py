@@ -635,3 +635,18 @@ def test_each_round_says_how_many_readings_were_left_out() -> None:
     reading = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", load)
     progress(1, 20, 3, 500.0, [rounds.SideRun(1, "A", 0, 4.0, 0, "", {"c": reading, "d": reading})])
     assert "2 readings left out (measured under foreign load)" in said[-1]
+
+
+def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = tmp_path / "bin"
+    scripts.mkdir()
+    uv = scripts / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(stacks.sysconfig, "get_path", lambda name: str(scripts))
+    assert stacks._find_uv() == str(uv)
+    uv.chmod(0o644)  # not executable: venv + pip instead
+    assert stacks._find_uv() is None

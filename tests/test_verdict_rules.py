@@ -175,7 +175,14 @@ def test_xdist_siblings_are_not_foreign_load(
     monkeypatch.setenv(noise.SESSION_PID_ENV, str(os.getpid()))
     before = noise.snapshot(with_gpus=False)
     result = project.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "--perf-samples", "100"
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--perf-samples",
+        "100",
+        "--perf-sample-seconds",
+        "0.01",
     )
     host = noise.assess(before, noise.snapshot(with_gpus=False))
     record = last_record(project)

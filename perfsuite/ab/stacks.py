@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,15 @@ def _tail(text: str, lines: int = 1) -> str:
     return " | ".join(kept[-lines:]) if kept else "(no output)"
 
 
+def _find_uv() -> str | None:
+    """``uv`` on PATH, or beside this interpreter (a venv's ``bin``, not activated)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    beside = Path(sysconfig.get_path("scripts")) / ("uv.exe" if os.name == "nt" else "uv")
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
 def _pip_index_args() -> list[str]:
     """Index settings of pip (config, ``PIP_*`` variables), for uv, which reads neither."""
     args: list[str] = []
@@ -189,7 +199,7 @@ def build_environment(
     if mark.is_file() and python.is_file():
         return python, True, 0.0
     started = time.monotonic()
-    uv = shutil.which("uv")
+    uv = _find_uv()
     if uv:
         steps = [
             [uv, "venv", "--quiet", "--python", sys.executable, str(root)],
