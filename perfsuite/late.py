@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,19 @@ from perfsuite.storage import write_text_atomic
 WAS = "noisy"  # the only outcome a late decision changes
 
 
-def _fails_for_noise(text: str) -> bool:
-    """Whether a failure's text is the one a ``noisy`` check fails with."""
-    return f"{WAS}: " in text  # outcome.failure_text of a noisy result
+def _failed_for_noise(outcome_then: object, fail_on: frozenset[str]) -> bool:
+    """Whether a failure was perfsuite's own, for the ``noisy`` outcome the check had then.
+
+    ``outcome_then`` is the ``perf_outcome`` property the check recorded when it was judged.
+    A check fails at once for an outcome in ``fail_on``, so a failed check whose outcome was
+    ``noisy`` (and ``noisy`` fails) failed for that, not for an assertion of its own.
+    """
+    return outcome_then == WAS and WAS in fail_on
+
+
+def _recorded_outcome(properties: Sequence[tuple[str, object]]) -> object:
+    """The ``perf_outcome`` among a report's user properties (None when it has none)."""
+    return next((value for name, value in properties if name == "perf_outcome"), None)
 
 
 def pytest_state(result: Result, fail_on: frozenset[str]) -> str:
@@ -65,7 +75,8 @@ def amend_reports(
         if result is None or report.when != "call":
             continue
         have, want = report.outcome, pytest_state(result, fail_on)
-        if want == have or (have == "failed" and not _fails_for_noise(report.longreprtext)):
+        then = _recorded_outcome(getattr(report, "user_properties", ()))
+        if want == have or (have == "failed" and not _failed_for_noise(then, fail_on)):
             continue
         stats[have].remove(report)
         report.longrepr = None
@@ -132,6 +143,10 @@ def amend_junit(
             if result is None:
                 continue
             changed += 1
+            then = next(
+                (p.get("value") for p in case.iter("property") if p.get("name") == "perf_outcome"),
+                None,
+            )
             for prop in case.iter("property"):
                 if prop.get("name") == "perf_outcome":
                     prop.set("value", result.outcome)
@@ -145,7 +160,7 @@ def amend_junit(
             elif (
                 result.outcome not in fail_on
                 and failure is not None
-                and _fails_for_noise(failure.get("message", "") + (failure.text or ""))
+                and _failed_for_noise(then, fail_on)
             ):
                 case.remove(failure)
                 failures -= 1

@@ -20,7 +20,7 @@ import pytest
 
 from perfsuite import outcome, stats
 from perfsuite.cli import main
-from perfsuite.model import RunRecord
+from perfsuite.model import Result, RunRecord
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 from perfsuite.report.terminal import format_result_lines
@@ -725,13 +725,47 @@ def test_late_outcomes_rewrite_a_junit_file(tmp_path: Path) -> None:
     # With --perf-fail-on noisy, a check that failed for being noisy passes once improved.
     improved = replace(late, outcome="pass", baseline=replace(late.baseline, verdict="improved"))
     assert amend_junit(path, {result.id: improved}, frozenset({"regressed"}), "nightly") == 1
-    path.write_text(path.read_text().replace('message="regressed: ', 'message="noisy: ', 1))
+    # A case that failed for being noisy: its perf_outcome property says so (not its text).
+    path.write_text(
+        re.sub(r'name="perf_outcome" value="[a-z]+"', 'name="perf_outcome" value="noisy"',
+               path.read_text())
+    )  # fmt: skip
     assert amend_junit(path, {result.id: improved}, frozenset({"noisy"}), "nightly") == 1
     suite = next(ET.parse(path).iter("testsuite"))
     assert suite.get("failures") == "0" and not list(suite.iter("failure"))
     path.write_text("<not xml")
     assert amend_junit(path, {result.id: late}, frozenset({"regressed"})) == 0
     assert path.read_text() == "<not xml"
+
+
+def test_a_failure_is_judged_noisy_by_its_recorded_outcome_never_by_its_text(
+    tmp_path: Path,
+) -> None:
+    """A regression whose message happens to say "noisy: " keeps its failure."""
+    from dataclasses import replace
+
+    from perfsuite.late import amend_junit, junit_address
+
+    data = json.loads((FIXTURES / "report-run.json").read_text())
+    result = Result.from_dict(data["results"][0])
+    improved = replace(
+        result, outcome="pass", baseline=replace(result.baseline, verdict="improved")
+    )
+    classname, name = junit_address(result.id)
+    path = tmp_path / "junit.xml"
+    case = (
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite failures="1" tests="1">'
+        f'<testcase classname="{classname}" name="{name}"><properties>'
+        '<property name="perf_outcome" value="{then}"/></properties>'
+        '<failure message="noisy: the text says so">noisy: </failure></testcase></testsuite></testsuites>'
+    )
+    fail_on = frozenset({"regressed", "noisy"})
+    path.write_text(case.format(then="regressed"))
+    assert amend_junit(path, {result.id: improved}, fail_on) == 1
+    assert len(list(ET.parse(path).iter("failure"))) == 1
+    path.write_text(case.format(then="noisy"))
+    assert amend_junit(path, {result.id: improved}, fail_on) == 1
+    assert not list(ET.parse(path).iter("failure"))
 
 
 def test_a_waiver_follows_the_verdict_decided_again() -> None:
