@@ -175,7 +175,7 @@ def _write(tmp: Path, spec: DatasetSpec, progress: bool) -> dict[str, Any]:
             range(spec.images),
             desc=f"perfsuite: building {spec.images} JPEG images",
             unit="img",
-            disable=not progress,
+            disable=None if progress else True,  # None: only on a terminal
             leave=False,
         ):
             jpeg = tf.io.encode_jpeg(
