@@ -49,6 +49,7 @@ def _session_dir(pytester: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.integration  # a real pytest process, whose allocator the option sets
 @pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
 def test_the_run_record_keeps_the_allocator_policy(pytester: pytest.Pytester) -> None:
     _session_dir(pytester)

@@ -356,6 +356,7 @@ def test_no_torch(perf):
     )
 
 
+@pytest.mark.integration  # real pytest-xdist worker processes
 def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
@@ -392,6 +393,7 @@ def test_plain_pytest_without_perf_checks_writes_nothing(pytester: pytest.Pytest
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.integration  # the real memory-bandwidth suite, in a pytest process
 def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Pytester) -> None:
     shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
     pytester.makeconftest(

@@ -22,8 +22,6 @@ from perfsuite.records import load_record
 from perfsuite.report.html import render
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# Real framework kernels / a real browser: the integration tier.
-pytestmark = pytest.mark.integration
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",
@@ -37,10 +35,14 @@ FLAGS = [
     "--enable-logging=stderr",
     "--v=0",
 ]
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None and not os.environ.get("CI"),
-    reason="Chromium is not installed (apt-get install chromium); CI installs it",
-)
+# A real browser: the integration tier.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        CHROMIUM is None and not os.environ.get("CI"),
+        reason="Chromium is not installed (apt-get install chromium); CI installs it",
+    ),
+]
 
 
 def chromium(tmp_path: Path, url: str, *args: str) -> tuple[str, str]:
