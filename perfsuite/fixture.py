@@ -206,6 +206,7 @@ class Perf:
             noise=guards,
             machine=machine,
         )
+        result = self._session.explained(result)
         phases["judge"] = lap()
         result = dataclasses.replace(result, phases={k: round(v, 4) for k, v in phases.items()})
         self._item.stash[RESULT_KEY] = result

@@ -313,7 +313,7 @@ class Judge:
             waiver=waiver_info,
             source=measurement.source,
         )
-        return result.with_outcome(outcome.of(result), explain(result, self.profile.name))
+        return result.with_outcome(outcome.of(result))
 
 
 def blind_note(verdict: BaselineVerdict, plan: Plan, n: int) -> str:
@@ -342,25 +342,11 @@ def blind_note(verdict: BaselineVerdict, plan: Plan, n: int) -> str:
     )
 
 
-def link_note(link: Mapping[str, Any]) -> str:
-    """Which baseline runs a check that follows the CPUs' link was compared with."""
-    runs = f"the {link['baseline_runs']} of {link['of']} baseline runs"
-    if link.get("bound") not in ("slower", "faster"):
-        return f"compared with {runs} measured with the CPUs' link in the state it was in now"
-    way = "slowest" if link["bound"] == "slower" else "fastest"
-    return (
-        f"measured {link.get('state') or 'in another link state'}, so compared with {runs} "
-        f"in the link state where this check runs {way}: the link cannot explain "
-        f"a check {link['bound']} than those"
-    )
-
-
 def finalize(
     results: Sequence[Result],
     *,
     alpha: float = stats.ALPHA,
     correction: str = stats.DEFAULT_CORRECTION,
-    profile: str = "",
 ) -> tuple[list[Result], list[str]]:
     """Every comparison's significance over the session's whole family, once it is all in.
 
@@ -423,113 +409,11 @@ def finalize(
             ),
             waiver=waivers.rejudged(r.waiver, verdict),
         )
-        new = new.with_outcome(outcome.of(new), explain(new, profile))
+        new = new.with_outcome(outcome.of(new))
         if new.outcome != r.outcome:
             changed.append(r.id)
         out[i] = new
     return out, changed
-
-
-def explain(result: Result, profile: str = "") -> str:
-    """One line on why a result has its outcome (empty for a plain pass)."""
-    kind = outcome.of(result)
-    floor, base = result.floor, result.baseline
-    parts = []
-    for e in result.context.get("expectations", ()):
-        if isinstance(e, dict) and not e.get("passed", True):
-            parts.append(f"{e.get('name')}: {e.get('detail')}")
-    framing = result.context.get("floor_fail_text")
-    if (
-        floor.verdict == "fail"
-        and floor.threshold is not None
-        and floor.value
-        and isinstance(framing, str)
-    ):
-        # The check's own words for a miss (e.g. "input-bound: ... cores needed").
-        times = floor.threshold / floor.value
-        facts = {k: v for k, v in result.context.items() if isinstance(v, int | float)}
-        cores = float(facts.get("cpus", 1)) * times  # the same pipeline, scaled by cores
-        parts.append(
-            framing.format(
-                **facts,
-                value=floor.value,
-                threshold=floor.threshold,
-                times=times,
-                cores_needed=cores,
-            )
-        )
-    elif floor.verdict == "fail" and floor.threshold is not None and floor.value is not None:
-        relation = "below" if result.higher_is_better else "above"
-        est = " (estimated peak: a warning, not a failure)" if floor.estimated else ""
-        parts.append(
-            f"floor: best {floor.value:.4g} {result.unit} is {relation} {floor.threshold:.4g} "
-            f"{result.unit} ({floor.fraction:.0%} of {profile + ' ' if profile else ''}"
-            f"{floor.figure} = {floor.peak:.4g}); "
-            f"reached {(floor.fraction_of_peak or 0):.1%} of peak{est}"
-        )
-    if base.verdict == "regressed" and base.ratio is not None:
-        parts.append(
-            f"regression: median {result.summary.median:.4g} {result.unit} against baseline "
-            f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, "
-            f"{base.confidence:.0%} CI [{base.ci_low:.3f}, {base.ci_high:.3f}], "
-            f"p={base.p_value:.2g}, tolerance {base.tolerance:.0%}, "
-            f"{base.baseline_runs} baseline run(s))"
-        )
-    elif base.verdict == "noisy":
-        parts.append(f"noisy: {base.reason}")
-    change = result.context.get("machine_change")
-    if isinstance(change, dict) and base.verdict in CHANGED:
-        parts.append(
-            f"judged per unit of machine speed (the framework-free {change['component']} "
-            f"probe ran {_signed_percent(change['ratio'])} against the baseline runs)"
-        )
-    link = result.context.get("link_state")
-    if isinstance(link, dict) and base.verdict in CHANGED:
-        parts.append(link_note(link))
-    reference_ratio = _reference_ratio(result)
-    if reference_ratio is not None and base.ratio is not None:
-        parts.append(reference_note(base.ratio, reference_ratio))
-    unlike = mode_tag(result)
-    if unlike:
-        parts.append(
-            f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
-            "differently in the two modes; rerun in the baseline's mode to confirm"
-        )
-    if base.blind:
-        parts.append(base.blind)
-    if kind == "waived":
-        parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
-    return "; ".join(parts)
-
-
-def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
-    """How far the machine probe moved against the baseline runs over a run, or "".
-
-    Empty while its median move stays within ``quiet_within`` for both components and no
-    change was left noisy for it: a quiet machine needs no note.
-    """
-    moves: dict[str, list[float]] = {}
-    for r in results:
-        change = r.context.get("machine_change")
-        if isinstance(change, dict):
-            moves.setdefault(str(change["component"]), []).append(float(change["ratio"]))
-    held = sum("the machine itself ran" in r.baseline.reason for r in results)
-    medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}
-    if not held and all(abs(m - 1) <= quiet_within for m in medians.values()):
-        return ""
-    parts = ", ".join(f"{_signed_percent(m)} ({k})" for k, m in medians.items())
-    checks = sum(len(v) for v in moves.values())
-    text = (
-        f"machine: the framework-free probe ran {parts} against the baseline runs "
-        f"(median over {checks} CPU checks, which are judged per unit of machine speed)"
-    )
-    if held:
-        text += f"; {held} change(s) left noisy because the machine itself moved that far"
-    return text
-
-
-# Baseline runs closer together than this share the machine's state of those minutes.
-BACK_TO_BACK_S = 30 * 60
 
 
 def baseline_span(entry: BaselineEntry | None) -> float | None:
@@ -545,62 +429,10 @@ def baseline_span(entry: BaselineEntry | None) -> float | None:
     return max(times) - min(times)
 
 
-def baseline_note(results: Sequence[Result]) -> str:
-    """A warning when the baseline's runs were taken back to back, or ""."""
-    spans = [
-        float(r.context["baseline_span_s"])
-        for r in results
-        if isinstance(r.context.get("baseline_span_s"), int | float)
-    ]
-    span = statistics.median(spans) if spans else math.inf
-    if span >= BACK_TO_BACK_S:
-        return ""
-    minutes = span / 60
-    return (
-        f"baseline: its runs were accepted within {minutes:.0f} min of each other (median over "
-        f"{len(spans)} checks); runs taken back to back share the machine's state and "
-        "understate the spread between runs hours apart, so expect false alarms on a shared "
-        "machine: accept baseline runs from separate jobs, hours apart"
-    )
-
-
-def reference_note(check_ratio: float, reference_ratio: float) -> str:
-    """Whether a check's bare reference moved with it since the baseline, in words.
-
-    The reference runs the same operation in the same framework, outside the harness, seconds
-    before the check.  If it moved at least half as far (on a log scale) in the same
-    direction, the machine or the framework changed; if not, the change is in the check's
-    own path.  A note for the reader: it never changes the outcome.
-    """
-    moved = _signed_percent(reference_ratio)
-    if reference_moved(check_ratio, reference_ratio):
-        return (
-            f"its bare reference moved with it ({moved} since the baseline): the machine or "
-            "the framework changed, not the harness; rerun to tell a slow spell from a change"
-        )
-    return (
-        f"its bare reference did not move with it ({moved} since the baseline): the change "
-        "is in the check's own path (harness, launch or data), not the machine"
-    )
-
-
 def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
     """Whether the bare reference moved the check's way, at least half as far (log scale)."""
     same_way = (check_ratio < 1) == (reference_ratio < 1)
     return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
-
-
-def reference_tag(result: Result) -> str:
-    """A short note on the check's bare reference (terminal, report), or an empty string."""
-    reference_ratio = _reference_ratio(result)
-    if reference_ratio is None or result.baseline.ratio is None:
-        return ""
-    how = (
-        "moved too"
-        if reference_moved(result.baseline.ratio, reference_ratio)
-        else "did not move with it"
-    )
-    return f"bare reference {how} ({_signed_percent(reference_ratio)})"
 
 
 def measured_unlike(
@@ -636,46 +468,3 @@ def measured_unlike(
         "sample_seconds": length,
         "baseline_sample_seconds": sorted(lengths),
     }
-
-
-def _slashed(values: Sequence[float]) -> str:
-    """Several settings of the baseline runs, as "0.1/0.5"."""
-    return "/".join(f"{v:g}" for v in values)
-
-
-def mode_tag(result: Result) -> str:
-    """For a changed result measured unlike its baseline runs, a short note; else ""."""
-    unlike = result.context.get("measured_unlike_baseline")
-    if not isinstance(unlike, dict):
-        return ""
-    if result.baseline.verdict not in CHANGED:
-        return ""
-    now, then = unlike.get("warmup_seconds"), unlike.get("baseline_warmup_seconds", ())
-    parts_now: list[str] = []
-    parts_then: list[str] = []
-    if isinstance(now, int | float) and then:
-        parts_now.append(f"warm-up {now:g} s")
-        parts_then.append(f"warm-up {_slashed(then)} s")
-    length, lengths = unlike.get("sample_seconds"), unlike.get("baseline_sample_seconds") or []
-    if isinstance(length, int | float) and lengths and length not in lengths:
-        parts_now.append(f"{length:g} s samples")
-        parts_then.append(f"{_slashed(lengths)} s samples")
-    now_text = f" ({', '.join(parts_now)})" if parts_now else ""
-    then_text = f" ({', '.join(parts_then)})" if parts_then else ""
-    modes = "/".join(unlike["baseline_modes"]) or "unrecorded"
-    return (
-        f"measured in {unlike['mode']} mode{now_text} against baseline runs in "
-        f"{modes} mode{then_text}"
-    )
-
-
-def _reference_ratio(result: Result) -> float | None:
-    """A changed result's bare reference against the baseline runs' references, or None."""
-    change = result.context.get("reference_change")
-    if result.baseline.verdict not in CHANGED:
-        return None
-    return float(change["ratio"]) if isinstance(change, dict) else None
-
-
-def _signed_percent(ratio: float) -> str:
-    return f"{round((ratio - 1) * 100):+d}%"

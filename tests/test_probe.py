@@ -20,6 +20,7 @@ from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.judge import Judge
 from perfsuite.measure import Measurement, Workload
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
+from perfsuite.report.explain import explain
 from perfsuite.settings import Settings
 from perfsuite.tolerances import Tolerances
 
@@ -188,6 +189,11 @@ LEVELS = [1.0, 0.72, 0.95, 0.7, 1.02]
 CENTRE = float(np.exp(np.mean(np.log(LEVELS))))
 
 
+def explained(result: Result) -> Result:
+    """The result with the sentence the session attaches after judging."""
+    return result.with_outcome(result.outcome, explain(result))
+
+
 def judge_once(tmp_path: Path, drop: float, machine_drop: float, probed: bool = True) -> Result:
     """Judge a check whose samples fell by ``drop`` while the probe fell by ``machine_drop``.
 
@@ -221,7 +227,7 @@ def judge_once(tmp_path: Path, drop: float, machine_drop: float, probed: bool = 
     measurement = Measurement(seconds=tuple(1 / v for v in values), values=values, timer="t")
     plan = judge.plan("a", workload, None)
     machine = reading(25.0 * CENTRE * (1 - machine_drop), 9.0)
-    return judge.judge("a", workload, measurement, plan, machine=machine)
+    return explained(judge.judge("a", workload, measurement, plan, machine=machine))
 
 
 def test_a_slowdown_of_the_check_alone_is_a_regression_despite_a_wandering_machine(
@@ -297,8 +303,8 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
 
 
 def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_did() -> None:
-    from perfsuite.judge import machine_note
     from perfsuite.model import RunRecord
+    from perfsuite.report.explain import machine_note
     from perfsuite.report.html import render
 
     def moved(node_id: str, ratio: float, component: str, reason: str = "") -> Result:
@@ -424,7 +430,9 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
         values = values or tuple(rate * np.exp(spread * rng.standard_normal(10)))
         measurement = Measurement(seconds=values, values=values, timer="t")
         plan = judge.plan("copy", workload, None)
-        return judge.judge("copy", workload, measurement, plan, machine=linked(link, before))
+        return explained(
+            judge.judge("copy", workload, measurement, plan, machine=linked(link, before))
+        )
 
     slower = judged(20.0, 6.0, before=25.0)
     assert slower.baseline.verdict == "regressed", slower.message
@@ -478,7 +486,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
         measurement = Measurement(seconds=values, values=values, timer="t")
         plan = judge.plan("ar", workload, None)
         machine = linked(link, before)
-        return judge.judge("ar", workload, measurement, plan, machine=machine)
+        return explained(judge.judge("ar", workload, measurement, plan, machine=machine))
 
     slower = judged(30.0, 25.0)
     assert slower.baseline.verdict == "regressed", slower.message

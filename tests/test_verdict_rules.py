@@ -556,7 +556,7 @@ def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester)
 
 
 def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> None:
-    from perfsuite.judge import reference_note
+    from perfsuite.report.explain import reference_note
 
     assert "moved with it (-40%" in reference_note(0.55, 0.60)
     assert "moved with it (+30%" in reference_note(1.35, 1.30)
@@ -574,8 +574,9 @@ def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> N
     from dataclasses import replace
 
     from perfsuite.baseline import BaselineEntry, BaselineRun
-    from perfsuite.judge import measured_unlike, mode_tag
+    from perfsuite.judge import measured_unlike
     from perfsuite.model import BaselineVerdict
+    from perfsuite.report.explain import mode_tag
 
     full = {"mode": "full", "warmup_seconds": 0.5}
     entry = BaselineEntry(
@@ -792,7 +793,7 @@ def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> Non
 
 
 def test_a_baseline_spread_over_hours_needs_no_note() -> None:
-    from perfsuite.judge import baseline_note
+    from perfsuite.report.explain import baseline_note
 
     record = RunRecord.from_dict(json.loads((FIXTURES / "report-run.json").read_text()))
     hours = [
@@ -832,8 +833,9 @@ def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
     from dataclasses import replace
 
     from perfsuite.baseline import BaselineStore
-    from perfsuite.judge import measured_unlike, mode_tag
+    from perfsuite.judge import measured_unlike
     from perfsuite.model import BaselineVerdict
+    from perfsuite.report.explain import mode_tag
 
     path = write_baseline(tmp_path, {"t.py::test_gemm": rate_runs(100.0, k=2)})
     data = json.loads(path.read_text())

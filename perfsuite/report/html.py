@@ -18,10 +18,10 @@ from typing import Any
 from perfsuite import history as trends
 from perfsuite import outcome, stats
 from perfsuite.compare import environment_diff, flat_environment
-from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Result, RunRecord
 from perfsuite.report import of_reference
 from perfsuite.report.charts import ChartContext, render_all, sparkline
+from perfsuite.report.explain import baseline_note, machine_note, mode_tag, reference_tag
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
 # Checks the banner names, worst first; the table has the rest.

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.judge import baseline_note, machine_note, mode_tag, reference_tag
 from perfsuite.model import Crash, Result
 from perfsuite.report import of_reference
+from perfsuite.report.explain import baseline_note, machine_note, mode_tag, reference_tag
 
 if TYPE_CHECKING:
     from perfsuite.session import Finished, PerfSession
