@@ -19,7 +19,16 @@ from perfsuite import outcome, probe, stats, waivers
 from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload
-from perfsuite.model import BaselineVerdict, FloorVerdict, Result
+from perfsuite.model import (
+    BaselineFacts,
+    BaselineVerdict,
+    FloorVerdict,
+    LinkSubset,
+    MachineChange,
+    ModeDifference,
+    ReferenceChange,
+    Result,
+)
 from perfsuite.settings import Settings
 from perfsuite.sources import ChildSource
 from perfsuite.tolerances import Tolerances
@@ -191,6 +200,8 @@ class Judge:
         compared = runs  # the baseline runs compared with, in the check's own unit
         bounded: dict[str, Any] = {}  # the bound a check unlike every baseline run is judged by
         guards = noise.get("flags", [])
+        link: LinkSubset | None = None
+        machine_change: MachineChange | None = None
         if machine is not None:
             host = probe.follows_host(workload.params)
             context["machine"] = {
@@ -214,17 +225,14 @@ class Judge:
                 if same is not None:  # like with like, or the runs that bound it
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
-                    extra = {"bound": way, "state": flag} if way else {}
-                    context["link_state"] = {
-                        "baseline_runs": len(same),
-                        "of": len(entry.runs),
-                        **extra,
-                    }
+                    link = LinkSubset(
+                        len(same), len(entry.runs), way or "", (flag or "") if way else ""
+                    )
             change = probe.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
-                context["machine_change"] = {
-                    k: change[k] for k in ("component", "ratio", "baseline_runs")
-                }
+                machine_change = MachineChange(
+                    str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
+                )
                 raw = probe.raw_ratio(values, runs or [], workload.higher_is_better)
                 judged = probe.adjust(values, change["now"], workload.higher_is_better)
                 runs = probe.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
@@ -256,19 +264,20 @@ class Judge:
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
-        span = baseline_span(entry)
-        if span is not None:
-            context["baseline_span_s"] = span
         reference = bare_reference_value(context)
+        reference_change = None
         if entry is not None and reference is not None and entry.references:
             # The same operation measured bare beside the check, now and in the baseline runs.
-            context["reference_change"] = {
-                "ratio": reference / statistics.geometric_mean(entry.references),
-                "baseline_runs": len(entry.references),
-            }
-        unlike = measured_unlike(self.settings.policy.to_dict(), entry)
-        if unlike is not None:
-            context["measured_unlike_baseline"] = unlike
+            reference_change = ReferenceChange(
+                reference / statistics.geometric_mean(entry.references), len(entry.references)
+            )
+        facts = BaselineFacts(
+            machine_change=machine_change,
+            link_state=link,
+            reference_change=reference_change,
+            measured_unlike_baseline=measured_unlike(self.settings.policy.to_dict(), entry),
+            baseline_span_s=baseline_span(entry),
+        )
         waiver = waivers.find(self.waivers, node_id)
         waiver_info = None
         if waiver is not None:
@@ -312,6 +321,7 @@ class Judge:
             noise=noise,
             waiver=waiver_info,
             source=measurement.source,
+            facts=facts,
         )
         return result.with_outcome(outcome.of(result))
 
@@ -437,7 +447,7 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
 
 def measured_unlike(
     policy: Mapping[str, Any], entry: BaselineEntry | None
-) -> dict[str, Any] | None:
+) -> ModeDifference | None:
     """How this run's measurement differs from every baseline run's, or None.
 
     Mode and warm-up: quick mode warms each check up for a fifth of full mode's time.  A
@@ -460,11 +470,11 @@ def measured_unlike(
     like_length = not lengths or length in lengths
     if like_mode and like_length:
         return None
-    return {
-        "mode": mode,
-        "warmup_seconds": warmup,
-        "baseline_modes": sorted(modes),
-        "baseline_warmup_seconds": sorted(w for w in warmups if isinstance(w, int | float)),
-        "sample_seconds": length,
-        "baseline_sample_seconds": sorted(lengths),
-    }
+    return ModeDifference(
+        mode=mode,
+        warmup_seconds=float(warmup) if isinstance(warmup, int | float) else None,
+        baseline_modes=tuple(sorted(modes)),
+        baseline_warmup_seconds=tuple(sorted(w for w in warmups if isinstance(w, int | float))),
+        sample_seconds=float(length) if isinstance(length, int | float) else None,
+        baseline_sample_seconds=tuple(sorted(float(x) for x in lengths if x is not None)),
+    )

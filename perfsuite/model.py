@@ -98,6 +98,144 @@ class BaselineVerdict:
     final: bool = False  # significance decided over the session's whole family
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _numbers(values: Any) -> tuple[float, ...]:
+    items = values if isinstance(values, list | tuple) else ()
+    return tuple(float(v) for v in items if _number(v) is not None)
+
+
+@dataclass(frozen=True)
+class MachineChange:
+    """How far the framework-free machine probe moved against the baseline runs."""
+
+    component: str  # the probe's component the check follows: memory, cache or compute
+    ratio: float  # now against the baseline runs (1.0: unmoved)
+    baseline_runs: int
+
+    @classmethod
+    def read(cls, data: Any) -> MachineChange | None:
+        """From the record's form; None for anything else."""
+        if not isinstance(data, Mapping) or _number(data.get("ratio")) is None:
+            return None
+        return cls(
+            str(data.get("component", "")),
+            float(data["ratio"]),
+            int(_number(data.get("baseline_runs")) or 0),
+        )
+
+
+@dataclass(frozen=True)
+class LinkSubset:
+    """The baseline runs compared with, for a check that follows the CPUs' link state."""
+
+    baseline_runs: int  # compared with
+    of: int  # held by the baseline
+    bound: str = ""  # "slower"/"faster": unlike every run, judged against the runs that bound it
+    state: str = ""  # the link state measured, when it was unlike every baseline run's
+
+    @classmethod
+    def read(cls, data: Any) -> LinkSubset | None:
+        """From the record's form; None for anything else."""
+        if not isinstance(data, Mapping) or _number(data.get("baseline_runs")) is None:
+            return None
+        return cls(
+            int(data["baseline_runs"]),
+            int(_number(data.get("of")) or 0),
+            str(data.get("bound") or ""),
+            str(data.get("state") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class ReferenceChange:
+    """The check's bare reference now against the baseline runs' references."""
+
+    ratio: float
+    baseline_runs: int
+
+    @classmethod
+    def read(cls, data: Any) -> ReferenceChange | None:
+        """From the record's form; None for anything else."""
+        if not isinstance(data, Mapping) or _number(data.get("ratio")) is None:
+            return None
+        return cls(float(data["ratio"]), int(_number(data.get("baseline_runs")) or 0))
+
+
+@dataclass(frozen=True)
+class ModeDifference:
+    """How this run measured unlike every baseline run: its mode, warm-up, sample length."""
+
+    mode: str
+    warmup_seconds: float | None
+    baseline_modes: tuple[str, ...]
+    baseline_warmup_seconds: tuple[float, ...]
+    sample_seconds: float | None
+    baseline_sample_seconds: tuple[float, ...]
+
+    @classmethod
+    def read(cls, data: Any) -> ModeDifference | None:
+        """From the record's form; None for anything else."""
+        if not isinstance(data, Mapping):
+            return None
+        modes = data.get("baseline_modes")
+        return cls(
+            str(data.get("mode", "")),
+            _number(data.get("warmup_seconds")),
+            tuple(str(m) for m in modes) if isinstance(modes, list | tuple) else (),
+            _numbers(data.get("baseline_warmup_seconds")),
+            _number(data.get("sample_seconds")),
+            _numbers(data.get("baseline_sample_seconds")),
+        )
+
+
+@dataclass(frozen=True)
+class BaselineFacts:
+    """What a comparison with the baseline rested on, beyond its verdict.
+
+    Stored in the record's ``context`` under these names (the record's layout is unchanged);
+    read from it into typed fields.
+    """
+
+    machine_change: MachineChange | None = None
+    link_state: LinkSubset | None = None
+    reference_change: ReferenceChange | None = None
+    measured_unlike_baseline: ModeDifference | None = None
+    baseline_span_s: float | None = None  # first to last accepted baseline run
+
+    NAMES = ("machine_change", "link_state", "reference_change", "measured_unlike_baseline",
+             "baseline_span_s")  # fmt: skip
+
+    def to_context(self) -> dict[str, Any]:
+        """The facts that are known, in the record's form."""
+        out: dict[str, Any] = {}
+        for name in self.NAMES:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name == "link_state":  # empty bound and state are left out, as ever
+                value = {k: v for k, v in asdict(value).items() if v != ""}
+            elif not isinstance(value, float):
+                value = {
+                    k: list(v) if isinstance(v, tuple) else v for k, v in asdict(value).items()
+                }
+            out[name] = value
+        return out
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> BaselineFacts:
+        """The facts found in a record's ``context``; malformed ones are left out."""
+        return cls(
+            machine_change=MachineChange.read(context.get("machine_change")),
+            link_state=LinkSubset.read(context.get("link_state")),
+            reference_change=ReferenceChange.read(context.get("reference_change")),
+            measured_unlike_baseline=ModeDifference.read(context.get("measured_unlike_baseline")),
+            baseline_span_s=_number(context.get("baseline_span_s")),
+        )
+
+
 @dataclass(frozen=True)
 class Result:
     """One check's measurement and verdicts."""
@@ -116,13 +254,14 @@ class Result:
     baseline: BaselineVerdict
     outcome: str = ""
     message: str = ""
-    context: Mapping[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)  # the check's own facts
     noise: Mapping[str, Any] = field(default_factory=dict)  # dispersion, clocks, load
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
     # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
     # reference_and_overhead, judge (see lab/phases.py).
     phases: Mapping[str, float] = field(default_factory=dict)
+    facts: BaselineFacts = field(default_factory=BaselineFacts)  # in the record's context
 
     @property
     def direction(self) -> str:
@@ -132,8 +271,9 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data; tuples become lists."""
         data = asdict(self)
+        del data["facts"]
         data["params"] = dict(self.params)
-        data["context"] = dict(self.context)
+        data["context"] = {**self.context, **self.facts.to_context()}
         data["noise"] = dict(self.noise)
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
         data["source"] = dict(self.source)
@@ -161,11 +301,16 @@ class Result:
             baseline=_baseline_verdict(data["baseline"]),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
-            context=dict(data.get("context", {})),
+            context={
+                k: v
+                for k, v in dict(data.get("context", {})).items()
+                if k not in BaselineFacts.NAMES
+            },
             noise=dict(data.get("noise", {})),
             waiver=data.get("waiver"),
             source=dict(data.get("source", {})),
             phases=dict(data.get("phases", {})),
+            facts=BaselineFacts.from_context(dict(data.get("context", {}))),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:

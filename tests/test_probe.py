@@ -19,7 +19,15 @@ from perfsuite.errors import StorageError
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.judge import Judge
 from perfsuite.measure import Measurement, Workload
-from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
+from perfsuite.model import (
+    BaselineVerdict,
+    FloorVerdict,
+    LinkSubset,
+    MachineChange,
+    Result,
+    Summary,
+    Work,
+)
 from perfsuite.report.explain import explain
 from perfsuite.settings import Settings
 from perfsuite.tolerances import Tolerances
@@ -236,9 +244,10 @@ def test_a_slowdown_of_the_check_alone_is_a_regression_despite_a_wandering_machi
     judged = judge_once(tmp_path, drop=0.2, machine_drop=0.0)
     assert judged.baseline.verdict == "regressed", judged.message
     assert "judged per unit of machine speed" in judged.message
-    change = judged.context["machine_change"]
-    assert change["component"] == "memory" and change["baseline_runs"] == 5
-    assert change["ratio"] == pytest.approx(1.0)
+    change = judged.facts.machine_change
+    assert change is not None
+    assert change.component == "memory" and change.baseline_runs == 5
+    assert change.ratio == pytest.approx(1.0)
     assert judged.baseline.ratio == pytest.approx(0.8, rel=0.02)
     assert judged.baseline.baseline_median == pytest.approx(20 * CENTRE, rel=0.02), (
         "the baseline median stays in the check's own unit"
@@ -249,14 +258,15 @@ def test_without_the_probe_the_same_baseline_cannot_see_that_slowdown(tmp_path: 
     """The 30% spells in the baseline runs make their spread swallow a 20% drop."""
     judged = judge_once(tmp_path, drop=0.2, machine_drop=0.0, probed=False)
     assert judged.baseline.verdict != "regressed", judged.message
-    assert "machine_change" not in judged.context
+    assert judged.facts.machine_change is None
+    assert "machine_change" not in judged.to_dict()["context"]
 
 
 def test_a_check_that_slowed_with_the_machine_has_not_changed(tmp_path: Path) -> None:
     judged = judge_once(tmp_path, drop=0.3, machine_drop=0.3)
     assert judged.baseline.verdict == "ok", judged.message
     assert judged.baseline.ratio == pytest.approx(1.0, rel=0.02), "adjusted, it did not move"
-    assert judged.context["machine_change"]["ratio"] == pytest.approx(0.7)
+    assert judged.to_dict()["context"]["machine_change"]["ratio"] == pytest.approx(0.7)
 
 
 def test_beyond_the_guard_a_change_is_noisy_not_a_regression(tmp_path: Path) -> None:
@@ -309,10 +319,10 @@ def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_
 
     def moved(node_id: str, ratio: float, component: str, reason: str = "") -> Result:
         r = result(node_id, [10.0, 11.0], reading(25.0, 9.0))
-        change = {"component": component, "ratio": ratio, "baseline_runs": 5}
+        change = MachineChange(component, ratio, 5)
         return replace(
             r,
-            context={**r.context, "machine_change": change},
+            facts=replace(r.facts, machine_change=change),
             baseline=BaselineVerdict("noisy" if reason else "ok", ratio=1.0, reason=reason),
         )
 
@@ -436,7 +446,7 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
 
     slower = judged(20.0, 6.0, before=25.0)
     assert slower.baseline.verdict == "regressed", slower.message
-    assert slower.context["link_state"]["bound"] == "slower"
+    assert slower.facts.link_state is not None and slower.facts.link_state.bound == "slower"
     assert "changed state during the measurement" in slower.message
     faster = judged(45.0, 6.0, before=25.0)  # what the far state does to STREAM
     assert faster.baseline.verdict == "noisy", faster.message
@@ -449,7 +459,7 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
     assert "against the baseline runs that bound it" in scattered.baseline.reason
     older = judged(20.0, 6.0, before=25.0, kind=True)  # no direction: as before
     assert older.baseline.verdict == "noisy", older.message
-    assert "bound" not in older.context.get("link_state", {})
+    assert "bound" not in older.to_dict()["context"].get("link_state", {})
 
 
 def collective(samples: list[float], link: float) -> Result:
@@ -490,7 +500,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
 
     slower = judged(30.0, 25.0)
     assert slower.baseline.verdict == "regressed", slower.message
-    assert slower.context["link_state"] == {"baseline_runs": 3, "of": 5}
+    assert slower.to_dict()["context"]["link_state"] == {"baseline_runs": 3, "of": 5}
     assert "3 of 5 baseline runs measured with the CPUs' link" in slower.message
     assert slower.baseline.baseline_median == pytest.approx(25.0, rel=0.02)
     assert judged(55.0, 6.0).baseline.verdict == "ok"
@@ -500,9 +510,8 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
     # A nearer link only ever speeds a collective up: slower than every state's runs is real.
     beyond = judged(120.0, 60.0)
     assert beyond.baseline.verdict == "regressed", beyond.message
-    assert beyond.context["link_state"]["bound"] == "slower"
+    assert beyond.facts.link_state == LinkSubset(2, 5, "slower", beyond.facts.link_state.state)
     assert "the link cannot explain a check slower than those" in beyond.message
-    assert beyond.context["link_state"]["baseline_runs"] == 2, "the far state's runs alone"
     # Across both states and faster than the near state's runs: no link explains that.
     quicker = judged(12.0, 25.0, before=6.0)
     assert quicker.baseline.verdict == "improved", quicker.message

@@ -12,6 +12,7 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.compare import compare_runs, compared_record
+from perfsuite.model import ReferenceChange
 from perfsuite.records import load_record
 from perfsuite.report.charts import CHARTS
 from perfsuite.report.html import render
@@ -227,7 +228,7 @@ def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -
     base, judged = ab_record()
     regressed = next(r for r in judged.results if r.baseline.verdict == "regressed")
     results = [
-        replace(r, context={**r.context, "reference_change": {"ratio": 0.97, "baseline_runs": 5}})
+        replace(r, facts=replace(r.facts, reference_change=ReferenceChange(0.97, 5)))
         if r is regressed
         else r
         for r in judged.results

@@ -20,7 +20,7 @@ import pytest
 
 from perfsuite import outcome, stats
 from perfsuite.cli import main
-from perfsuite.model import Result, RunRecord
+from perfsuite.model import ModeDifference, Result, RunRecord
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 from perfsuite.report.terminal import format_result_lines
@@ -587,16 +587,16 @@ def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> N
     legacy = BaselineEntry("matmul", "TFLOP/s", True, (BaselineRun("old", "", (1.0,), {}),))
     assert measured_unlike({"mode": "quick"}, legacy) is None, "no mode recorded: no claim"
     unlike = measured_unlike({"mode": "quick", "warmup_seconds": 0.1}, entry)
-    assert unlike == {
-        "mode": "quick",
-        "warmup_seconds": 0.1,
-        "baseline_modes": ["full"],
-        "baseline_warmup_seconds": [0.5],
-        "sample_seconds": None,
-        "baseline_sample_seconds": [],
-    }
+    assert unlike == ModeDifference(
+        mode="quick",
+        warmup_seconds=0.1,
+        baseline_modes=("full",),
+        baseline_warmup_seconds=(0.5,),
+        sample_seconds=None,
+        baseline_sample_seconds=(),
+    )
     result = RunRecord.from_dict(json.loads((FIXTURES / "run-a-tf220.json").read_text())).results[0]
-    result = replace(result, context={**result.context, "measured_unlike_baseline": unlike})
+    result = replace(result, facts=replace(result.facts, measured_unlike_baseline=unlike))
     for verdict, tagged in (("regressed", True), ("noisy", True), ("ok", False)):
         judged = replace(result, baseline=BaselineVerdict(verdict=verdict))
         tag = mode_tag(judged)
@@ -848,11 +848,11 @@ def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
     assert {r.policy["sample_target"] for r in entry.runs} == {0.1}
     assert measured_unlike(quick, entry) is None
     longer = measured_unlike({**quick, "sample_seconds": 1.0}, entry)
-    assert longer is not None and longer["baseline_sample_seconds"] == [0.1]
+    assert longer is not None and longer.baseline_sample_seconds == (0.1,)
     result = RunRecord.from_dict(json.loads((FIXTURES / "run-a-tf220.json").read_text())).results[0]
     result = replace(
         result,
-        context={**result.context, "measured_unlike_baseline": longer},
+        facts=replace(result.facts, measured_unlike_baseline=longer),
         baseline=BaselineVerdict(verdict="regressed"),
     )
     assert mode_tag(result) == (

@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from perfsuite import outcome, probe
 from perfsuite.judge import CHANGED, reference_moved
-from perfsuite.model import Result
+from perfsuite.model import LinkSubset, Result
 
 
-def link_note(link: Mapping[str, Any]) -> str:
+def link_note(link: LinkSubset) -> str:
     """Which baseline runs a check that follows the CPUs' link was compared with."""
-    runs = f"the {link['baseline_runs']} of {link['of']} baseline runs"
-    if link.get("bound") not in ("slower", "faster"):
+    runs = f"the {link.baseline_runs} of {link.of} baseline runs"
+    if link.bound not in ("slower", "faster"):
         return f"compared with {runs} measured with the CPUs' link in the state it was in now"
-    way = "slowest" if link["bound"] == "slower" else "fastest"
+    way = "slowest" if link.bound == "slower" else "fastest"
     return (
-        f"measured {link.get('state') or 'in another link state'}, so compared with {runs} "
+        f"measured {link.state or 'in another link state'}, so compared with {runs} "
         f"in the link state where this check runs {way}: the link cannot explain "
-        f"a check {link['bound']} than those"
+        f"a check {link.bound} than those"
     )
 
 
@@ -76,14 +75,14 @@ def explain(result: Result, profile: str = "") -> str:
         )
     elif base.verdict == "noisy":
         parts.append(f"noisy: {base.reason}")
-    change = result.context.get("machine_change")
-    if isinstance(change, dict) and base.verdict in CHANGED:
+    change = result.facts.machine_change
+    if change is not None and base.verdict in CHANGED:
         parts.append(
-            f"judged per unit of machine speed (the framework-free {change['component']} "
-            f"probe ran {_signed_percent(change['ratio'])} against the baseline runs)"
+            f"judged per unit of machine speed (the framework-free {change.component} "
+            f"probe ran {_signed_percent(change.ratio)} against the baseline runs)"
         )
-    link = result.context.get("link_state")
-    if isinstance(link, dict) and base.verdict in CHANGED:
+    link = result.facts.link_state
+    if link is not None and base.verdict in CHANGED:
         parts.append(link_note(link))
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:
@@ -109,9 +108,9 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
     """
     moves: dict[str, list[float]] = {}
     for r in results:
-        change = r.context.get("machine_change")
-        if isinstance(change, dict):
-            moves.setdefault(str(change["component"]), []).append(float(change["ratio"]))
+        change = r.facts.machine_change
+        if change is not None:
+            moves.setdefault(change.component, []).append(change.ratio)
     held = sum("the machine itself ran" in r.baseline.reason for r in results)
     medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}
     if not held and all(abs(m - 1) <= quiet_within for m in medians.values()):
@@ -133,11 +132,7 @@ BACK_TO_BACK_S = 30 * 60
 
 def baseline_note(results: Sequence[Result]) -> str:
     """A warning when the baseline's runs were taken back to back, or ""."""
-    spans = [
-        float(r.context["baseline_span_s"])
-        for r in results
-        if isinstance(r.context.get("baseline_span_s"), int | float)
-    ]
+    spans = [r.facts.baseline_span_s for r in results if r.facts.baseline_span_s is not None]
     span = statistics.median(spans) if spans else math.inf
     if span >= BACK_TO_BACK_S:
         return ""
@@ -190,36 +185,33 @@ def _slashed(values: Sequence[float]) -> str:
 
 def mode_tag(result: Result) -> str:
     """For a changed result measured unlike its baseline runs, a short note; else ""."""
-    unlike = result.context.get("measured_unlike_baseline")
-    if not isinstance(unlike, dict):
+    unlike = result.facts.measured_unlike_baseline
+    if unlike is None or result.baseline.verdict not in CHANGED:
         return ""
-    if result.baseline.verdict not in CHANGED:
-        return ""
-    now, then = unlike.get("warmup_seconds"), unlike.get("baseline_warmup_seconds", ())
+    now, then = unlike.warmup_seconds, unlike.baseline_warmup_seconds
     parts_now: list[str] = []
     parts_then: list[str] = []
-    if isinstance(now, int | float) and then:
+    if now is not None and then:
         parts_now.append(f"warm-up {now:g} s")
         parts_then.append(f"warm-up {_slashed(then)} s")
-    length, lengths = unlike.get("sample_seconds"), unlike.get("baseline_sample_seconds") or []
-    if isinstance(length, int | float) and lengths and length not in lengths:
+    length, lengths = unlike.sample_seconds, unlike.baseline_sample_seconds
+    if length is not None and lengths and length not in lengths:
         parts_now.append(f"{length:g} s samples")
         parts_then.append(f"{_slashed(lengths)} s samples")
     now_text = f" ({', '.join(parts_now)})" if parts_now else ""
     then_text = f" ({', '.join(parts_then)})" if parts_then else ""
-    modes = "/".join(unlike["baseline_modes"]) or "unrecorded"
+    modes = "/".join(unlike.baseline_modes) or "unrecorded"
     return (
-        f"measured in {unlike['mode']} mode{now_text} against baseline runs in "
-        f"{modes} mode{then_text}"
+        f"measured in {unlike.mode} mode{now_text} against baseline runs in {modes} mode{then_text}"
     )
 
 
 def _reference_ratio(result: Result) -> float | None:
     """A changed result's bare reference against the baseline runs' references, or None."""
-    change = result.context.get("reference_change")
-    if result.baseline.verdict not in CHANGED:
+    change = result.facts.reference_change
+    if change is None or result.baseline.verdict not in CHANGED:
         return None
-    return float(change["ratio"]) if isinstance(change, dict) else None
+    return change.ratio
 
 
 def _signed_percent(ratio: float) -> str:
