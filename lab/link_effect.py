@@ -5,7 +5,7 @@ Usage: python lab/link_effect.py RUN.json [RUN.json ...] [--min-effect 0.10]
 Reads run records of the same code (a verdict benchmark's baseline and A/A runs).  Every CPU
 check's reading of the machine probe carries the link rate measured right before and after
 it (``context.machine``; see ``perfsuite/probe.py``).  The readings are grouped into states
-the way the judge groups them (``probe.link_groups``); readings whose link changed during
+the way the judge groups them (``speed.link_groups``); readings whose link changed during
 the check are left out.  For each check measured in at least two states, it prints the
 median of its run medians in each state and their ratio (oriented so that above 1 means
 faster in the fastest-link state), and lists the checks whose ratio is beyond
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfsuite import probe
+from perfsuite import probe, speed
 from perfsuite.errors import StorageError
 from perfsuite.records import load_record
 
@@ -41,14 +41,14 @@ def main() -> None:
         except StorageError as exc:
             parser.error(f"not a readable run record: {exc}")
         for r in record.results:
-            kept = probe.stored(r.context.get("machine"), link=True) or {}
+            kept = speed.stored(r.context.get("machine"), link=True) or {}
             if probe.LINK not in kept:
                 continue  # no link reading, or it changed state during this check
             link = float(kept[probe.LINK])
             rows.append((r.id, link, statistics.median(r.samples), r.higher_is_better))
     if not rows:
         sys.exit("no result carries a steady link reading (records from before the link probe?)")
-    groups = probe.link_groups([{probe.LINK: link} for _, link, _, _ in rows]) or []
+    groups = speed.link_groups([{probe.LINK: link} for _, link, _, _ in rows]) or []
     state = {i: g for g, members in enumerate(groups) for i in members}
     print(
         f"{len(rows)} readings; link states (M handoffs/s): "

@@ -7,7 +7,7 @@ the cache triad on every CPU, the link between the first and the last CPU) and, 
 after, STREAM copy on every CPU (the suite's numpy kernels, best of 5), the same copy on one
 thread, and an fp32 1024^3 GEMM (best of 5).  It prints one line per reading and, at the end,
 the medians of each figure per link state (the states grouped as the judge groups them,
-``probe.link_groups``), and how far apart they are.  On a VM whose two vCPUs the hypervisor
+``speed.link_groups``), and how far apart they are.  On a VM whose two vCPUs the hypervisor
 moves between chiplets, this shows which figures follow the state.  A benchmark of the
 machine, not a test: it asserts nothing.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfsuite import probe
+from perfsuite import probe, speed
 from perfsuite.backends.numpy import NumpyStream
 from perfsuite.checks.stream import array_elements, counted_bytes
 from perfsuite.hardware.detect import last_level_cache_bytes
@@ -89,7 +89,7 @@ def main() -> None:
         every.close()
         one.close()
     linked = [r for r in rows if r["link"] > 0]  # NaN: no link reading
-    groups = probe.link_groups([{probe.LINK: r["link"]} for r in linked])
+    groups = speed.link_groups([{probe.LINK: r["link"]} for r in linked])
     if not groups:
         print("no link readings (one CPU, or no compiler): nothing to split")
         return

@@ -51,7 +51,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from lab.variance_levels import deviations, load
-from perfsuite import probe
+from perfsuite import speed
 
 SEED = 2026
 DRAWS = 20000
@@ -87,10 +87,10 @@ def per_machine_speed(runs: list[list[dict[str, Any]]]) -> None:
     for run in runs:
         for result in run:
             machine = (result.get("context") or {}).get("machine")
-            if probe.own_rate(machine) is None:
+            if speed.own_rate(machine) is None:
                 continue
             hib = result["higher_is_better"]
-            result["samples"] = [probe.per_speed(float(v), machine, hib) for v in result["samples"]]
+            result["samples"] = [speed.per_speed(float(v), machine, hib) for v in result["samples"]]
 
 
 def repetition_variance(

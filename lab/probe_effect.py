@@ -14,12 +14,12 @@ fitted over the baseline's runs as each rule sees them, under several rules:
   by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
   and the rates each baseline run stored;
 * **plugin+link:KINDS** (``--link KINDS``): the plugin's rule, with the kinds of checks
-  named (``ranks``: what ``probe.follows_link`` picks, the collectives, and the input
+  named (``ranks``: what ``speed.follows_link`` picks, the collectives, and the input
   pipelines in records from the night of 2026-11-25 on; ``stream``: host memory bandwidth;
   ``pipeline``: input pipelines in any record; ``all``: every host check) compared only
   with the baseline runs measured in the CPUs' link state they were measured in
-  (``probe.link_state``), from the baseline runs' own records (without the bound the
-  plugin now judges a check unlike every run by, ``probe.link_bound``; ``perfsuite
+  (``speed.link_state``), from the baseline runs' own records (without the bound the
+  plugin now judges a check unlike every run by, ``speed.link_bound``; ``perfsuite
   compare`` on the same records replays that);
 * **B+X**: byte rates follow the probe's component B, every other check follows X, for
   every pair of components the records carry (records from an older probe may carry others,
@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from perfsuite import probe, stats
+from perfsuite import speed, stats
 from perfsuite.baseline import Baseline, BaselineEntry, BaselineStore
 
 Readings = dict[str, dict[str, Any]]  # run id -> check id -> the probe reading beside it
@@ -63,10 +63,10 @@ def baseline_readings(work: Path) -> Readings:
 
 # Which checks a "plugin+link:..." rule compares like with like by the CPUs' link state.
 LINK_KINDS: dict[str, Any] = {
-    "ranks": lambda r: probe.follows_link(r["params"]),
-    "stream": lambda r: r["check"] == "memory_bandwidth" and probe.follows_host(r["params"]),
+    "ranks": lambda r: speed.follows_link(r["params"]),
+    "stream": lambda r: r["check"] == "memory_bandwidth" and speed.follows_host(r["params"]),
     "pipeline": lambda r: r["check"] in ("input_pipeline", "input_bound", "storage_read"),
-    "all": lambda r: probe.follows_host(r["params"]),
+    "all": lambda r: speed.follows_host(r["params"]),
 }
 
 
@@ -78,8 +78,8 @@ def link_selected(
     if not kinds or not any(LINK_KINDS[k](r) for k in kinds.split(",")):
         return entry, None
     before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
-    kept = [probe.stored(b, link=True) if b else None for b in before]
-    same, flag = probe.link_state(r["context"].get("machine"), kept)
+    kept = [speed.stored(b, link=True) if b else None for b in before]
+    same, flag = speed.link_state(r["context"].get("machine"), kept)
     if same is None:
         return entry, flag
     return BaselineEntry(entry.metric, entry.unit, entry.higher_is_better,
@@ -107,7 +107,7 @@ def judged_runs(
     if rule == "raw":
         return current, runs, None
     if rule == "plugin":
-        change = probe.machine_change(r["context"].get("machine"), entry.machines)
+        change = speed.machine_change(r["context"].get("machine"), entry.machines)
     else:
         component = r["context"].get("machine", {}).get("component")
         if component is None:  # a check that does not follow the host
@@ -118,11 +118,11 @@ def judged_runs(
         before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
         if any(b is None for b in before):
             raise SystemExit(f"{r['id']}: a baseline run's record is missing under reports/")
-        change = probe.machine_change(now, [{**(b or {}), "component": component} for b in before])
+        change = speed.machine_change(now, [{**(b or {}), "component": component} for b in before])
     if change is None:
         return current, runs, None
-    adjusted = [tuple(x) for x in probe.adjust_runs(runs, change["rates"], hib)]
-    return probe.adjust(current, change["now"], hib), adjusted, change
+    adjusted = [tuple(x) for x in speed.adjust_runs(runs, change["rates"], hib)]
+    return speed.adjust(current, change["now"], hib), adjusted, change
 
 
 def replay(
@@ -146,8 +146,8 @@ def replay(
     for r, entry, current, runs, change in judged.values():
         guards = list(r.get("noise", {}).get("flags", [])) + link_flags[r["id"]]
         tol = float(r["baseline"].get("tolerance") or 0.05)
-        raw = probe.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
-        flag = probe.guard(change, tol, raw)
+        raw = speed.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
+        flag = speed.guard(change, tol, raw)
         guards += [flag] if flag else []
         comparison = stats.compare(
             current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior

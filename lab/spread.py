@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import probe
+from perfsuite import speed
 from perfsuite.baseline import bare_reference_value
 from perfsuite.errors import StorageError
 from perfsuite.records import load_record
@@ -125,11 +125,11 @@ def read_records(
             medians[result.id].append(median)
             units[result.id] = result.unit
             machine = result.context.get("machine") or {}
-            LINKS[result.id].append(probe.stored(machine, link=True))
+            LINKS[result.id].append(speed.stored(machine, link=True))
             REFERENCES[result.id].append(bare_reference_value(result.context))
             bare = result.context.get("bare_reference")
             PAIRED[result.id].append(isinstance(bare, dict) and bare.get("paired") is True)
-            per_speed = probe.per_speed(median, machine, result.higher_is_better)
+            per_speed = speed.per_speed(median, machine, result.higher_is_better)
             if per_speed is not None:
                 adjusted[result.id].append(per_speed)
 
@@ -203,7 +203,7 @@ def reason(node: str, values: list[float], adjusted: list[float], runs: int, lim
         if math.log(ref_spread) >= SAME_SHARE * math.log(spread_of(values)):
             return f"machine: the bare operation beside it spread as much ({figures})"
         return f"machine, and more in the check: the bare reference spread less ({figures})"
-    groups = probe.link_groups(LINKS.get(node, [])) if len(LINKS.get(node, [])) == runs else None
+    groups = speed.link_groups(LINKS.get(node, [])) if len(LINKS.get(node, [])) == runs else None
     if groups is not None and len(groups) > 1:
         worst = max((spread_of([values[i] for i in g]) for g in groups if len(g) > 1), default=1.0)
         sizes = "/".join(str(len(g)) for g in groups)
@@ -255,7 +255,7 @@ def report_per_link_state(medians: dict[str, list[float]], runs: int, limit: flo
     """The spread within each CPUs'-link state (like with like), for every check."""
     within, rows = 0, []
     for node, values in medians.items():
-        groups = probe.link_groups(LINKS[node]) if len(values) == runs else None
+        groups = speed.link_groups(LINKS[node]) if len(values) == runs else None
         if groups is None:
             continue  # a run without a steady link reading: no states to split by
         spreads = [

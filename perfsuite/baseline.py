@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from perfsuite import probe, stats
+from perfsuite import probe, speed, stats
 from perfsuite.errors import BaselineMismatchError, StorageError
 from perfsuite.model import Result
 from perfsuite.storage import (
@@ -94,12 +94,12 @@ class BaselineEntry:
 
     def judged_run_samples(self) -> list[tuple[float, ...]]:
         """Every run's samples, machine-adjusted when every run carries the same probe."""
-        change = probe.machine_change(
+        change = speed.machine_change(
             self.runs[-1].policy.get("machine"), [r.policy.get("machine") for r in self.runs]
         )
         if change is None:
             return self.run_samples
-        adjusted = probe.adjust_runs(self.run_samples, change["rates"], self.higher_is_better)
+        adjusted = speed.adjust_runs(self.run_samples, change["rates"], self.higher_is_better)
         return [tuple(r) for r in adjusted]
 
     @property
@@ -149,7 +149,7 @@ class Baseline:
         """The run-to-run variance shared by this baseline's checks (see :mod:`stats`)."""
         variances, dfs = [], []
         for entry in self.entries.values():
-            for variance, df in probe.run_variances(
+            for variance, df in speed.run_variances(
                 entry.judged_run_samples(), entry.machines, entry.higher_is_better
             ):
                 variances.append(variance)
@@ -200,8 +200,8 @@ def _entry(
             )
         machine = policy.get("machine") if isinstance(policy, dict) else None
         if machine is not None and (
-            probe.stored(machine) is None
-            or (probe.LINK in machine and probe.rate(machine, probe.LINK) is None)
+            speed.stored(machine) is None
+            or (probe.LINK in machine and speed.rate(machine, probe.LINK) is None)
         ):
             raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
         run_id = str(run.get("run_id", ""))
@@ -593,7 +593,7 @@ def _result_policy(result: Result) -> dict[str, Any]:
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference
-    machine = probe.stored(result.context.get("machine"), link=probe.follows_link(result.params))
+    machine = speed.stored(result.context.get("machine"), link=speed.follows_link(result.params))
     if machine is not None:
         policy["machine"] = machine
     return policy

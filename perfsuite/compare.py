@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, probe, stats, waivers
+from perfsuite import outcome, speed, stats, waivers
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
 from perfsuite.model import BaselineVerdict, Result, RunRecord
@@ -213,7 +213,7 @@ def compare_runs(
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
     kept = {
         i: [
-            probe.stored(r.context.get("machine"), link=probe.follows_link(b_results[i].params))
+            speed.stored(r.context.get("machine"), link=speed.follows_link(b_results[i].params))
             for r in runs[i]
         ]
         for i in common
@@ -222,7 +222,7 @@ def compare_runs(
     pairs = [
         pair
         for i in common
-        for pair in probe.run_variances(judged[i][1], kept[i], b_results[i].higher_is_better)
+        for pair in speed.run_variances(judged[i][1], kept[i], b_results[i].higher_is_better)
     ]
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     # A check's A side is young when A has too few runs of it (before any link-state subset).
@@ -231,8 +231,8 @@ def compare_runs(
     bounds: dict[str, tuple[str, str]] = {}
     for i in common:
         rb = b_results[i]
-        if probe.follows_link(rb.params):  # like with like, or the bound, as the plugin does
-            same, flag, way = probe.link_runs(
+        if speed.follows_link(rb.params):  # like with like, or the bound, as the plugin does
+            same, flag, way = speed.link_runs(
                 rb.samples,
                 [r.samples for r in runs[i]],
                 rb.context.get("machine"),
@@ -266,8 +266,8 @@ def compare_runs(
         guards = list(rb.noise.get("flags", ()))
         if node_id in link_flags:
             guards.append(link_flags[node_id])
-        raw = probe.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
-        flag = probe.guard(judged[node_id][2], tol, raw)
+        raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
+        flag = speed.guard(judged[node_id][2], tol, raw)
         if flag:
             guards.append(flag)
         bounded = bounds.get(node_id, ("", ""))
@@ -313,15 +313,15 @@ def _judged_samples(
     b: Result, a_runs: Sequence[Result]
 ) -> tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]:
     """B's samples and A's runs, per unit of machine speed when every run has a probe."""
-    change = probe.machine_change(
+    change = speed.machine_change(
         b.context.get("machine"), [r.context.get("machine") for r in a_runs]
     )
     runs: list[Sequence[float]] = [r.samples for r in a_runs]
     if change is None:
         return b.samples, runs, None
     return (
-        probe.adjust(b.samples, change["now"], b.higher_is_better),
-        list(probe.adjust_runs(runs, change["rates"], b.higher_is_better)),
+        speed.adjust(b.samples, change["now"], b.higher_is_better),
+        list(speed.adjust_runs(runs, change["rates"], b.higher_is_better)),
         change,
     )
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, probe, stats, waivers
+from perfsuite import outcome, speed, stats, waivers
 from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload
@@ -203,13 +203,13 @@ class Judge:
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
-            host = probe.follows_host(workload.params)
+            host = speed.follows_host(workload.params)
             context["machine"] = {
                 **machine,
-                "component": probe.component_for(workload.unit) if host else None,
+                "component": speed.component_for(workload.unit) if host else None,
             }
-            if entry is not None and probe.follows_link(workload.params):
-                same, flag, way = probe.link_runs(
+            if entry is not None and speed.follows_link(workload.params):
+                same, flag, way = speed.link_runs(
                     values,
                     entry.run_samples,
                     context["machine"],
@@ -228,15 +228,15 @@ class Judge:
                     link = LinkSubset(
                         len(same), len(entry.runs), way or "", (flag or "") if way else ""
                     )
-            change = probe.machine_change(context["machine"], machines)
+            change = speed.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
                 machine_change = MachineChange(
                     str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
                 )
-                raw = probe.raw_ratio(values, runs or [], workload.higher_is_better)
-                judged = probe.adjust(values, change["now"], workload.higher_is_better)
-                runs = probe.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
-                flag = probe.guard(change, plan.tolerance, raw)
+                raw = speed.raw_ratio(values, runs or [], workload.higher_is_better)
+                judged = speed.adjust(values, change["now"], workload.higher_is_better)
+                runs = speed.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
+                flag = speed.guard(change, plan.tolerance, raw)
                 guards = [*guards, flag] if flag else guards
         baseline = stats.baseline_verdict(
             judged,

@@ -38,14 +38,8 @@ node, which the checks must show.  The kernels are C, compiled on first use (``-
 on one thread (the record names which, and how many CPUs; rates from different sources are
 never compared).
 
-A check whose samples move with the machine is judged on *machine-adjusted* samples: each
-run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
-cache rate for the rest).  When the probe itself
-moved by more than twice the check's tolerance since the baseline runs, and the check moved
-with it (or within its tolerance), the result is noisy rather than a regression or an
-improvement: how closely a check follows the probe is not exact.  A check that moved beyond
-its tolerance against the machine (slower while the machine ran faster) is judged as usual:
-the machine cannot have caused that.  GPU checks record the probe but are not adjusted by it.
+How a check is judged per unit of machine speed, from these readings, is in
+:mod:`perfsuite.speed`.
 """
 
 from __future__ import annotations
@@ -54,7 +48,6 @@ import ctypes
 import functools
 import math
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -63,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import native, stats
+from perfsuite import native
 
 PASSES = 5
 MIN_BYTES = 64 * 2**20
@@ -77,15 +70,9 @@ LINK_PASSES = 7
 # ``cross_cpu`` of work that shares the CPUs' way to memory, and of work whose threads
 # hand data to each other (``True``: recorded before the two were told apart).
 MEMORY_LINKS, HANDOFFS = "memory", "handoff"
-HANDOFF_BYTES = 1 << 20  # the largest message whose collective the far link only slows
-LINK_STATES = 2.0  # two link readings further apart than this are different states
 LINK_ON_CPU = 0.9  # a pass counts when both sides ran at least this share of it on their CPU
 LINK_LIMIT_S = 1.0  # a side that waits longer than this gives up
 CACHE_MIN_N = 16 * 1024
-# A probe move beyond this many tolerances makes a result noisy: a check that follows the
-# machine half as closely as the probe, or half as much again, is then still within one
-# tolerance of its adjusted value.
-GUARD_TOLERANCES = 2.0
 
 C_PROBE = r"""
 #include <time.h>
@@ -168,70 +155,6 @@ int probe_link(_Atomic long *flag, int side, long rounds, int passes, double lim
     return 0;
 }
 """
-
-
-def component_for(unit: str) -> str:
-    """Which probe rate a check's metric follows: memory for byte rates, cache otherwise.
-
-    GEMMs, convolutions, collectives and input pipelines move with what the shared cache
-    gives them; a register-only loop stays flat while they run at half speed.
-    """
-    return "memory" if unit.endswith("B/s") else "cache"
-
-
-def follows_link(params: Mapping[str, Any]) -> bool:
-    """Whether a check's work crosses between this host's CPUs.
-
-    Ranks that talk to each other do, and so does work whose threads hand buffers to each
-    other (a tf.data pipeline's producer and consumer threads) or share the CPUs' way to
-    memory (STREAM on every CPU): ``cross_cpu`` in its params.  On a VM the hypervisor
-    moves virtual CPUs between physical cores: two of them sharing a cache and two on
-    different chiplets hand a cache line over 4x apart, and shared-memory collectives follow
-    (on a 2-core AMD EPYC VM, MPI's 64 KiB allreduce took 25 us in one state and 52-67 us in
-    the other, within the same minute), as do the input pipelines (1.28-1.31x slower in the
-    far state) and STREAM the other way: two vCPUs on one chiplet share its link to memory
-    (a 2-thread copy at 33-36 GB/s against 53-60 on two chiplets, switching every 10-60 s
-    on that VM, while one thread stayed at 28-30).
-    """
-    if not follows_host(params):
-        return False
-    if params.get("cross_cpu") in (True, MEMORY_LINKS, HANDOFFS):
-        return True
-    try:
-        ranks = int(params.get("ranks", 1) or 1)
-    except (TypeError, ValueError):
-        return False
-    return ranks > 1
-
-
-def link_effect(params: Mapping[str, Any]) -> int:
-    """Which way the far state (two vCPUs on different chiplets) moves a check, or 0.
-
-    +1 for work that shares the CPUs' way to memory (``cross_cpu`` is ``"memory"``: two
-    chiplets have two links to memory, so STREAM on every CPU runs faster), -1 for work
-    whose CPUs hand data to each other (a pipeline's threads: ``"handoff"``; ranks with
-    messages up to ``HANDOFF_BYTES``; the far path is slower), 0 for a check that does not
-    follow the link or for which the way is not known (``cross_cpu`` true: older records,
-    and checks whose way was not measured).
-    """
-    if not follows_link(params):
-        return 0
-    kind = params.get("cross_cpu")
-    if kind == MEMORY_LINKS:
-        return 1
-    if kind == HANDOFFS:
-        return -1
-    if kind is not None:  # True: a record from before the direction was kept
-        return 0
-    # Ranks: measured for messages up to 1 MiB (64 KiB 2.1x, 1 MiB 3.5x slower far); a
-    # larger one also streams memory, which the far state speeds up.
-    size = params.get("size", params.get("total_bytes"))
-    return -1 if isinstance(size, int) and size <= HANDOFF_BYTES else 0
-
-
-def follows_host(params: Mapping[str, Any]) -> bool:
-    """Whether a check runs on the host CPU (a GPU check does not move with the host probe)."""
-    return str(params.get("device", "cpu")).split(":")[0] == "cpu"
 
 
 class Probe:
@@ -496,314 +419,3 @@ def combine(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
     out["before"] = {k: before[k] for k in keys}
     out["after"] = {k: after[k] for k in keys}
     return out
-
-
-def rate(reading: Any, component: str, source: str | None = None) -> float | None:
-    """A reading's rate for one component (only from ``source`` when given), or None."""
-    if not isinstance(reading, Mapping):
-        return None
-    if source is not None and reading.get("source") != source:
-        return None
-    value = reading.get(component)
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
-
-
-def own_rate(reading: Any) -> float | None:
-    """The rate of the component the reading's check follows (``reading["component"]``)."""
-    component = reading.get("component") if isinstance(reading, Mapping) else None
-    return rate(reading, str(component)) if component else None
-
-
-def per_speed(value: float, reading: Any, higher_is_better: bool) -> float | None:
-    """``value`` per unit of the machine's speed beside it (a latency times it), or None."""
-    speed = own_rate(reading)
-    if speed is None:
-        return None
-    return value / speed if higher_is_better else value * speed
-
-
-def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
-    """What a baseline run keeps of a check's reading: its component's rate and source.
-
-    With ``link`` (a check that follows the CPUs' link), the link rate is kept beside it,
-    where it was read and held one state over the check (a run measured across two states
-    belongs to neither).
-    """
-    value = own_rate(reading)
-    if value is None:
-        return None
-    component = reading["component"]
-    out = {
-        "component": str(component),
-        str(component): value,
-        "source": str(reading.get("source", "")),
-    }
-    value = rate(reading, LINK) if link else None
-    if value is not None and _link_steady(reading):
-        out[LINK] = value
-    return out
-
-
-def _link_edges(reading: Mapping[str, Any]) -> list[float | None]:
-    """The link rates read right before and right after a check (None where not read)."""
-    return [rate(reading.get(k), LINK) for k in ("before", "after")]
-
-
-def _link_steady(reading: Mapping[str, Any]) -> bool:
-    """Whether the link stayed in one state from the reading before to the one after."""
-    edges = _link_edges(reading)
-    if edges[0] is None or edges[1] is None:
-        return True  # one reading (a stored one): nothing to tell
-    return abs(math.log(edges[1] / edges[0])) <= math.log(LINK_STATES)
-
-
-def link_groups(machines: Sequence[Any]) -> list[list[int]] | None:
-    """The runs grouped by the state their link reading was in, or None without readings.
-
-    Sorted by rate, a new group starts where the next reading is more than ``LINK_STATES``
-    above the group's first.
-    """
-    rates = [rate(m, LINK) for m in machines]
-    if not rates or any(r is None for r in rates):
-        return None
-    order = sorted(range(len(rates)), key=lambda i: float(rates[i] or 0.0))
-    groups: list[list[int]] = []
-    for i in order:
-        value = float(rates[i] or 0.0)
-        if groups and value <= LINK_STATES * float(rates[groups[-1][0]] or 0.0):
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-def run_variances(
-    run_samples: Sequence[Sequence[float]], machines: Sequence[Any], higher_is_better: bool
-) -> list[tuple[float, int]]:
-    """A check's run-to-run variances and their degrees of freedom, for the shared prior.
-
-    Where the runs carry link readings in more than one state, each state's runs give their
-    own variance (a check compared like with like varies only within its state).
-    """
-    groups = link_groups(machines) or [list(range(len(run_samples)))]
-    return [
-        (stats.run_variance([run_samples[i] for i in g], higher_is_better), len(g) - 1)
-        for g in groups
-        if len(g) > 1
-    ]
-
-
-def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None, str | None]:
-    """The baseline runs measured with the CPUs' link in the state it is in now.
-
-    Returns ``(indices, flag)``.  ``indices`` is None when every run was in the same state
-    as now, or when no run has a link reading (a baseline from before it was read: judged
-    as before); a run without one (measured across two states) is in no state.  ``flag`` is
-    a noise flag when the link changed state during the check, or when no baseline run was
-    measured in the state it is in now: like can then not be compared with like.  Two
-    readings are in the same state when they are within a factor of ``LINK_STATES``.
-    """
-    now = rate(current, LINK)
-    if now is None:
-        return None, None
-    band = math.log(LINK_STATES)
-    if not _link_steady(current):
-        before, after = (current[k][LINK] for k in ("before", "after"))
-        return None, (
-            f"while the CPUs' link changed state during the measurement "
-            f"({before:.3g} to {after:.3g} M handoffs/s)"
-        )
-    source = str(current.get("source", ""))
-    rates = [rate(r, LINK, source) for r in baseline]
-    known = [r for r in rates if r is not None]
-    if not known:
-        return None, None
-    same = [i for i, r in enumerate(rates) if r is not None and abs(math.log(r / now)) <= band]
-    if len(same) == len(rates):
-        return None, None
-    if not same:
-        return None, (
-            f"while the CPUs' link ran at {now:.3g} M handoffs/s, another state than in every "
-            f"baseline run ({min(known):.3g}-{max(known):.3g})"
-        )
-    return same, None
-
-
-def link_bounds(current: Any, baseline: Sequence[Any], effect: int) -> dict[str, list[int]]:
-    """The baseline runs that bound the check whatever state its link was in during it.
-
-    For a check measured across two link states, or in a state no baseline run was in,
-    like cannot be compared with like; but the link only ever moves a check one way
-    (``link_effect``).  ``"slower"`` lists the baseline runs measured in a state where the
-    check runs no faster than in any state it saw now (for STREAM: the nearest link it saw,
-    or nearer; for ranks: the farthest, or farther), the runs of the most extreme such state,
-    so a check significantly slower than those runs is slower than the link can explain;
-    ``"faster"`` is the mirror image.
-    Empty lists where the baseline has no such run or no readings, or for ``effect`` 0.
-    """
-    edges = _link_edges(current) if current else []
-    seen = [e for e in [*edges, rate(current, LINK)] if e is not None]
-    if effect == 0 or not seen:
-        return {"slower": [], "faster": []}
-    low, high = min(seen), max(seen)
-    source = str(current.get("source", ""))
-    rates = [rate(r, LINK, source) for r in baseline]
-    # A run in the state of both readings now (they were a little over 2x apart) bounds
-    # neither way.
-    near = [i for i, r in enumerate(rates) if r is not None and high / LINK_STATES <= r]
-    far = [i for i, r in enumerate(rates) if r is not None and r <= low * LINK_STATES]
-    near, far = [i for i in near if i not in far], [i for i in far if i not in near]
-    # Of those, the runs of the one state at the far end (a baseline of two states would
-    # otherwise be judged with both states' spread).
-    if near:
-        top = max(float(rates[i] or 0.0) for i in near)
-        near = [i for i in near if float(rates[i] or 0.0) >= top / LINK_STATES]
-    if far:
-        bottom = min(float(rates[i] or 0.0) for i in far)
-        far = [i for i in far if float(rates[i] or 0.0) <= bottom * LINK_STATES]
-    # A nearer link (a higher handoff rate) slows work that shares the way to memory.
-    return {"slower": near, "faster": far} if effect > 0 else {"slower": far, "faster": near}
-
-
-def link_bound(
-    samples: Sequence[float],
-    runs: Sequence[Sequence[float]],
-    current: Any,
-    machines: Sequence[Any],
-    *,
-    effect: int,
-    higher_is_better: bool,
-    tolerance: float,
-) -> tuple[str, list[int]] | None:
-    """The baseline runs to judge a check against when its link state cannot be matched.
-
-    ``machines`` are the runs' readings (with their link where they held one state).  Of
-    the two bounds of ``link_bounds``, the one the check moved beyond by more than its
-    tolerance (per unit of machine speed, as the verdict judges it): ``("slower",
-    indices)`` for a check slower than every run in its slowest state, ``("faster", ...)``
-    for the mirror image.  None when the check lies within the bounds (the link may explain
-    it) or the baseline has no run in the bounding state.
-    """
-    band = math.log1p(tolerance)
-    for direction, indices in link_bounds(current, machines, effect).items():
-        if not indices:
-            continue
-        now: Sequence[float] = samples
-        then: Sequence[Sequence[float]] = [runs[i] for i in indices]
-        change = machine_change(current, [machines[i] for i in indices])
-        if change is not None:
-            now = adjust(samples, change["now"], higher_is_better)
-            then = adjust_runs(then, change["rates"], higher_is_better)
-        move = math.log(raw_ratio(now, then, higher_is_better))
-        if (move < -band and direction == "slower") or (move > band and direction == "faster"):
-            return direction, indices
-    return None
-
-
-def link_runs(
-    samples: Sequence[float],
-    runs: Sequence[Sequence[float]],
-    current: Any,
-    machines: Sequence[Any],
-    *,
-    params: Mapping[str, Any],
-    higher_is_better: bool,
-    tolerance: float,
-) -> tuple[list[int] | None, str | None, str]:
-    """The baseline runs a check that follows the CPUs' link is compared with.
-
-    Returns ``(indices, flag, way)``: like with like (``link_state``: ``indices`` None for
-    every run, ``flag`` a noise flag when like cannot be compared with like); or, where it
-    cannot, the runs that bound the check (``link_bound``), with ``way`` "slower" or
-    "faster" and ``flag`` saying why like was not compared with like.  ``way`` is empty
-    unless the runs bound it.
-    """
-    same, flag = link_state(current, machines)
-    if flag:
-        bound = link_bound(
-            samples,
-            runs,
-            current,
-            machines,
-            effect=link_effect(params),
-            higher_is_better=higher_is_better,
-            tolerance=tolerance,
-        )
-        if bound is not None:
-            return bound[1], flag, bound[0]
-    return same, flag, ""
-
-
-def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:
-    """How the machine moved since the baseline runs, for the check's component.
-
-    None unless the check follows the host and the current reading and every baseline run's
-    have that component's rate from the same source.
-    """
-    component = current.get("component") if isinstance(current, Mapping) else None
-    if not component or not baseline:
-        return None
-    source = str(current.get("source", ""))
-    now = rate(current, component, source)
-    rates = [rate(r, component, source) for r in baseline]
-    if now is None or any(r is None for r in rates):
-        return None
-    known = [float(r or 0.0) for r in rates]
-    return {
-        "component": component,
-        "now": now,
-        "rates": known,
-        "ratio": now / statistics.geometric_mean(known),
-        "baseline_runs": len(known),
-    }
-
-
-def raw_ratio(
-    samples: Sequence[float], runs: Sequence[Sequence[float]], higher_is_better: bool
-) -> float:
-    """The check's own move against the baseline runs, unadjusted (above 1: faster)."""
-    level = statistics.geometric_mean([statistics.median(r) for r in runs])
-    return stats.oriented_ratio(statistics.median(samples), level, higher_is_better)
-
-
-def guard(
-    change: Mapping[str, Any] | None, tolerance: float, raw: float | None = None
-) -> str | None:
-    """The noise flag of a machine that moved beyond the guard since its baseline runs.
-
-    ``raw`` is the check's own move (above 1: faster), unadjusted.  When the check moved
-    beyond its tolerance *against* the machine (slower on a faster machine, or faster on a
-    slower one), the machine cannot have caused it, and no flag is raised; when it moved
-    with the machine, or within its tolerance, how much of its move is the machine's cannot
-    be told, and the result is noisy, unless the check moved more than twice as far as the
-    machine, plus its tolerance (log scale): a machine that ran 15% slower cannot have made a
-    check three times slower.
-    """
-    band = math.log1p(GUARD_TOLERANCES * tolerance)
-    if change is None or abs(math.log(change["ratio"])) <= band:
-        return None
-    if raw is not None and (raw - 1) * (change["ratio"] - 1) < 0:
-        if abs(math.log(raw)) > math.log1p(tolerance):
-            return None
-    machine = abs(math.log(change["ratio"]))
-    if raw is not None and abs(math.log(raw)) > 2 * machine + math.log1p(tolerance):
-        return None
-    percent = round((change["ratio"] - 1) * 100)
-    return (
-        f"while the machine itself ran {percent:+d}% against its baseline runs "
-        f"(framework-free {change['component']} probe)"
-    )
-
-
-def adjust(samples: Sequence[float], speed: float, higher_is_better: bool) -> list[float]:
-    """Samples expressed per unit of machine speed (a rate divided, a latency multiplied)."""
-    return [s / speed if higher_is_better else s * speed for s in samples]
-
-
-def adjust_runs(
-    runs: Sequence[Sequence[float]], rates: Sequence[float], higher_is_better: bool
-) -> list[list[float]]:
-    """Each run's samples per unit of that run's machine speed."""
-    return [adjust(r, v, higher_is_better) for r, v in zip(runs, rates, strict=True)]

@@ -567,7 +567,7 @@ def decide(
     moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
 
     ``bound`` ("slower" or "faster") says the baseline runs compared with only bound the
-    check (``probe.link_bound``; ``held`` says why like was not compared with like): a
+    check (``speed.link_bound``; ``held`` says why like was not compared with like): a
     significant change that way, beyond the tolerance and the spread, is a change;
     anything else is *noisy*, never *ok*, since the runs like the check's would have lain
     further that way.

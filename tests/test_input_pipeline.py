@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import probe
+from perfsuite import speed
 from perfsuite.checks import input_pipeline as ip
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.inputs import dataset as datasets
@@ -127,10 +127,10 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     configs = {c["config"]: c for c in section["configs"]}
     assert set(configs) == {"naive", "interleave"}
     tuned = next(r for r in record["results"] if r["params"].get("config") == "interleave")
-    assert all(probe.follows_link(r["params"]) for r in record["results"]), (
+    assert all(speed.follows_link(r["params"]) for r in record["results"]), (
         "pipelines, training input and storage reads are judged by the CPUs' link state"
     )
-    effects = {r["check"]: probe.link_effect(r["params"]) for r in record["results"]}
+    effects = {r["check"]: speed.link_effect(r["params"]) for r in record["results"]}
     assert effects["input_pipeline"] == -1, "the far link only slows a pipeline's handoffs"
     assert all(e == 0 for c, e in effects.items() if c != "input_pipeline"), (
         "training input and storage reads: the far link's way was not measured"

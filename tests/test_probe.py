@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite import probe
+from perfsuite import probe, speed
 from perfsuite.baseline import BaselineStore
 from perfsuite.errors import StorageError
 from perfsuite.hardware.profile import ProfileRegistry
@@ -70,38 +70,38 @@ def test_the_probe_reads_every_rate_with_or_without_a_compiler(
 
 
 def test_a_check_follows_the_memory_or_the_cache_rate_and_only_on_the_host() -> None:
-    assert probe.component_for("GB/s") == "memory"
-    assert probe.component_for("MB/s") == "memory"
-    assert probe.component_for("TFLOP/s") == "cache"
-    assert probe.component_for("µs") == "cache"
-    assert probe.follows_host({"device": "cpu"})
-    assert probe.follows_host({"config": "cached"}), "no device: a host pipeline"
-    assert not probe.follows_host({"device": "gpu:0"})
+    assert speed.component_for("GB/s") == "memory"
+    assert speed.component_for("MB/s") == "memory"
+    assert speed.component_for("TFLOP/s") == "cache"
+    assert speed.component_for("µs") == "cache"
+    assert speed.follows_host({"device": "cpu"})
+    assert speed.follows_host({"config": "cached"}), "no device: a host pipeline"
+    assert not speed.follows_host({"device": "gpu:0"})
 
 
 def test_the_machine_change_needs_the_same_component_and_source_in_every_run() -> None:
     now = {**reading(20.0, 9.0), "component": "memory"}
-    runs = [probe.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
-    change = probe.machine_change(now, runs)
+    runs = [speed.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
+    change = speed.machine_change(now, runs)
     assert change is not None
     assert change["rates"] == [25.0, 24.0, 26.0]
     assert change["ratio"] == pytest.approx(20.0 / float(np.exp(np.mean(np.log([25, 24, 26])))))
-    assert probe.machine_change({**now, "component": None}, runs) is None, "a GPU check"
-    assert probe.machine_change(now, [*runs, None]) is None, "a run without a probe"
+    assert speed.machine_change({**now, "component": None}, runs) is None, "a GPU check"
+    assert speed.machine_change(now, [*runs, None]) is None, "a run without a probe"
     other = {**now, "source": "numpy and a Python loop, one thread (no C compiler)"}
-    assert probe.machine_change(other, runs) is None, "rates of different kernels"
-    assert probe.machine_change({**now, "memory": float("nan")}, runs) is None
+    assert speed.machine_change(other, runs) is None, "rates of different kernels"
+    assert speed.machine_change({**now, "memory": float("nan")}, runs) is None
 
 
 def test_the_guard_fires_beyond_twice_the_tolerance() -> None:
     def change(ratio: float) -> dict[str, object]:
         return {"component": "memory", "ratio": ratio}
 
-    assert probe.guard(change(0.91), 0.05) is None
-    assert probe.guard(change(1.09), 0.05) is None
-    assert "ran -30% against its baseline runs" in (probe.guard(change(0.70), 0.05) or "")
-    assert "+15%" in (probe.guard(change(1.15), 0.05) or "")
-    assert probe.guard(None, 0.05) is None
+    assert speed.guard(change(0.91), 0.05) is None
+    assert speed.guard(change(1.09), 0.05) is None
+    assert "ran -30% against its baseline runs" in (speed.guard(change(0.70), 0.05) or "")
+    assert "+15%" in (speed.guard(change(1.15), 0.05) or "")
+    assert speed.guard(None, 0.05) is None
 
 
 def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> None:
@@ -110,25 +110,25 @@ def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> No
     def change(ratio: float) -> dict[str, object]:
         return {"component": "cache", "ratio": ratio}
 
-    assert probe.guard(change(1.15), 0.05, raw=0.80) is None
-    assert probe.guard(change(0.80), 0.05, raw=1.10) is None, "faster on a slower machine"
-    assert probe.guard(change(1.15), 0.05, raw=0.97) is not None, "within its tolerance"
-    assert probe.guard(change(0.80), 0.05, raw=0.70) is not None, "slower with the machine"
-    assert probe.guard(change(1.15), 0.05, raw=1.20) is not None, "faster with the machine"
+    assert speed.guard(change(1.15), 0.05, raw=0.80) is None
+    assert speed.guard(change(0.80), 0.05, raw=1.10) is None, "faster on a slower machine"
+    assert speed.guard(change(1.15), 0.05, raw=0.97) is not None, "within its tolerance"
+    assert speed.guard(change(0.80), 0.05, raw=0.70) is not None, "slower with the machine"
+    assert speed.guard(change(1.15), 0.05, raw=1.20) is not None, "faster with the machine"
 
 
 def test_the_guard_lets_a_check_that_moved_far_beyond_the_machine_be_judged() -> None:
     """Pinned to one core under -n 2: STREAM at 0.26-0.32 while the memory probe read -9..-18%."""
     change = {"component": "memory", "ratio": 0.87}
-    assert probe.guard(change, 0.05, raw=0.30) is None, "the machine cannot make it 3x slower"
-    assert probe.guard(change, 0.05, raw=0.80) is not None, "within twice the machine's move"
-    assert probe.guard({"component": "memory", "ratio": 1.15}, 0.05, raw=1.60) is None
+    assert speed.guard(change, 0.05, raw=0.30) is None, "the machine cannot make it 3x slower"
+    assert speed.guard(change, 0.05, raw=0.80) is not None, "within twice the machine's move"
+    assert speed.guard({"component": "memory", "ratio": 1.15}, 0.05, raw=1.60) is None
 
 
 def test_the_raw_ratio_is_the_check_against_the_baseline_runs_unadjusted() -> None:
     runs = [[10.0, 10.0], [40.0, 40.0]]  # geometric mean of the run medians: 20
-    assert probe.raw_ratio([16.0, 16.0], runs, higher_is_better=True) == pytest.approx(0.8)
-    assert probe.raw_ratio([25.0, 25.0], runs, higher_is_better=False) == pytest.approx(0.8)
+    assert speed.raw_ratio([16.0, 16.0], runs, higher_is_better=True) == pytest.approx(0.8)
+    assert speed.raw_ratio([25.0, 25.0], runs, higher_is_better=False) == pytest.approx(0.8)
 
 
 def test_a_checks_reading_is_the_faster_of_before_and_after_with_both_kept() -> None:
@@ -150,8 +150,8 @@ def test_a_checks_reading_is_the_faster_of_before_and_after_with_both_kept() -> 
 
 
 def test_adjusting_divides_a_rate_and_multiplies_a_latency() -> None:
-    assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=True) == [5.0, 10.0]
-    assert probe.adjust([10.0, 20.0], 2.0, higher_is_better=False) == [20.0, 40.0]
+    assert speed.adjust([10.0, 20.0], 2.0, higher_is_better=True) == [5.0, 10.0]
+    assert speed.adjust([10.0, 20.0], 2.0, higher_is_better=False) == [20.0, 40.0]
 
 
 def result(node_id: str, samples: list[float], machine: dict[str, object] | None) -> Result:
@@ -288,8 +288,8 @@ def test_a_slowdown_on_a_faster_machine_is_a_regression_not_noise(tmp_path: Path
 
 
 def test_a_gpu_reading_is_recorded_but_not_kept_for_adjusting() -> None:
-    assert probe.stored({**reading(25.0, 9.0), "component": None}) is None
-    assert probe.machine_change({**reading(25.0, 9.0), "component": None}, [{}]) is None
+    assert speed.stored({**reading(25.0, 9.0), "component": None}) is None
+    assert speed.machine_change({**reading(25.0, 9.0), "component": None}, [{}]) is None
 
 
 def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None:
@@ -353,35 +353,35 @@ def linked(link: float, before: float | None = None) -> dict[str, object]:
 
 def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> None:
     runs = [linked(25.0), linked(6.0), linked(24.0), linked(5.8), linked(26.0)]
-    assert probe.link_state(linked(24.5), runs) == ([0, 2, 4], None)
-    assert probe.link_state(linked(6.1), runs) == ([1, 3], None)
-    assert probe.link_state(linked(25.0), [linked(25.0), linked(20.0)]) == (None, None)
-    same, flag = probe.link_state(linked(60.0), runs)
+    assert speed.link_state(linked(24.5), runs) == ([0, 2, 4], None)
+    assert speed.link_state(linked(6.1), runs) == ([1, 3], None)
+    assert speed.link_state(linked(25.0), [linked(25.0), linked(20.0)]) == (None, None)
+    same, flag = speed.link_state(linked(60.0), runs)
     assert same is None and flag is not None and "another state than in every" in flag
-    same, flag = probe.link_state(linked(6.0, before=25.0), runs)
+    same, flag = speed.link_state(linked(6.0, before=25.0), runs)
     assert same is None and flag is not None and "changed state during" in flag
     unread = {k: v for k, v in linked(25.0).items() if k != "link"}
-    assert probe.link_state(linked(6.0), [unread, linked(6.0)]) == ([1], None), (
+    assert speed.link_state(linked(6.0), [unread, linked(6.0)]) == ([1], None), (
         "a run without a reading is in no state"
     )
-    assert probe.link_state(linked(6.0), [unread, unread]) == (None, None), "older: as before"
-    assert probe.link_state({"memory": 1.0}, runs) == (None, None)
-    assert probe.follows_link({"device": "cpu", "ranks": 2})
-    assert not probe.follows_link({"device": "cpu", "ranks": 1})
-    assert not probe.follows_link({"device": "gpu:0", "ranks": 2})
-    assert not probe.follows_link({"device": "cpu"})
-    assert probe.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
-    assert not probe.follows_link({"device": "gpu:0", "cross_cpu": True})
-    assert probe.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
-    assert probe.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
-    assert probe.link_effect({"device": "cpu", "ranks": 2, "size": 64 << 10}) == -1
-    assert probe.link_effect({"device": "cpu", "ranks": 2, "total_bytes": 1 << 20}) == -1
-    assert probe.link_effect({"device": "cpu", "ranks": 2, "size": 16 << 20}) == 0, (
+    assert speed.link_state(linked(6.0), [unread, unread]) == (None, None), "older: as before"
+    assert speed.link_state({"memory": 1.0}, runs) == (None, None)
+    assert speed.follows_link({"device": "cpu", "ranks": 2})
+    assert not speed.follows_link({"device": "cpu", "ranks": 1})
+    assert not speed.follows_link({"device": "gpu:0", "ranks": 2})
+    assert not speed.follows_link({"device": "cpu"})
+    assert speed.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
+    assert not speed.follows_link({"device": "gpu:0", "cross_cpu": True})
+    assert speed.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
+    assert speed.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
+    assert speed.link_effect({"device": "cpu", "ranks": 2, "size": 64 << 10}) == -1
+    assert speed.link_effect({"device": "cpu", "ranks": 2, "total_bytes": 1 << 20}) == -1
+    assert speed.link_effect({"device": "cpu", "ranks": 2, "size": 16 << 20}) == 0, (
         "a large message also streams memory: the far link's way is not known"
     )
-    assert probe.link_effect({"device": "cpu", "ranks": 2}) == 0
-    assert probe.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
-    assert probe.link_effect({"device": "cpu"}) == 0
+    assert speed.link_effect({"device": "cpu", "ranks": 2}) == 0
+    assert speed.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
+    assert speed.link_effect({"device": "cpu"}) == 0
 
 
 def test_the_link_bounds_are_the_runs_in_the_states_that_bound_the_check() -> None:
@@ -389,21 +389,21 @@ def test_the_link_bounds_are_the_runs_in_the_states_that_bound_the_check() -> No
     across = linked(6.0, before=25.0)
     # Memory-bound work runs slowest with the nearest link: a slowdown is judged against
     # the near runs, a speed-up against the far ones.
-    assert probe.link_bounds(across, runs, 1) == {"slower": [0, 2], "faster": [1, 3]}
-    assert probe.link_bounds(across, runs, -1) == {"slower": [1, 3], "faster": [0, 2]}
-    assert probe.link_bounds(linked(60.0), runs, 1) == {"slower": [], "faster": [1, 3]}
-    assert probe.link_bounds(across, runs, 0) == {"slower": [], "faster": []}
+    assert speed.link_bounds(across, runs, 1) == {"slower": [0, 2], "faster": [1, 3]}
+    assert speed.link_bounds(across, runs, -1) == {"slower": [1, 3], "faster": [0, 2]}
+    assert speed.link_bounds(linked(60.0), runs, 1) == {"slower": [], "faster": [1, 3]}
+    assert speed.link_bounds(across, runs, 0) == {"slower": [], "faster": []}
     # Readings a little over 2x apart: a run in the state of both bounds neither way.
     between = [linked(6.0), linked(8.0), linked(14.0)]
-    assert probe.link_bounds(linked(11.0, before=5.0), between, 1) == {
+    assert speed.link_bounds(linked(11.0, before=5.0), between, 1) == {
         "slower": [2],
         "faster": [],
     }
     other = [{**linked(25.0), "source": "numpy"}, linked(24.0)]
-    assert probe.link_bounds(across, other, 1) == {"slower": [1], "faster": []}, (
+    assert speed.link_bounds(across, other, 1) == {"slower": [1], "faster": []}, (
         "a reading from another probe source is no state"
     )
-    assert probe.link_bounds({"memory": 1.0}, runs, 1) == {"slower": [], "faster": []}
+    assert speed.link_bounds({"memory": 1.0}, runs, 1) == {"slower": [], "faster": []}
 
 
 def stream_like(samples: list[float], link: float, before: float | None = None) -> Result:
@@ -556,21 +556,21 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:
     steady = {**linked(6.0), "component": "cache"}
-    assert probe.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
-    assert "link" not in (probe.stored(steady) or {}), "a check that does not follow it"
+    assert speed.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
+    assert "link" not in (speed.stored(steady) or {}), "a check that does not follow it"
     changed = {**linked(6.0, before=25.0), "component": "cache"}
-    assert "link" not in (probe.stored(changed, link=True) or {}), "measured across two states"
+    assert "link" not in (speed.stored(changed, link=True) or {}), "measured across two states"
 
 
 def test_the_prior_sees_each_link_state_of_a_collective_on_its_own() -> None:
     """Runs in two states 2x apart vary little within each: the prior gets both variances."""
     machines = [{"link": v} for v in (25.0, 6.0, 24.0, 5.9, 26.0)]
-    assert probe.link_groups(machines) == [[3, 1], [2, 0, 4]]
-    assert probe.link_groups([{"link": 6.0}, None]) is None
+    assert speed.link_groups(machines) == [[3, 1], [2, 0, 4]]
+    assert speed.link_groups([{"link": 6.0}, None]) is None
     runs = [[25.0], [55.0], [25.5], [56.0], [24.5]]
-    split = probe.run_variances(runs, machines, higher_is_better=False)
+    split = speed.run_variances(runs, machines, higher_is_better=False)
     assert [df for _, df in split] == [1, 2] and all(v < 1e-3 for v, _ in split)
-    (whole,) = probe.run_variances(runs, [None] * 5, higher_is_better=False)
+    (whole,) = speed.run_variances(runs, [None] * 5, higher_is_better=False)
     assert whole[1] == 4 and whole[0] > 0.1
 
 
@@ -612,7 +612,7 @@ def test_a_library_that_will_not_load_is_a_reason_not_an_error(
 
 def test_per_speed_divides_a_rate_and_multiplies_a_latency_by_the_checks_component() -> None:
     reading = {"component": "memory", "memory": 20.0, "cache": 50.0}
-    assert probe.per_speed(10.0, reading, higher_is_better=True) == 0.5
-    assert probe.per_speed(10.0, reading, higher_is_better=False) == 200.0
-    assert probe.per_speed(10.0, {"component": "memory", "memory": 0.0}, True) is None
-    assert probe.per_speed(10.0, None, True) is None
+    assert speed.per_speed(10.0, reading, higher_is_better=True) == 0.5
+    assert speed.per_speed(10.0, reading, higher_is_better=False) == 200.0
+    assert speed.per_speed(10.0, {"component": "memory", "memory": 0.0}, True) is None
+    assert speed.per_speed(10.0, None, True) is None

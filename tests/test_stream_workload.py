@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfsuite import probe
+from perfsuite import speed
 from perfsuite.backends import Target, targets
 from perfsuite.backends.base import STREAM_SCALAR
 from perfsuite.backends.numpy import NumpyStream
@@ -43,7 +43,7 @@ def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
     host = stream.workload(Target("numpy", "cpu"), "copy", ProfileRegistry().load("a100"))
     try:
         assert host.params["cross_cpu"] == "memory"
-        assert probe.follows_link(host.params)
+        assert speed.follows_link(host.params)
     finally:
         assert host.close is not None
         host.close()

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite import backends, probe
+from perfsuite import backends, probe, speed
 from perfsuite.backends import Target
 from perfsuite.backends.base import STREAM_WORD
 from perfsuite.hardware.detect import host_facts
@@ -110,7 +110,7 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
     # The same kernel written bare, on the same device, sampled beside the check (fidelity).
     bare = backend.stream_reference(kernels, kernel, nbytes)
     params: dict[str, Any] = {"kernel": kernel, "backend": target.backend, "device": target.device}
-    if probe.follows_host(params):
+    if speed.follows_host(params):
         # The host's bandwidth with every CPU streaming depends on where the hypervisor put
         # the CPUs (two vCPUs on one chiplet share its link to memory): judged like with
         # like by the probe's link state (see perfsuite/probe.py), even when the check is
