@@ -144,12 +144,10 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
         mpiexec = _mpiexec()
         command = [mpiexec, "-f", str(options.hostfile), "-ppn", str(t), "-n", str(n * t)]
         return Plan("mpiexec", n, n * t, (*command, *options.launcher_args, *node))
-    srun = [
-        "srun",
-        "--kill-on-bad-exit=0",
-        f"--ntasks-per-node={t}",
-        *(["--oversubscribe"] if t > 1 else []),
-    ]
+    # Several tasks per node share its CPUs (several GPUs of a node, or a test on one host):
+    # Slurm is told to overcommit rather than to refuse more tasks than CPUs.
+    srun = ["srun", "--kill-on-bad-exit=0"]
+    srun += ["--ntasks-per-node=1"] if t == 1 else ["--overcommit", "--distribution=block"]
     if env.get("SLURM_JOB_ID"):
         if shutil.which("srun") is None:
             raise FleetError("inside a Slurm allocation, but srun is not on PATH")
@@ -199,7 +197,8 @@ def _sbatch_plan(options: Options, n: int, srun: list[str], node: list[str]) -> 
             "#!/bin/bash",
             "# Written by perfsuite fleet run: one task per node, each runs the suite once.",
             f"#SBATCH --nodes={n}",
-            f"#SBATCH --ntasks-per-node={options.tasks_per_node}",
+            f"#SBATCH --ntasks={n * options.tasks_per_node}",
+            *(["#SBATCH --overcommit"] if options.tasks_per_node > 1 else []),
             f"#SBATCH --time={minutes}",
             f"#SBATCH --output={output}",
             f"cd {shlex.quote(os.getcwd())}",
