@@ -6,11 +6,12 @@ so that "slow" is negative whatever the metric's direction (throughput or latenc
     z = (log x - median) / (1.4826 * MAD)        (sign flipped for lower-is-better metrics)
 
 The MAD is floored (see :func:`scales`) so that a tight or tiny fleet, whose MAD can be zero,
-does not turn a 1% difference into a huge z.  Each cell's one-sided normal tail probability
-Phi(z) enters one family per hardware profile (every node x check judged), corrected with
-Holm's step-down, so that the chance of flagging any node of a healthy fleet stays near
-``alpha`` whatever the fleet's size.  A cell is flagged only when it is also material: its
-figure misses the fleet median by more than ``tolerance``.
+does not turn a 1% difference into a huge z.  Each cell's one-sided Student-t tail
+probability (the scale is itself estimated: see ``MAD_DF``) enters one family per hardware
+profile (every node x check judged), corrected with Holm's step-down, so that the chance
+of flagging any node of a healthy fleet stays near ``alpha`` whatever the fleet's size.
+A cell is flagged only when it is also material: its figure misses the fleet median by
+more than ``tolerance``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ from scipy import special
 
 # 1.4826 * MAD estimates the standard deviation of normal data.
 MAD_TO_SD = 1.4826
+# The MAD is 37% efficient for normal data: a scale estimated from n nodes is about as sure
+# as a standard deviation with 0.37 (n - 1) degrees of freedom.  Normal tails with the
+# estimated scale would raise false alarms a few times more often than alpha at 100 nodes
+# (lab/fleet_false_alarms.py); t tails of those degrees of freedom hold it.  Small fleets
+# get at least MIN_DF, so that their power does not vanish: their false alarms are held by
+# the tolerance instead.
+MAD_DF = 0.37
+MIN_DF = 30.0
 
 
 @dataclass(frozen=True)
@@ -143,12 +152,16 @@ def judge(
         z = (logs - centre) / spread
         ratio = np.exp(logs - centre)
     z = np.where(judged[np.newaxis, :], z, np.nan)
-    p = special.ndtr(z)  # one-sided: the chance of a figure this low in a healthy fleet
+    # One-sided: the chance of a figure this low in a healthy fleet.  The scale is estimated
+    # from the fleet itself, so z has Student-t tails of the MAD's effective degrees of
+    # freedom (see ``MAD_DF``), never fewer than ``MIN_DF``.
+    df = np.maximum(MAD_DF * (count - 1), MIN_DF)
+    p = special.stdtr(df[np.newaxis, :], z)
     cut = holm_threshold(p, rule.alpha)
     significant = np.isfinite(p) & (p <= cut)
     material = ratio < 1.0 - rule.tolerance
     flagged = significant & material
-    z_cut = float(special.ndtri(cut)) if cut > 0 else -math.inf
+    z_cut = float(np.nanmax(np.where(p <= cut, z, np.nan))) if cut > 0 else -math.inf
     sign = np.where(np.asarray(higher_is_better, dtype=bool), 1.0, -1.0)
     return Judgement(
         rule=rule,
@@ -164,9 +177,10 @@ def judge(
     )
 
 
-def first_threshold(family: int, alpha: float) -> float:
+def first_threshold(family: int, alpha: float, units: int = 1000) -> float:
     """The z a lone slow cell must reach in a family of ``family`` cells (Bonferroni's)."""
-    return float(special.ndtri(alpha / max(family, 1)))
+    df = max(MAD_DF * (units - 1), MIN_DF)
+    return float(special.stdtrit(df, alpha / max(family, 1)))
 
 
 def slow_units(j: Judgement) -> list[SlowUnit]:

@@ -57,8 +57,9 @@ def rule_line(fleet: Fleet) -> str:
         f"rule: a node is slow at a check when its robust z (log figure minus the fleet "
         f"median, over 1.4826 x MAD, floored at {r.min_spread:.0%}) is significant under "
         f"Holm's correction over every node x check of its profile at alpha {r.alpha:g} "
-        f"(one-sided normal tails: a healthy fleet of any size raises a false alarm in about "
-        f"{r.alpha:.0%} of reports), and it misses the fleet median by more than "
+        f"(one-sided Student-t tails, of the degrees of freedom the MAD is worth: a healthy "
+        f"fleet of any size raises a false alarm in about {r.alpha:.0%} of reports), and it "
+        f"misses the fleet median by more than "
         f"{r.tolerance:.0%}"
     )
 
@@ -73,7 +74,7 @@ def profile_line(p: ProfileFleet) -> str:
     )
     if not p.judged:
         return f"{head}: too few to judge (needs {fj.MIN_UNITS})"
-    z1 = fj.first_threshold(j.family, j.rule.alpha)
+    z1 = fj.first_threshold(j.family, j.rule.alpha, int(j.count.max(initial=0)))
     return (
         f"{head}; {j.family} cells judged; a lone slow cell needs z <= {z1:.2f} and a figure "
         f"below {1 - j.rule.tolerance:.2f}x the fleet median; {_n(len(p.slow), 'unit')} flagged"
