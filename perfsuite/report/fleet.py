@@ -276,7 +276,8 @@ def heat_map_svg(p: ProfileFleet) -> str:
     finite = data[np.isfinite(data)]
     low = min(0.5, float(finite.min())) if finite.size else 0.5
     high = max(1.5, float(finite.max())) if finite.size else 1.5
-    height = max(2.5, 0.22 * len(rows) + 1.8)
+    labels = [short_id(m.checks[c].id)[:40] for c in cols]
+    height = max(2.5, 0.22 * len(rows) + 1.2 + 0.08 * max((len(t) for t in labels), default=0))
     width = min(16.0, max(7.0, 0.28 * len(cols) + 4.0))
     fig = _figure(width, height)
     ax = fig.subplots()
@@ -291,9 +292,7 @@ def heat_map_svg(p: ProfileFleet) -> str:
     ys, xs = np.nonzero(flagged)
     ax.scatter(xs, ys, marker="x", color="black", s=18, linewidths=1)
     ax.set_yticks(range(len(rows)), [m.units[u].name for u in rows], fontsize=8)
-    ax.set_xticks(
-        range(len(cols)), [short_id(m.checks[c].id)[:40] for c in cols], rotation=90, fontsize=7
-    )
+    ax.set_xticks(range(len(cols)), labels, rotation=90, fontsize=7)
     fig.colorbar(image, ax=ax, label="figure / fleet median (below 1: slower)", fraction=0.05)
     ax.set_title(f"{m.profile}: the {len(rows)} worst units; x: flagged", fontsize=10)
     return _svg(fig)
