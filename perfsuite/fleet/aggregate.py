@@ -246,14 +246,32 @@ def _fresh_digest(record: Path) -> dict[str, Any] | None:
     return d
 
 
+def _keep(record: Path, d: Mapping[str, Any]) -> None:
+    """Leave the digest beside its record for the next report, where the folder allows.
+
+    A cache: written without fsync (a digest lost in a crash is made again), and a folder
+    that is read-only simply gets none.
+    """
+    target = digest_path(record)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(d, separators=(",", ":")), encoding="utf-8")
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
 def parse_record(path: Path, keys: dict[tuple[str, str, str, bool], int]) -> list[_Row]:
     """One record's rows (its node's CPU checks, and one per GPU), from its digest if fresh.
+
+    A record without a fresh digest is read whole, and its digest left beside it.
 
     ``keys`` maps each check key met so far to its index; new ones are added.
     """
     d = _fresh_digest(path)
     if d is None:
         d = digest(path)
+        _keep(path, d)
     try:
         return _rows_of(d, str(path), keys)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
