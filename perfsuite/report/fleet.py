@@ -348,8 +348,10 @@ def _rest_line(p: ProfileFleet) -> str:
     finite = sub[np.isfinite(sub)]
     lo, hi = (float(np.min(finite)), float(np.max(finite))) if finite.size else (math.nan,) * 2
     inner = np.nanpercentile(finite, [5, 95]) if finite.size else [math.nan, math.nan]
+    flagged = int(j.flagged[rest].any(axis=1).sum())
+    named = f"{flagged} of them flagged (in the table)" if flagged else "none flagged"
     return (
-        f"The other {_n(int(rest.size), 'unit')} (not drawn): none flagged; their figures lie "
+        f"The other {_n(int(rest.size), 'unit')} (not drawn): {named}; their figures lie "
         f"{_times(lo)} to {_times(hi)} of the fleet median, 90% of them within "
         f"{_times(float(inner[0]))} to {_times(float(inner[1]))}."
     )
