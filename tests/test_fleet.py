@@ -270,7 +270,7 @@ def test_a_stale_digest_is_not_used(tmp_path: Path) -> None:
     (path,) = (tmp_path / "records" / "node00").rglob("*.json")
     aggregate.write_digest(path)
     digest = json.loads(aggregate.digest_path(path).read_text())
-    digest["results"][0][4] = 1.0  # a figure no record holds
+    digest["columns"]["median"][0] = 1.0  # a figure no record holds
     digest["record"]["size"] += 1  # ... from another version of the record
     aggregate.digest_path(path).write_text(json.dumps(digest))
     (m,) = aggregate.load(tmp_path, workers=1)

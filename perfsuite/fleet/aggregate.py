@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,19 @@ _CHUNK = 256
 MAX_RECORD_BYTES = 512 << 20
 # A digest: what the fleet reads of one record, written beside it by the node that ran it.
 DIGEST_SUFFIX = ".fleet.json"
-DIGEST_VERSION = 1
+DIGEST_VERSION = 2
+# The columns of a digest, one entry per result.
+COLUMNS = (
+    "id",
+    "metric",
+    "unit",
+    "higher_is_better",
+    "median",
+    "within",
+    "floor",
+    "baseline",
+    "gpu",
+)
 
 
 @dataclass(frozen=True)
@@ -175,10 +187,12 @@ def _gpu_serials(environment: Mapping[str, Any]) -> dict[int, str]:
 def digest(path: Path) -> dict[str, Any]:
     """What the fleet judges of one run record, checked, as plain JSON data.
 
-    ``results`` holds one list per result: the check's id (``gpu:N`` made ``gpu:*``), metric,
-    unit, direction, summary median, within-run spread, floor and baseline verdicts, and the
-    GPU index (None for a CPU check).  ``record`` pins the record's size and time, so a
-    digest of a record changed since is never used.
+    ``columns`` holds one list per field of :data:`COLUMNS`, one entry per result: the
+    check's id (``gpu:N`` made ``gpu:*``), metric, unit, direction, summary median,
+    within-run spread (None when unknown), floor and baseline verdicts (their indices in
+    FLOOR_VERDICTS and BASELINE_VERDICTS), and the GPU index (None for a CPU check).  Columns
+    let a report turn a digest into arrays without a Python step per result.  ``record``
+    pins the record's size and time, so a digest of a record changed since is never used.
     """
     where = str(path)
     try:
@@ -211,6 +225,7 @@ def digest(path: Path) -> dict[str, Any]:
     results = data.get("results")
     if not isinstance(results, list):
         raise StorageError(f"{where}: 'results' must be a list")
+    parsed = [_parse_result(raw, f"{where}: result {i}") for i, raw in enumerate(results)]
     return {
         "schema_version": DIGEST_VERSION,
         "record": {"size": st.st_size, "mtime_ns": st.st_mtime_ns},
@@ -219,7 +234,9 @@ def digest(path: Path) -> dict[str, Any]:
         "label": label,
         "host": host,
         "gpus": {str(k): v for k, v in _gpu_serials(environment).items()},
-        "results": [_parse_result(raw, f"{where}: result {i}") for i, raw in enumerate(results)],
+        "columns": dict(zip(COLUMNS, map(list, zip(*parsed, strict=True)), strict=True))
+        if parsed
+        else {c: [] for c in COLUMNS},
     }
 
 
@@ -261,12 +278,36 @@ def _keep(record: Path, d: Mapping[str, Any]) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def parse_record(path: Path, keys: dict[tuple[str, str, str, bool], int]) -> list[_Row]:
+@dataclass
+class _Keys:
+    """The check keys a worker met, and the index arrays of the check lists it met.
+
+    Most nodes of a fleet ran the same checks in the same order: their whole list is looked
+    up at once (a tuple's hash), not check by check.
+    """
+
+    index: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
+    lists: dict[tuple[tuple[Any, ...], ...], np.ndarray] = field(default_factory=dict)
+
+    def of(self, c: Mapping[str, list[Any]]) -> np.ndarray:
+        """The key index of each result of a digest's columns."""
+        signature = tuple(tuple(c[k]) for k in ("id", "metric", "unit", "higher_is_better"))
+        found = self.lists.get(signature)
+        if found is None:
+            index = self.index
+            found = np.fromiter(
+                (index.setdefault(k, len(index)) for k in zip(*signature, strict=True)),
+                dtype=np.int32,
+                count=len(signature[0]),
+            )
+            self.lists[signature] = found
+        return found
+
+
+def parse_record(path: Path, keys: _Keys) -> list[_Row]:
     """One record's rows (its node's CPU checks, and one per GPU), from its digest if fresh.
 
     A record without a fresh digest is read whole, and its digest left beside it.
-
-    ``keys`` maps each check key met so far to its index; new ones are added.
     """
     d = _fresh_digest(path)
     if d is None:
@@ -278,30 +319,40 @@ def parse_record(path: Path, keys: dict[tuple[str, str, str, bool], int]) -> lis
         raise StorageError(f"{digest_path(path)}: malformed digest ({exc}); delete it") from None
 
 
-def _rows_of(
-    d: Mapping[str, Any], where: str, keys: dict[tuple[str, str, str, bool], int]
-) -> list[_Row]:
+def _rows_of(d: Mapping[str, Any], where: str, keys: _Keys) -> list[_Row]:
+    c = d["columns"]
+    n = len(c["id"])
+    if any(len(c[k]) != n for k in COLUMNS):
+        raise ValueError("columns of unequal length")
+    idx = keys.of(c)
+    values = np.empty((n, 2))
+    values[:, 0] = np.array(c["median"], dtype=float)
+    values[:, 1] = np.array(c["within"], dtype=float)  # None: NaN
+    codes = np.empty((n, 2), dtype=np.int8)
+    codes[:, 0] = np.array(c["floor"], dtype=np.int8)
+    codes[:, 1] = np.array(c["baseline"], dtype=np.int8)
+    if not (np.all(values[:, 0] > 0) and np.all(np.isfinite(values[:, 0]))):
+        raise ValueError("a median that is not a finite positive number")
+    if codes.size and (codes.min() < 0 or codes[:, 0].max() >= len(FLOOR_VERDICTS)
+                       or codes[:, 1].max() >= len(BASELINE_VERDICTS)):  # fmt: skip
+        raise ValueError("an unknown verdict")
+    gpus = c["gpu"]
+    groups: dict[int | None, list[int]] = {}
+    if any(g is not None for g in gpus):
+        for i, g in enumerate(gpus):
+            groups.setdefault(g, []).append(i)
+    else:
+        groups[None] = []  # every result, without listing them
     serials = d["gpus"]
-    groups: dict[int | None, list[list[Any]]] = {}
-    for r in d["results"]:
-        groups.setdefault(r[8], []).append(r)
-    if not groups:
-        groups[None] = []
     rows = []
-    for gpu, results in groups.items():
+    for gpu, members in groups.items():
         serial = str(serials.get(str(gpu), "")) if gpu is not None else ""
         unit = Unit(str(d["label"]), str(d["host"]), gpu, serial, where, str(d["run_id"]))
-        idx = np.fromiter(
-            (keys.setdefault((r[0], r[1], r[2], r[3]), len(keys)) for r in results),
-            dtype=np.int32,
-            count=len(results),
-        )
-        values = np.array([(r[4], r[5]) for r in results], dtype=float).reshape(-1, 2)
-        codes = np.array(
-            [(FLOOR_VERDICTS.index(r[6]), BASELINE_VERDICTS.index(r[7])) for r in results],
-            dtype=np.int8,
-        ).reshape(-1, 2)
-        rows.append(_Row(str(d["profile"]), unit, idx, values, codes))
+        if gpu is None and not members and len(groups) == 1:
+            rows.append(_Row(str(d["profile"]), unit, idx, values, codes))
+            continue
+        take = np.array(members, dtype=np.intp)
+        rows.append(_Row(str(d["profile"]), unit, idx[take], values[take], codes[take]))
     return rows
 
 
@@ -339,19 +390,20 @@ def _parse_result(raw: Any, where: str) -> list[Any]:
             gpu = int(match.group(1))
             check_id = _GPU.sub("gpu:*", rid)
     metric, unit = _text(raw, "metric", where), _text(raw, "unit", where)
-    return [check_id, metric, unit, hib, float(median), within, floor, base, gpu]
+    floor_code, base_code = FLOOR_VERDICTS.index(floor), BASELINE_VERDICTS.index(base)
+    return [check_id, metric, unit, hib, float(median), within, floor_code, base_code, gpu]
 
 
 def _parse_many(paths: Sequence[str]) -> _Chunk | str:
     """Parse a chunk in a worker: its keys and rows, or the first error's message."""
-    keys: dict[tuple[str, str, str, bool], int] = {}
+    keys = _Keys()
     rows: list[_Row] = []
     try:
         for p in paths:
             rows += parse_record(Path(p), keys)
     except StorageError as exc:
         return str(exc)
-    return _Chunk(list(keys), rows)
+    return _Chunk(list(keys.index), rows)
 
 
 def _chunks(paths: Sequence[Path], workers: int) -> Iterator[_Chunk]:
