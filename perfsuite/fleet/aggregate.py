@@ -338,7 +338,7 @@ def _rows_of(d: Mapping[str, Any], where: str, keys: _Keys) -> list[_Row]:
         raise ValueError("an unknown verdict")
     gpus = c["gpu"]
     groups: dict[int | None, list[int]] = {}
-    if any(g is not None for g in gpus):
+    if gpus.count(None) != n:  # some results were measured on a GPU
         for i, g in enumerate(gpus):
             groups.setdefault(g, []).append(i)
     else:
