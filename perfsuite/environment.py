@@ -185,6 +185,7 @@ def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
     queries: dict[str, Callable[[], Any]] = {
         "name": lambda: pynvml.nvmlDeviceGetName(handle),
         "uuid": lambda: pynvml.nvmlDeviceGetUUID(handle),
+        "serial": lambda: pynvml.nvmlDeviceGetSerial(handle),
         "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
         "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
         "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),

@@ -179,8 +179,9 @@ def _gpu_serials(environment: Mapping[str, Any]) -> dict[int, str]:
     if isinstance(gpus, list):
         for g in gpus:
             if isinstance(g, dict) and isinstance(g.get("index"), int):
-                serial = g.get("serial") or g.get("uuid") or ""
-                out[g["index"]] = serial if isinstance(serial, str) else ""
+                named = [g.get(k) for k in ("serial", "uuid")]
+                known = [v for v in named if isinstance(v, str) and v and "unavailable" not in v]
+                out[g["index"]] = known[0] if known else ""
     return out
 
 
