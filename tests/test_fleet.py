@@ -423,3 +423,18 @@ def test_bad_input_errors_are_perfsuite_errors(tmp_path: Path) -> None:
     (tmp_path / "hosts").write_text("# nothing\n")
     with pytest.raises(PerfsuiteError, match="names no host"):
         fleet_run.read_hostfile(tmp_path / "hosts")
+
+
+def test_a_run_is_labelled_from_perfsuite_node_label() -> None:
+    from perfsuite.environment import node_label
+
+    assert node_label({"PERFSUITE_NODE_LABEL": " gpu-node7-t3 "}) == {"node_label": "gpu-node7-t3"}
+    assert node_label({}) == {} and node_label({"PERFSUITE_NODE_LABEL": ""}) == {}
+
+
+def test_a_task_label_is_unique_per_task_on_a_shared_host() -> None:
+    from perfsuite.fleet.node import identity
+
+    task, label, host = identity({"SLURM_PROCID": "5", "SLURM_LOCALID": "1"}, tasks_per_node=4)
+    assert task == 5 and label.endswith("-t1") and host
+    assert identity({"PMI_RANK": "2"}, tasks_per_node=1)[1] == label.rsplit("-t", 1)[0]
