@@ -438,3 +438,12 @@ def test_a_task_label_is_unique_per_task_on_a_shared_host() -> None:
     task, label, host = identity({"SLURM_PROCID": "5", "SLURM_LOCALID": "1"}, tasks_per_node=4)
     assert task == 5 and label.endswith("-t1") and host
     assert identity({"PMI_RANK": "2"}, tasks_per_node=1)[1] == label.rsplit("-t", 1)[0]
+
+
+def test_a_directory_of_an_earlier_fleet_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its records would stand beside the new ones under the same labels."""
+    fleet(tmp_path / "fleet", 3)
+    err = one_line_error(capsys, run_args(tmp_path, "--nodes", "2"))
+    assert "already holds the records of an earlier fleet run" in err

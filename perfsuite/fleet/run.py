@@ -30,7 +30,7 @@ from pathlib import Path
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet.aggregate import NODES_DIR
-from perfsuite.fleet.node import REPORT_PREFIX
+from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
 
@@ -234,6 +234,12 @@ def run(options: Options) -> FleetRun:
         check_writable(directory / NODES_DIR)
     except PerfsuiteError as exc:
         raise FleetError(f"--dir: {exc}") from None
+    earlier = next((directory / RECORDS_DIR).rglob("*.json"), None)
+    if earlier is not None:
+        raise FleetError(
+            f"--dir {directory} already holds the records of an earlier fleet run (such as "
+            f"{earlier}); give each fleet run a directory of its own"
+        )
     for stale in (directory / NODES_DIR).glob("task-*.json"):
         stale.unlink()
     p = plan(options)
