@@ -363,7 +363,7 @@ def _profile_section(p: ProfileFleet) -> str:
     esc = html_mod.escape
     m, j = p.matrix, p.judgement
     parts = [f"<h2>{esc(m.profile)}</h2><p>{esc(profile_line(p))}</p>"]
-    if not p.judged:
+    if not p.judged or not m.checks:
         return "".join(parts)
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 10}):
         parts.append(heat_map_svg(p))
