@@ -6,7 +6,9 @@
   environment diff;
 * ``perfsuite report RUN.json [--baseline RUN.json] [-o FILE]``: render the HTML report;
 * ``perfsuite history``: each check's trend over the run records, with change points;
-* ``perfsuite baseline accept RUN.json [-k TEXT]``: promote a run to its profile's baseline.
+* ``perfsuite baseline accept RUN.json [-k TEXT]``: promote a run to its profile's baseline;
+* ``perfsuite fleet run [--nodes N | --hostfile FILE] -- PYTEST ARGS``: the suite on every node;
+* ``perfsuite fleet report DIR``: each node against its fleet, the slow ones to drain.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, short_id, young_baseline_note
-from perfsuite.storage import same_file, write_text_atomic
+from perfsuite.storage import same_file, write_json_atomic, write_text_atomic
 
 
 def _row(profile: HardwareProfile) -> tuple[str, str, str, str, str]:
@@ -370,8 +372,12 @@ examples:
   perfsuite report reports/a100/RUN.json  render a run record as HTML
   perfsuite history -k gemm               trends and change points of this machine's runs
   perfsuite baseline accept reports/a100/RUN.json -k tensorflow
+  perfsuite fleet run --nodes 64 --dir /shared/fleet -- suites/ --perf-quick
+                                          the suite on 64 nodes, one record each
+  perfsuite fleet report /shared/fleet    the slow nodes, worst first: exit 1 when one is
 
-exit status: 0 ok, 1 regression (compare, ab, history), 2 usage error,
+exit status: 0 ok, 1 regression (compare, ab, history), a slow or failed node (fleet),
+             2 usage error,
              3 inconclusive (compare) or undecided (ab)
 """
 
@@ -562,6 +568,131 @@ def _ab_fail_on(text: str) -> frozenset[str]:
     return names
 
 
+def _fleet_report(args: argparse.Namespace) -> int:
+    from perfsuite.fleet import judge
+    from perfsuite.fleet.assess import assess
+    from perfsuite.report import fleet as report
+
+    directory = Path(args.dir)
+    rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
+    fleet = assess(directory, rule)
+    drain = Path(args.drain) if args.drain else directory / "drain.json"
+    html = Path(args.html) if args.html else directory / "fleet.html"
+    try:
+        write_json_atomic(drain, report.drain_list(fleet))
+        if args.html != "":
+            write_text_atomic(html, report.page(fleet))
+    except OSError as exc:
+        raise PerfsuiteError(f"perfsuite fleet report: cannot write: {exc}") from None
+    for line in report.terminal_lines(fleet, str(drain), str(html) if args.html != "" else ""):
+        print(line)
+    return fleet.exit_status
+
+
+def _fleet_run(args: argparse.Namespace) -> int:
+    from perfsuite.fleet import run as fleet_run
+
+    options = fleet_run.Options(
+        directory=Path(args.dir),
+        pytest_args=tuple(args.pytest_args) or ("suites/",),
+        nodes=args.nodes,
+        tasks_per_node=args.tasks_per_node,
+        hostfile=Path(args.hostfile) if args.hostfile else None,
+        timeout_s=args.timeout,
+        launch_timeout_s=args.launch_timeout,
+        launcher_args=tuple(args.launcher_arg),
+    )
+    result = fleet_run.run(options)
+    for line in fleet_run.summary_lines(result):
+        print(line)
+    return result.exit_status
+
+
+def _fleet_parser(sub: Any) -> None:
+    fleet = sub.add_parser("fleet", help="run the suite on every node; judge nodes by their fleet")
+    fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
+    run = fleet_sub.add_parser(
+        "run",
+        help="start the suite on every node of a Slurm allocation, or of a hostfile",
+        description=(
+            "One task per node (srun inside an allocation, sbatch with a generated script "
+            "outside one, mpiexec with --hostfile where there is no Slurm). Each task writes "
+            "its run record into DIR, labelled with its node; a task that fails or hangs "
+            "(--timeout) is reported with its output and never stops the others. Exit "
+            "status: 0 every node wrote its record, 1 a node failed, 2 usage error."
+        ),
+    )
+    run.add_argument("--dir", required=True, help="the shared directory every node writes to")
+    run.add_argument(
+        "--nodes", type=_positive, default=None, help="nodes (default: the allocation's)"
+    )
+    run.add_argument(
+        "--tasks-per-node",
+        type=_positive,
+        default=1,
+        metavar="T",
+        help="tasks per node, each labelled host-tINDEX (default 1)",
+    )
+    run.add_argument("--hostfile", default=None, help="hosts for mpiexec, one a line (no Slurm)")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="a node's suite still running after this is killed and reported (1800)",
+    )
+    run.add_argument(
+        "--launch-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the launcher as a whole (default: --timeout + 300, for queueing and start-up)",
+    )
+    run.add_argument(
+        "--launcher-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra argument for srun, sbatch or mpiexec (e.g. --partition=gpu)",
+    )
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    run.set_defaults(func=_fleet_run)
+
+    rep = fleet_sub.add_parser(
+        "report",
+        help="judge each node against its fleet; list the slow ones to drain",
+        description=(
+            "Compare every node (and GPU) with the median of its fleet, profile by profile. "
+            "Writes DIR/drain.json and DIR/fleet.html. Exit status: 0 no node flagged, "
+            "1 a node slow or failed, 2 usage error."
+        ),
+    )
+    rep.add_argument("dir", metavar="DIR", help="the fleet's shared directory of run records")
+    rep.add_argument(
+        "--alpha",
+        type=_fraction,
+        default=0.01,
+        help="false alarms over the whole fleet, nodes x checks, per profile (0.01)",
+    )
+    rep.add_argument(
+        "--tolerance",
+        type=_fraction,
+        default=0.10,
+        help="the least shortfall from the fleet median that counts (0.10)",
+    )
+    rep.add_argument(
+        "--min-spread",
+        type=_fraction,
+        default=0.01,
+        help="the least node-to-node spread assumed, relative: a floor under the MAD (0.01)",
+    )
+    rep.add_argument("--drain", metavar="FILE", help="the drain list (default DIR/drain.json)")
+    rep.add_argument(
+        "--html", metavar="FILE", help="the page (default DIR/fleet.html; '' for none)"
+    )
+    rep.set_defaults(func=_fleet_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``perfsuite`` command."""
     parser = argparse.ArgumentParser(
@@ -635,6 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _ab_parser(sub)
     _bisect_parser(sub)
+    _fleet_parser(sub)
 
     rep = sub.add_parser("report", help="render a run record as a self-contained HTML report")
     rep.add_argument("run", metavar="RUN.json")

@@ -166,7 +166,18 @@ def _host() -> dict[str, Any]:
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "malloc": allocator.state(),
         "framework_allocators": allocator.framework_state(),
+        **node_label(),
     }
+
+
+# The name a fleet gives this run's node (``perfsuite fleet run`` sets it per task).
+NODE_LABEL_ENV = "PERFSUITE_NODE_LABEL"
+
+
+def node_label(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{"node_label": ...}`` when the run is one task of a fleet, else nothing."""
+    label = (os.environ if environ is None else environ).get(NODE_LABEL_ENV, "").strip()
+    return {"node_label": label} if label else {}
 
 
 def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
@@ -174,6 +185,7 @@ def _nvml_facts(pynvml: Any, handle: Any) -> dict[str, Any]:
     queries: dict[str, Callable[[], Any]] = {
         "name": lambda: pynvml.nvmlDeviceGetName(handle),
         "uuid": lambda: pynvml.nvmlDeviceGetUUID(handle),
+        "serial": lambda: pynvml.nvmlDeviceGetSerial(handle),
         "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
         "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
         "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),

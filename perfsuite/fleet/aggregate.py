@@ -1,0 +1,473 @@
+"""The fleet's run records, read into one units x checks matrix per hardware profile.
+
+A unit is a node, or one GPU of a node: a result measured on ``gpu:N`` belongs to GPU N of
+its node (named by its index and UUID from the record's environment), and its check is
+compared with the same check on every other GPU of the fleet (``gpu:*`` in its id).  A node
+is named by ``environment.host.node_label`` (set from ``PERFSUITE_NODE_LABEL`` by
+``perfsuite fleet run``, unique per task), else by its host name.
+
+Reading 10,000 records of 200 checks must take seconds, so this reads only what the fleet
+judges (each result's id, unit, direction, summary, floor and baseline verdicts), checks
+those fields, and fills numpy arrays; it does not rebuild :class:`~perfsuite.model.RunRecord`
+objects.  Anything a record lacks or holds in the wrong shape is a StorageError naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfsuite.errors import StorageError
+from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, SCHEMA_VERSION
+
+# Where ``perfsuite fleet run`` keeps each task's status and output, beside the records.
+NODES_DIR = "nodes"
+# Files the fleet report writes into DIR; never read back as records.
+OUTPUTS = ("drain.json",)
+_GPU = re.compile(r"gpu:(\d+)")
+# Records per worker process when there are many (parsing JSON is the cost).
+_CHUNK = 256
+MAX_RECORD_BYTES = 512 << 20
+# A digest: what the fleet reads of one record, written beside it by the node that ran it.
+DIGEST_SUFFIX = ".fleet.json"
+DIGEST_VERSION = 2
+# The columns of a digest, one entry per result.
+COLUMNS = (
+    "id",
+    "metric",
+    "unit",
+    "higher_is_better",
+    "median",
+    "within",
+    "floor",
+    "baseline",
+    "gpu",
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A node, or one GPU of a node, as the fleet judges it."""
+
+    label: str  # the node's label (unique per task)
+    host: str  # the host name its record gives
+    gpu_index: int | None  # the GPU's index on its node, None for the node's CPU checks
+    gpu_serial: str  # the GPU's UUID (or serial), "" when unknown or a CPU unit
+    record: str  # the run record's path
+    run_id: str
+
+    @property
+    def name(self) -> str:
+        """How reports name it: ``label``, or ``label/gpu3``."""
+        return self.label if self.gpu_index is None else f"{self.label}/gpu{self.gpu_index}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check as the fleet compares it (GPU indices in its id replaced by ``*``)."""
+
+    id: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One hardware profile's fleet: units x checks arrays.
+
+    ``values``: each result's summary median, NaN where the unit did not measure the check.
+    ``within``: the relative standard error of that median (cv / sqrt(n)), NaN if unknown.
+    ``floors`` and ``baselines``: indices into FLOOR_VERDICTS and BASELINE_VERDICTS, -1
+    where not measured.
+    """
+
+    profile: str
+    units: tuple[Unit, ...]
+    checks: tuple[Check, ...]
+    values: np.ndarray
+    within: np.ndarray
+    floors: np.ndarray
+    baselines: np.ndarray
+
+    @property
+    def higher_is_better(self) -> np.ndarray:
+        """Each check's direction."""
+        return np.array([c.higher_is_better for c in self.checks], dtype=bool)
+
+    @property
+    def nodes(self) -> int:
+        """Distinct node labels among the units."""
+        return len({u.label for u in self.units})
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One unit's results, as parsed in a worker (plain data and arrays: it crosses processes).
+
+    ``keys`` index the chunk's check keys; ``values`` holds median and within-run spread,
+    ``codes`` the floor and baseline verdict indices, one row per result.
+    """
+
+    profile: str
+    unit: Unit
+    keys: np.ndarray
+    values: np.ndarray
+    codes: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """What a worker returns: the distinct check keys it met, and its rows."""
+
+    keys: list[tuple[str, str, str, bool]]
+    rows: list[_Row]
+
+
+def digest_path(record: Path) -> Path:
+    """Where a record's digest lives: ``RUN.fleet.json`` beside ``RUN.json``."""
+    return record.with_name(record.name[: -len(".json")] + DIGEST_SUFFIX)
+
+
+def record_paths(directory: Path) -> list[Path]:
+    """The run records under ``directory``: not the node folder, digests or outputs."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        if Path(root) == directory:
+            dirs[:] = [d for d in dirs if d != NODES_DIR]
+        dirs.sort()
+        found += [
+            Path(root, f)
+            for f in sorted(files)
+            if f.endswith(".json")
+            and not f.endswith(DIGEST_SUFFIX)
+            and not (Path(root) == directory and f in OUTPUTS)
+        ]
+    return found
+
+
+def _bad_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a record holds")
+
+
+def _text(d: Mapping[str, Any], key: str, where: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise StorageError(f"{where}: {key!r} must be non-empty text, got {value!r:.60}")
+    return value
+
+
+def _object(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = d.get(key)
+    if not isinstance(value, dict):
+        raise StorageError(f"{where}: {key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _gpu_serials(environment: Mapping[str, Any]) -> dict[int, str]:
+    gpus = environment.get("gpus")
+    out: dict[int, str] = {}
+    if isinstance(gpus, list):
+        for g in gpus:
+            if isinstance(g, dict) and isinstance(g.get("index"), int):
+                named = [g.get(k) for k in ("serial", "uuid")]
+                known = [v for v in named if isinstance(v, str) and v and "unavailable" not in v]
+                out[g["index"]] = known[0] if known else ""
+    return out
+
+
+def digest(path: Path) -> dict[str, Any]:
+    """What the fleet judges of one run record, checked, as plain JSON data.
+
+    ``columns`` holds one list per field of :data:`COLUMNS`, one entry per result: the
+    check's id (``gpu:N`` made ``gpu:*``), metric, unit, direction, summary median,
+    within-run spread (None when unknown), floor and baseline verdicts (their indices in
+    FLOOR_VERDICTS and BASELINE_VERDICTS), and the GPU index (None for a CPU check).  Columns
+    let a report turn a digest into arrays without a Python step per result.  ``record``
+    pins the record's size and time, so a digest of a record changed since is never used.
+    """
+    where = str(path)
+    try:
+        st = path.stat()
+        if st.st_size > MAX_RECORD_BYTES:
+            raise StorageError(f"{where}: larger than {MAX_RECORD_BYTES >> 20} MiB")
+        data = json.loads(path.read_bytes(), parse_constant=_bad_constant)
+    except OSError as exc:
+        raise StorageError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise StorageError(f"{where}: not a JSON run record: {str(exc)[:120]}") from None
+    if not isinstance(data, dict):
+        raise StorageError(f"{where}: not a run record (a JSON {type(data).__name__})")
+    found = data.get("schema_version")
+    if found != SCHEMA_VERSION or isinstance(found, bool):
+        raise StorageError(
+            f"{where}: run record has schema_version {found!r}, this perfsuite reads "
+            f"{SCHEMA_VERSION}"
+        )
+    run_id = _text(data, "run_id", where)
+    profile = _text(_object(data, "hardware_profile", where), "name", f"{where}: hardware_profile")
+    environment = data.get("environment") or {}
+    environment = environment if isinstance(environment, dict) else {}
+    host_facts = environment.get("host")
+    host_facts = host_facts if isinstance(host_facts, dict) else {}
+    host = str(host_facts.get("hostname") or "")
+    label = str(host_facts.get("node_label") or host)
+    if not label.strip():
+        raise StorageError(f"{where}: names no node (no environment.host.node_label or hostname)")
+    results = data.get("results")
+    if not isinstance(results, list):
+        raise StorageError(f"{where}: 'results' must be a list")
+    parsed = [_parse_result(raw, f"{where}: result {i}") for i, raw in enumerate(results)]
+    return {
+        "schema_version": DIGEST_VERSION,
+        "record": {"size": st.st_size, "mtime_ns": st.st_mtime_ns},
+        "run_id": run_id,
+        "profile": profile,
+        "label": label,
+        "host": host,
+        "gpus": {str(k): v for k, v in _gpu_serials(environment).items()},
+        "columns": dict(zip(COLUMNS, map(list, zip(*parsed, strict=True)), strict=True))
+        if parsed
+        else {c: [] for c in COLUMNS},
+    }
+
+
+def write_digest(record: Path) -> Path:
+    """Write a record's digest beside it (a node does, right after its run)."""
+    from perfsuite.storage import write_json_atomic
+
+    return write_json_atomic(digest_path(record), digest(record), compact=True)
+
+
+def _fresh_digest(record: Path) -> dict[str, Any] | None:
+    """The record's digest when one exists and was made from the record as it is now."""
+    path = digest_path(record)
+    try:
+        d = json.loads(path.read_bytes())
+        st = record.stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or d.get("schema_version") != DIGEST_VERSION:
+        return None
+    pinned = d.get("record")
+    if pinned != {"size": st.st_size, "mtime_ns": st.st_mtime_ns}:
+        return None
+    return d
+
+
+def _keep(record: Path, d: Mapping[str, Any]) -> None:
+    """Leave the digest beside its record for the next report, where the folder allows.
+
+    A cache: written without fsync (a digest lost in a crash is made again), and a folder
+    that is read-only simply gets none.
+    """
+    target = digest_path(record)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(d, separators=(",", ":")), encoding="utf-8")
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
+@dataclass
+class _Keys:
+    """The check keys a worker met, and the index arrays of the check lists it met.
+
+    Most nodes of a fleet ran the same checks in the same order: their whole list is looked
+    up at once (a tuple's hash), not check by check.
+    """
+
+    index: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
+    lists: dict[tuple[tuple[Any, ...], ...], np.ndarray] = field(default_factory=dict)
+
+    def of(self, c: Mapping[str, list[Any]]) -> np.ndarray:
+        """The key index of each result of a digest's columns."""
+        signature = tuple(tuple(c[k]) for k in ("id", "metric", "unit", "higher_is_better"))
+        found = self.lists.get(signature)
+        if found is None:
+            index = self.index
+            found = np.fromiter(
+                (index.setdefault(k, len(index)) for k in zip(*signature, strict=True)),
+                dtype=np.int32,
+                count=len(signature[0]),
+            )
+            self.lists[signature] = found
+        return found
+
+
+def parse_record(path: Path, keys: _Keys) -> list[_Row]:
+    """One record's rows (its node's CPU checks, and one per GPU), from its digest if fresh.
+
+    A record without a fresh digest is read whole, and its digest left beside it.
+    """
+    d = _fresh_digest(path)
+    if d is None:
+        d = digest(path)
+        _keep(path, d)
+    try:
+        return _rows_of(d, str(path), keys)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise StorageError(f"{digest_path(path)}: malformed digest ({exc}); delete it") from None
+
+
+def _rows_of(d: Mapping[str, Any], where: str, keys: _Keys) -> list[_Row]:
+    c = d["columns"]
+    n = len(c["id"])
+    if any(len(c[k]) != n for k in COLUMNS):
+        raise ValueError("columns of unequal length")
+    idx = keys.of(c)
+    values = np.empty((n, 2))
+    values[:, 0] = np.array(c["median"], dtype=float)
+    values[:, 1] = np.array(c["within"], dtype=float)  # None: NaN
+    codes = np.empty((n, 2), dtype=np.int8)
+    codes[:, 0] = np.array(c["floor"], dtype=np.int8)
+    codes[:, 1] = np.array(c["baseline"], dtype=np.int8)
+    if not (np.all(values[:, 0] > 0) and np.all(np.isfinite(values[:, 0]))):
+        raise ValueError("a median that is not a finite positive number")
+    if codes.size and (codes.min() < 0 or codes[:, 0].max() >= len(FLOOR_VERDICTS)
+                       or codes[:, 1].max() >= len(BASELINE_VERDICTS)):  # fmt: skip
+        raise ValueError("an unknown verdict")
+    gpus = c["gpu"]
+    groups: dict[int | None, list[int]] = {}
+    if gpus.count(None) != n:  # some results were measured on a GPU
+        for i, g in enumerate(gpus):
+            groups.setdefault(g, []).append(i)
+    else:
+        groups[None] = []  # every result, without listing them
+    serials = d["gpus"]
+    rows = []
+    for gpu, members in groups.items():
+        serial = str(serials.get(str(gpu), "")) if gpu is not None else ""
+        unit = Unit(str(d["label"]), str(d["host"]), gpu, serial, where, str(d["run_id"]))
+        if gpu is None and not members and len(groups) == 1:
+            rows.append(_Row(str(d["profile"]), unit, idx, values, codes))
+            continue
+        take = np.array(members, dtype=np.intp)
+        rows.append(_Row(str(d["profile"]), unit, idx[take], values[take], codes[take]))
+    return rows
+
+
+def _parse_result(raw: Any, where: str) -> list[Any]:
+    if not isinstance(raw, dict):
+        raise StorageError(f"{where}: not an object")
+    rid = _text(raw, "id", where)
+    where = f"{where} ({rid[:80]})"
+    hib = raw.get("higher_is_better")
+    if not isinstance(hib, bool):
+        raise StorageError(f"{where}: 'higher_is_better' must be true or false")
+    summary = _object(raw, "summary", where)
+    median = summary.get("median")
+    if (
+        isinstance(median, bool)
+        or not isinstance(median, int | float)
+        or not (math.isfinite(median) and median > 0)
+    ):
+        raise StorageError(f"{where}: summary.median must be a finite positive number")
+    cv, n = summary.get("cv"), summary.get("n")
+    within = (
+        float(cv) / math.sqrt(n)
+        if isinstance(cv, int | float) and isinstance(n, int) and n > 0 and math.isfinite(cv)
+        else None
+    )
+    floor = _object(raw, "floor", where).get("verdict")
+    base = _object(raw, "baseline", where).get("verdict")
+    if floor not in FLOOR_VERDICTS or base not in BASELINE_VERDICTS:
+        raise StorageError(f"{where}: unknown floor or baseline verdict ({floor!r}, {base!r})")
+    gpu = None
+    check_id = rid
+    if "gpu:" in rid:
+        match = _GPU.search(rid)
+        if match:
+            gpu = int(match.group(1))
+            check_id = _GPU.sub("gpu:*", rid)
+    metric, unit = _text(raw, "metric", where), _text(raw, "unit", where)
+    floor_code, base_code = FLOOR_VERDICTS.index(floor), BASELINE_VERDICTS.index(base)
+    return [check_id, metric, unit, hib, float(median), within, floor_code, base_code, gpu]
+
+
+def _parse_many(paths: Sequence[str]) -> _Chunk | str:
+    """Parse a chunk in a worker: its keys and rows, or the first error's message."""
+    keys = _Keys()
+    rows: list[_Row] = []
+    try:
+        for p in paths:
+            rows += parse_record(Path(p), keys)
+    except StorageError as exc:
+        return str(exc)
+    return _Chunk(list(keys.index), rows)
+
+
+def _chunks(paths: Sequence[Path], workers: int) -> Iterator[_Chunk]:
+    if workers <= 1 or len(paths) <= _CHUNK:
+        got = _parse_many([str(p) for p in paths])
+        if isinstance(got, str):
+            raise StorageError(got)
+        yield got
+        return
+    chunks = [[str(p) for p in paths[i : i + _CHUNK]] for i in range(0, len(paths), _CHUNK)]
+    with ProcessPoolExecutor(workers) as pool:
+        for got in pool.map(_parse_many, chunks):
+            if isinstance(got, str):
+                raise StorageError(got)
+            yield got
+
+
+def load(directory: Path, workers: int | None = None) -> list[Matrix]:
+    """Every profile's matrix from the run records under ``directory``.
+
+    Two records naming the same node (label, and GPU) are an error: each task of a fleet
+    needs its own label.
+    """
+    if not directory.is_dir():
+        raise StorageError(f"{directory}: no such directory")
+    paths = record_paths(directory)
+    if not paths:
+        raise StorageError(f"{directory}: no run records (*.json) in it")
+    workers = workers if workers is not None else min(4, len(os.sched_getaffinity(0)))
+    columns: dict[tuple[str, str, str, bool], int] = {}
+    by_profile: dict[str, list[_Row]] = {}
+    for chunk in _chunks(paths, workers):
+        remap = np.array([columns.setdefault(k, len(columns)) for k in chunk.keys], dtype=np.int32)
+        for row in chunk.rows:
+            moved = _Row(row.profile, row.unit, remap[row.keys], row.values, row.codes)
+            by_profile.setdefault(row.profile, []).append(moved)
+    keys = list(columns)
+    return [_matrix(profile, rows, keys) for profile, rows in sorted(by_profile.items())]
+
+
+def _matrix(profile: str, rows: list[_Row], keys: list[tuple[str, str, str, bool]]) -> Matrix:
+    seen: dict[tuple[str, int | None], str] = {}
+    for row in rows:
+        key = (row.unit.label, row.unit.gpu_index)
+        if key in seen:
+            raise StorageError(
+                f"{row.unit.record}: node {row.unit.name!r} also has the record {seen[key]}; "
+                "give each task of the fleet its own label (PERFSUITE_NODE_LABEL)"
+            )
+        seen[key] = row.unit.record
+    used = np.unique(np.concatenate([r.keys for r in rows])) if rows else np.array([], int)
+    local = np.full(len(keys), -1, dtype=np.int64)
+    local[used] = np.arange(used.size)
+    shape = (len(rows), used.size)
+    values = np.full(shape, np.nan)
+    within = np.full(shape, np.nan)
+    floors = np.full(shape, -1, dtype=np.int8)
+    baselines = np.full(shape, -1, dtype=np.int8)
+    for i, row in enumerate(rows):
+        cols = local[row.keys]
+        values[i, cols] = row.values[:, 0]
+        within[i, cols] = row.values[:, 1]
+        floors[i, cols] = row.codes[:, 0]
+        baselines[i, cols] = row.codes[:, 1]
+    checks = tuple(Check(*keys[k]) for k in used.tolist())
+    return Matrix(profile, tuple(r.unit for r in rows), checks, values, within, floors, baselines)

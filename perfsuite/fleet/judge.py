@@ -1,0 +1,208 @@
+"""Judging nodes against their fleet: numbers in, typed results out, no I/O, no sentences.
+
+For each check, a node's figure is compared with the fleet's median on a log scale, oriented
+so that "slow" is negative whatever the metric's direction (throughput or latency):
+
+    z = (log x - median) / (1.4826 * MAD)        (sign flipped for lower-is-better metrics)
+
+The MAD is floored (see :func:`scales`) so that a tight or tiny fleet, whose MAD can be zero,
+does not turn a 1% difference into a huge z.  Each cell's one-sided Student-t tail
+probability (the scale is itself estimated: see ``MAD_DF``) enters one family per hardware
+profile (every node x check judged), corrected with Holm's step-down, so that the chance
+of flagging any node of a healthy fleet stays near ``alpha`` whatever the fleet's size.
+A cell is flagged only when it is also material: its figure misses the fleet median by
+more than ``tolerance``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+# 1.4826 * MAD estimates the standard deviation of normal data.
+MAD_TO_SD = 1.4826
+# The MAD is 37% efficient for normal data: a scale estimated from n nodes is about as sure
+# as a standard deviation with 0.37 (n - 1) degrees of freedom.  Normal tails with the
+# estimated scale would raise false alarms a few times more often than alpha at 100 nodes
+# (lab/fleet_false_alarms.py); t tails of those degrees of freedom hold it.  Small fleets
+# get at least MIN_DF, so that their power does not vanish: their false alarms are held by
+# the tolerance instead.
+MAD_DF = 0.37
+MIN_DF = 30.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a fleet is judged.
+
+    ``alpha``: the family-wise false-alarm rate over every node x check of a profile.
+    ``tolerance``: the smallest shortfall from the fleet median that counts (a fraction).
+    ``min_spread``: the least node-to-node spread assumed (log scale, i.e. relative): a
+    floor under the MAD, which is zero when half a small fleet reads the same figure.
+    """
+
+    alpha: float = 0.01
+    tolerance: float = 0.10
+    min_spread: float = 0.01
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One profile's fleet judged: arrays over units (nodes or GPUs) x checks.
+
+    ``ratio`` is each figure over the fleet median, oriented so that below 1 is slower
+    (for a latency, the median over the figure); NaN where the unit did not measure the
+    check.  ``z`` is the robust z, oriented the same way (negative: slow).
+    """
+
+    rule: Rule
+    median: np.ndarray  # per check, in the metric's unit
+    spread: np.ndarray  # per check: the scale used (log units), MAD-based, floored
+    mad_floored: np.ndarray  # per check: whether the floor replaced 1.4826 * MAD
+    count: np.ndarray  # per check: units that measured it
+    ratio: np.ndarray
+    z: np.ndarray
+    flagged: np.ndarray  # bool: significant after Holm, and material
+    family: int  # cells judged (checks measured by >= 3 units)
+    z_threshold: float  # the least extreme z Holm rejected at; -inf when nothing was
+
+    @property
+    def units_flagged(self) -> np.ndarray:
+        """Indices of the units with at least one flagged check."""
+        return np.flatnonzero(self.flagged.any(axis=1))
+
+
+@dataclass(frozen=True)
+class SlowUnit:
+    """A flagged unit: its index, its flagged checks (worst first) and its worst ratio."""
+
+    unit: int
+    checks: tuple[int, ...]
+    worst_ratio: float
+    worst_z: float
+
+
+# A check measured by fewer units than this is not judged: two figures have no middle.
+MIN_UNITS = 3
+
+
+def oriented_logs(values: np.ndarray, higher_is_better: np.ndarray) -> np.ndarray:
+    """log(value), negated for lower-is-better checks: larger is always better."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(values)
+    oriented: np.ndarray = np.where(higher_is_better[np.newaxis, :], logs, -logs)
+    return oriented
+
+
+def scales(logs: np.ndarray, within: np.ndarray, rule: Rule) -> tuple[np.ndarray, np.ndarray]:
+    """Each check's node-to-node spread (log units), and whether a floor replaced the MAD.
+
+    The floor is the larger of ``rule.min_spread`` and the median over units of each unit's
+    own within-run spread (``within``: the relative standard error of its median, NaN where
+    unknown): a fleet cannot be tighter than one node's measurement of itself.
+    """
+    centre = _nanmedian(logs)
+    mad = MAD_TO_SD * _nanmedian(np.abs(logs - centre))
+    inner = _nanmedian(np.where(np.isfinite(within), within, np.nan))
+    floor = np.fmax(np.nan_to_num(inner, nan=0.0), rule.min_spread)
+    floored = ~(mad >= floor)
+    return np.where(floored, floor, mad), floored
+
+
+def _nanmedian(a: np.ndarray) -> np.ndarray:
+    """The median of each column, ignoring NaN; NaN for a column with no figure."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # "All-NaN slice": NaN is the answer
+        return np.asarray(np.nanmedian(a, axis=0))
+
+
+def holm_threshold(p: np.ndarray, alpha: float) -> float:
+    """Holm's step-down over the finite p-values of ``p``: the largest p rejected, or -1."""
+    ps = np.sort(p[np.isfinite(p)])
+    m = ps.size
+    if m == 0:
+        return -1.0
+    limits = alpha / (m - np.arange(m))
+    failing = np.flatnonzero(ps > limits)
+    k = failing[0] if failing.size else m  # hypotheses rejected
+    return float(ps[k - 1]) if k else -1.0
+
+
+def judge(
+    values: np.ndarray,
+    higher_is_better: np.ndarray,
+    within: np.ndarray | None = None,
+    rule: Rule | None = None,
+) -> Judgement:
+    """Judge units x checks figures (NaN: not measured) of one profile against the fleet."""
+    rule = rule or Rule()
+    values = np.asarray(values, dtype=float)
+    within = np.full(values.shape, np.nan) if within is None else np.asarray(within, dtype=float)
+    logs = oriented_logs(values, np.asarray(higher_is_better, dtype=bool))
+    logs = np.where(np.isfinite(logs), logs, np.nan)
+    count = np.sum(np.isfinite(logs), axis=0)
+    judged = count >= MIN_UNITS
+    centre = _nanmedian(np.where(judged, logs, np.nan))
+    spread, floored = scales(logs, within, rule)
+    with np.errstate(all="ignore"):
+        z = (logs - centre) / spread
+        ratio = np.exp(logs - centre)
+    z = np.where(judged[np.newaxis, :], z, np.nan)
+    # One-sided: the chance of a figure this low in a healthy fleet.  The scale is estimated
+    # from the fleet itself, so z has Student-t tails of the MAD's effective degrees of
+    # freedom (see ``MAD_DF``), never fewer than ``MIN_DF``.
+    df = np.maximum(MAD_DF * (count - 1), MIN_DF)
+    p = special.stdtr(df[np.newaxis, :], z)
+    cut = holm_threshold(p, rule.alpha)
+    significant = np.isfinite(p) & (p <= cut)
+    material = ratio < 1.0 - rule.tolerance
+    flagged = significant & material
+    z_cut = float(np.nanmax(np.where(p <= cut, z, np.nan))) if cut > 0 else -math.inf
+    sign = np.where(np.asarray(higher_is_better, dtype=bool), 1.0, -1.0)
+    return Judgement(
+        rule=rule,
+        median=np.exp(centre * sign),
+        spread=spread,
+        mad_floored=floored,
+        count=count,
+        ratio=ratio,
+        z=z,
+        flagged=flagged,
+        family=int(np.isfinite(p).sum()),
+        z_threshold=z_cut,
+    )
+
+
+def first_threshold(family: int, alpha: float, units: int = 1000) -> float:
+    """The z a lone slow cell must reach in a family of ``family`` cells (Bonferroni's)."""
+    df = max(MAD_DF * (units - 1), MIN_DF)
+    return float(special.stdtrit(df, alpha / max(family, 1)))
+
+
+def slow_units(j: Judgement) -> list[SlowUnit]:
+    """The flagged units, worst first (by their lowest flagged ratio)."""
+    out = []
+    for u in j.units_flagged:
+        cols = np.flatnonzero(j.flagged[u])
+        cols = cols[np.argsort(j.ratio[u, cols])]
+        out.append(
+            SlowUnit(
+                unit=int(u),
+                checks=tuple(int(c) for c in cols),
+                worst_ratio=float(j.ratio[u, cols[0]]),
+                worst_z=float(np.min(j.z[u, cols])),
+            )
+        )
+    return sorted(out, key=lambda s: (s.worst_ratio, s.worst_z))
+
+
+def worst_first(j: Judgement) -> np.ndarray:
+    """Unit indices ordered worst first: flagged first, then by their lowest ratio."""
+    with np.errstate(all="ignore"):
+        lowest = np.where(np.isnan(j.ratio), np.inf, j.ratio).min(axis=1, initial=np.inf)
+    flagged = j.flagged.any(axis=1)
+    return np.lexsort((lowest, ~flagged))

@@ -1,0 +1,156 @@
+"""Fleets run for real: the single-node Slurm of ``scripts/slurm-single-node``, and mpiexec.
+
+Debian's Slurm runs one slurmd, so the fleet's "nodes" are 4 tasks on the one host, each
+labelled by its host name and task index (``vm-t0`` .. ``vm-t3``).  One task is slowed for
+real: pinned to one core beside a CPU burner, at nice 10 (about a tenth of that core), while
+the others share the other core: a third of a core each, or a fifth if a neighbour's two busy
+processes land there too.  ``perfsuite fleet report`` must name that task and no other, in
+each of 5 repetitions (the slowed task moves from one repetition to the next).  Without Slurm these
+tests skip, unless ``CI`` is set: there they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = "suites/test_gemm.py::test_gemm[numpy-cpu-fp32-1760x128x1760]"
+TASKS = 4
+
+# Loaded into each task's pytest with -p: slows the task named by FLEET_SLOW_TASK, hangs
+# the one named by FLEET_HANG_TASK.  The burner stops by itself, even if its task is killed.
+PLUGIN = """
+import atexit, os, subprocess, sys, time
+
+def _all_threads(cpus, nice):
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), cpus)
+        if nice is not None:
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+
+def pytest_configure(config):
+    task = os.environ.get("SLURM_PROCID") or os.environ.get("PMI_RANK") or ""
+    if task == os.environ.get("FLEET_HANG_TASK"):
+        time.sleep(600)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return
+    if task == os.environ.get("FLEET_SLOW_TASK"):
+        burn = (f"import os, time\\nos.sched_setaffinity(0, {{{cpus[0]}}})\\n"
+                "end = time.time() + 180\\nwhile time.time() < end: pass")
+        burner = subprocess.Popen([sys.executable, "-c", burn])
+        atexit.register(burner.kill)
+        _all_threads({cpus[0]}, 10)
+    else:
+        _all_threads(set(cpus[1:]), None)
+"""
+
+
+def slurm_ready() -> bool:
+    if shutil.which("sbatch") is None or shutil.which("salloc") is None:
+        return False
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(s.strip() in ("idle", "mixed") for s in out.stdout.splitlines())
+
+
+@pytest.fixture
+def slurm() -> None:
+    if not slurm_ready():
+        if os.environ.get("CI"):
+            pytest.fail("CI: no Slurm here; start it with scripts/slurm-single-node start")
+        pytest.skip("no running Slurm (scripts/slurm-single-node start, as root)")
+
+
+@pytest.fixture
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "fleet_slow.py").write_text(PLUGIN)
+    (tmp_path / "baselines").mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'plugin'}{os.pathsep}{ROOT}"}
+    env.pop("SLURM_JOB_ID", None)
+    return env
+
+
+def pytest_args(tmp_path: Path) -> list[str]:
+    # No HTML report: drawn at 10% of a core, it would take the slowed task half a minute.
+    return [CASE, "--perf-quick", "-q", "-p", "no:cacheprovider", "-p", "fleet_slow",
+            "--perf-html", "no", "--perf-baseline-dir", str(tmp_path / "baselines")]  # fmt: skip
+
+
+def label(task: int) -> str:
+    short = socket.gethostname().split(".")[0]
+    return f"{short}-t{task}"
+
+
+def run_fleet(prefix: list[str], fleet_args: list[str], env: dict[str, str], tmp_path: Path,
+              directory: Path) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    command = [*prefix, sys.executable, "-m", "perfsuite", "fleet", "run", "--dir", str(directory),
+               *fleet_args, "--", *pytest_args(tmp_path)]  # fmt: skip
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+
+
+def report(directory: Path) -> tuple[int, list[str], str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "fleet", "report", str(directory)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    drain = json.loads((directory / "drain.json").read_text())
+    return out.returncode, [e["node"] for e in drain["drain"]], out.stdout + out.stderr
+
+
+# Repetition 0 goes through sbatch (outside an allocation), the others through srun inside
+# salloc; each slows another task.
+@pytest.mark.parametrize("repetition", range(5))
+def test_the_slowed_task_and_no_other_is_named(
+    slurm: None, plugin_env: dict[str, str], tmp_path: Path, repetition: int
+) -> None:
+    slow = repetition % TASKS
+    env = {**plugin_env, "FLEET_SLOW_TASK": str(slow)}
+    directory = tmp_path / "fleet"
+    fleet_args = ["--tasks-per-node", str(TASKS), "--timeout", "240"]
+    if repetition == 0:
+        ran = run_fleet([], ["--nodes", "1", *fleet_args], env, tmp_path, directory)
+    else:
+        salloc = ["salloc", "--overcommit", "-N", "1", "-n", str(TASKS)]
+        ran = run_fleet(salloc, fleet_args, env, tmp_path, directory)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"by {'sbatch' if repetition == 0 else 'srun'}" in ran.stdout
+    code, drained, out = report(directory)
+    assert (code, drained) == (1, [label(slow)]), out
+
+
+def test_mpiexec_with_a_hostfile_and_a_hung_node(
+    plugin_env: dict[str, str], tmp_path: Path
+) -> None:
+    """No Slurm: local ranks from a hostfile; the hung task is killed and reported, alone."""
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    if not mpiexec.exists() and not shutil.which("mpiexec"):
+        pytest.skip("no mpiexec (pip install 'perfsuite[mpi]')")
+    (tmp_path / "hosts").write_text(f"localhost:{TASKS}\n")
+    env = {**plugin_env, "FLEET_HANG_TASK": "2"}
+    directory = tmp_path / "fleet"
+    fleet_args = ["--hostfile", str(tmp_path / "hosts"), "--tasks-per-node", str(TASKS),
+                  "--timeout", "60"]  # fmt: skip
+    ran = run_fleet([], fleet_args, env, tmp_path, directory)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "by mpiexec" in ran.stdout
+    assert f"FAILED task 2 ({label(2)} on " in ran.stdout and "timed out after 60 s" in ran.stdout
+    assert ran.stdout.count("\nok     task ") == TASKS - 1
+    code, drained, out = report(directory)
+    assert code == 1 and drained == [label(2)], out
+    assert "FAILED: task 2" in out
