@@ -138,10 +138,12 @@ class TorchTrainer:
     def wait_for_all(self) -> None:
         """Return when every rank has arrived; on the CPU, polling (as MPI's progress does).
 
-        A rank that waits polls its CPU instead of sleeping, so that the ranks still
-        computing never get a core to themselves that the waiting rank gave up: with
-        ranks that share a host's cores (or a core's caches), a blocking wait would make
-        the slowest rank's work faster than the others' and skew the load balance.
+        A rank that waits polls, as MPI's progress engines do, instead of sleeping, so
+        that the ranks still computing never get a core to themselves that the waiting
+        rank gave up: with ranks that share a host's cores (and caches), a blocking wait
+        would make the slowest rank's work faster than the others' and skew the load
+        balance.  Each poll yields, so that the rank's own communication threads run
+        first on its core.
         """
         if self.device != "cpu":
             self.sync()
@@ -149,7 +151,7 @@ class TorchTrainer:
             return
         work = self.dist.all_reduce(self.token, async_op=True)
         while not work.is_completed():
-            pass
+            os.sched_yield()  # polling, but the communication threads on this core go first
         work.wait()
 
     def allreduce_gradients(self) -> None:
