@@ -550,7 +550,7 @@ def scaling(ctx: ChartContext) -> str | None:
         rows = s["rows"]
         ranks = [int(r["ranks"]) for r in rows]
         title = f"{s['backend']} {s['device']}, {s['mode']} scaling"
-        for y, (metric, label, depth) in enumerate(POP_TREE):
+        for y, (metric, _, _) in enumerate(POP_TREE):
             for x, row in enumerate(rows):
                 value = row.get(metric)
                 if value is None:
@@ -559,12 +559,22 @@ def scaling(ctx: ChartContext) -> str | None:
                     _rectangle((x, y), _pop_colour(float(value), look), bool(row.get("reference")))
                 )
                 table_ax.text(x + 0.5, y + 0.5, f"{value:.2f}", ha="center", va="center")
-            table_ax.text(-0.1 - 0.0, y + 0.5, "   " * depth + label, ha="right", va="center")
         table_ax.set_xlim(-0.02, len(rows) + 0.02)
         table_ax.set_ylim(len(POP_TREE), 0)
         table_ax.set_xticks([x + 0.5 for x in range(len(rows))], [f"{n} rank(s)" for n in ranks])
         table_ax.xaxis.tick_top()
-        table_ax.set_yticks([])
+        # The tree as indented row labels, left-aligned (no-break spaces: SVG collapses others)
+        table_ax.set_yticks(
+            [y + 0.5 for y in range(len(POP_TREE))],
+            [
+                ("\u00a0" * 5 * depth + "└ " if depth else "") + label
+                for _, label, depth in POP_TREE
+            ],
+        )
+        longest = max(len(label) + 6 * depth for _, label, depth in POP_TREE)
+        table_ax.tick_params(axis="y", length=0, pad=6.2 * longest)
+        for tick in table_ax.get_yticklabels():
+            tick.set_horizontalalignment("left")
         for spine in table_ax.spines.values():
             spine.set_visible(False)
         table_ax.set_title(title, fontsize=11, loc="left")
@@ -580,15 +590,12 @@ def scaling(ctx: ChartContext) -> str | None:
         line_ax.set_ylabel("efficiency (1 is ideal)", fontsize=11)
         line_ax.set_ylim(0, max(1.1, *(float(r.get(m) or 0) for r in rows for m, _, _ in POP_TREE)))
         line_ax.grid(True, alpha=0.3)
-        line_ax.set_title(
-            f"dash-dot: {look:g}, POP's rule of thumb (below: worth a look)", fontsize=10
-        )
+        line_ax.set_title(f"dash-dot: {look:g} (POP: below it, worth a look)", fontsize=10)
     axes[0][1].legend(fontsize=9, loc="lower left")
-    fig.text(
-        0.01, 0.0,
+    fig.suptitle(
         "Global = parallel x computation scalability; parallel = load balance x communication "
-        "efficiency.  Medians over timed steps; the 1-rank column is the reference run.",
-        fontsize=9,
+        "efficiency.  Medians over timed steps; the hatched 1-rank column is the reference run.",
+        fontsize=9, x=0.01, ha="left",
     )  # fmt: skip
     return _svg(fig)
 
