@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import shutil
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -160,8 +159,8 @@ def test_an_efficiency_is_a_ratio_with_pops_advisory_floor() -> None:
 
 # ----------------------------------------------------------------------------- real ranks
 
-STEPS = 8
-BATCH = 64  # per rank: compute dominates the step, so the imbalance leaves CE alone
+STEPS = 16
+BATCH = 128  # per rank: compute dominates the step, so the CE's noise is small beside it
 DELAY_MS = 30.0
 
 
@@ -172,28 +171,41 @@ def _launch(imbalance: bool = False, comm_delay_ms: float = 0.0) -> scaling.Rank
     )
 
 
-def _medians(times: scaling.RankTimes) -> tuple[float, float, float]:
-    """Median over steps of the load balance, the CE and the time off the slowest compute."""
-    steps = times.steps()
-    lb = statistics.median(pop.load_balance(s.compute) for s in steps)
-    ce = statistics.median(pop.communication_efficiency(s.compute, s.seconds) for s in steps)
-    off = statistics.median(s.seconds - max(s.compute) for s in steps)
-    return lb, ce, off
+def _per_step(times: scaling.RankTimes, metric: str) -> list[float]:
+    if metric == "load_balance":
+        return [pop.load_balance(s.compute) for s in times.steps()]
+    return [pop.communication_efficiency(s.compute, s.seconds) for s in times.steps()]
 
 
-def _spread(times: scaling.RankTimes, metric: str) -> float:
-    """A run's noise in one efficiency: the interquartile range of its per-step values."""
-    values = sorted(
-        getattr(pop, metric)(s.compute, *([s.seconds] if metric != "load_balance" else []))
-        for s in times.steps()
-    )
+def _median(times: scaling.RankTimes, metric: str) -> float:
+    """An efficiency's median over the timed steps, as the check reports it."""
+    return statistics.median(_per_step(times, metric))
+
+
+def _iqr(values: list[float]) -> float:
     q = statistics.quantiles(values, n=4)
     return q[2] - q[0]
 
 
+@dataclass(frozen=True)
+class Balanced:
+    """Two balanced runs: the efficiencies before an injection, and their noise."""
+
+    runs: tuple[scaling.RankTimes, scaling.RankTimes]
+
+    def median(self, metric: str) -> float:
+        return _median(self.runs[0], metric)
+
+    def noise(self, metric: str) -> float:
+        """Noise at both levels: within a run (per-step IQR) and from one run to the next."""
+        within = max(_iqr(_per_step(r, metric)) for r in self.runs)
+        between = abs(_median(self.runs[0], metric) - _median(self.runs[1], metric))
+        return max(within, between)
+
+
 @pytest.fixture(scope="module")
-def balanced() -> scaling.RankTimes:
-    return _launch()
+def balanced() -> Balanced:
+    return Balanced((_launch(), _launch()))
 
 
 def _report(name: str, **figures: float) -> None:
@@ -203,46 +215,54 @@ def _report(name: str, **figures: float) -> None:
 @pytest.mark.integration
 @needs_ranks
 def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
-    balanced: scaling.RankTimes,
+    balanced: Balanced,
 ) -> None:
     imbalanced = _launch(imbalance=True)
-    lb0, ce0, off0 = _medians(balanced)
-    lb, ce, off = _medians(imbalanced)
+    lb, ce = _median(imbalanced, "load_balance"), _median(imbalanced, "communication_efficiency")
+    ce0, noise = (
+        balanced.median("communication_efficiency"),
+        balanced.noise("communication_efficiency"),
+    )
     expected = (2 + 1) / (2 * 2)
-    _report("imbalance", expected_lb=expected, lb=lb, lb_before=lb0, ce=ce, ce_before=ce0)
-    assert abs(lb - expected) <= 0.05
     # CE = max compute / step.  The slowest rank's compute doubles and the time off it
-    # (the allreduce, the barriers) stays: CE follows from the balanced run's time off the
-    # critical path, 2c / (2c + off), within the balanced run's noise.
+    # (the allreduce, the barriers) stays: from the balanced run, CE = 2c / (2c + off).
     predicted = statistics.median(
         2 * max(s.compute) / (2 * max(s.compute) + s.seconds - max(s.compute))
-        for s in balanced.steps()
+        for s in balanced.runs[0].steps()
     )
-    _report("imbalance CE", predicted_ce=predicted, time_off_compute=off, before=off0)
-    assert abs(ce - predicted) <= 2 * max(_spread(balanced, "communication_efficiency"), 0.05)
+    _report(
+        "imbalance", expected_lb=expected, lb=lb, lb_before=balanced.median("load_balance"),
+        ce=ce, ce_before=ce0, ce_predicted=predicted, ce_noise=noise,
+    )  # fmt: skip
+    assert abs(lb - expected) <= 0.05
+    assert abs(ce - predicted) <= max(2 * noise, 0.05)
 
 
 @pytest.mark.integration
 @needs_ranks
 def test_a_communication_delay_moves_communication_efficiency_and_not_load_balance(
-    balanced: scaling.RankTimes,
+    balanced: Balanced,
 ) -> None:
-    # As long as a balanced step at least, so that the move stands out of a busy runner's
+    # Three balanced steps long at least, so that the move stands out of a busy runner's
     # noise (where the ranks' turns on the CPUs cost more than the allreduce itself).
-    delay_s = max(DELAY_MS / 1e3, statistics.median(s.seconds for s in balanced.steps()))
+    steps = balanced.runs[0].steps()
+    delay_s = max(DELAY_MS / 1e3, 3 * statistics.median(s.seconds for s in steps))
     delayed = _launch(comm_delay_ms=delay_s * 1e3)
-    lb0, ce0, off0 = _medians(balanced)
-    lb, ce, off = _medians(delayed)
-    predicted = statistics.median(max(s.compute) / (s.seconds + delay_s) for s in balanced.steps())
+    lb, ce = _median(delayed, "load_balance"), _median(delayed, "communication_efficiency")
+    lb0, ce0 = balanced.median("load_balance"), balanced.median("communication_efficiency")
+    predicted = statistics.median(max(s.compute) / (s.seconds + delay_s) for s in steps)
+    ce_noise, lb_noise = balanced.noise("communication_efficiency"), balanced.noise("load_balance")
     _report(
-        "delay", delay_ms=delay_s * 1e3, predicted_ce=predicted, ce=ce, ce_before=ce0, lb=lb,
-        lb_before=lb0,
+        "delay", delay_ms=delay_s * 1e3, ce_predicted=predicted, ce=ce, ce_before=ce0,
+        ce_noise=ce_noise, lb=lb, lb_before=lb0, lb_noise=lb_noise,
     )  # fmt: skip
-    noise = max(_spread(balanced, "communication_efficiency"), 0.02)
-    assert ce < ce0 - 2 * noise
-    assert abs(ce - predicted) <= max(0.1, 2 * noise)
-    assert abs(lb - lb0) <= max(2 * _spread(balanced, "load_balance"), 0.05)
-    assert not math.isclose(off, off0)
+    assert ce0 - ce > ce_noise
+    assert abs(ce - predicted) <= max(0.1, 2 * ce_noise)
+    # The load balance stays within its noise: at least 0.1, the spread of a balanced
+    # run's load balance from one run to the next on a busy 2-core VM (0.87-0.99
+    # measured), and far less than the communication efficiency moved.
+    assert abs(lb - lb0) <= max(2 * lb_noise, 0.1)
+    assert ce0 - ce >= 3 * abs(lb - lb0)
 
 
 @pytest.mark.integration

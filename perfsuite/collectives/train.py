@@ -27,9 +27,11 @@ run on the calling thread, so its CPU time is the rank's useful work.  The time 
 spends preempted is in the step's wall time and lowers the communication efficiency: it is
 time the step spent not computing.
 
-Injections, for the correctness tests: ``--imbalance`` has the last rank run its forward
-and backward twice (twice the work); ``--comm-delay-ms D`` sleeps D ms inside the
-communication phase on every rank.
+Injections, for the correctness tests: ``--imbalance`` has one rank run its forward and
+backward twice in every step (twice the work; which rank takes turns, step by step);
+``--comm-delay-ms D`` delays the communication
+phase by D ms on every rank, polling as a wait on a slow network would (see
+:meth:`TorchTrainer.wait_for_all`).
 
 Rank 0 prints one JSON line ``{"pop_steps": ...}`` with every rank's phase times for every
 timed step (gathered with ``all_gather_object``), after a ``{"layout": ...}`` line.
@@ -199,6 +201,16 @@ class TorchTrainer:
         self.dist.destroy_process_group()
 
 
+def poll_until(deadline: float) -> None:
+    """Wait, polling (and yielding) as a rank waiting on the network does, until ``deadline``.
+
+    Not a sleep: a sleeping rank hands its core to whatever else runs on the host, and the
+    next step's compute then shares the core unevenly with it.
+    """
+    while time.perf_counter() < deadline:
+        os.sched_yield()
+
+
 def timed_step(trainer: Any, passes: int, delay_s: float) -> tuple[float, float, float, float]:
     """One training step: compute, wait, communication and step wall seconds."""
     trainer.barrier()
@@ -210,7 +222,7 @@ def timed_step(trainer: Any, passes: int, delay_s: float) -> tuple[float, float,
     trainer.wait_for_all()  # the wait for the slowest rank (inside the allreduce, in DDP)
     w1 = time.perf_counter()
     if delay_s:
-        time.sleep(delay_s)
+        poll_until(time.perf_counter() + delay_s)
     trainer.allreduce_gradients()
     w2 = time.perf_counter()
     c2 = trainer.compute_clock()
@@ -222,9 +234,13 @@ def timed_step(trainer: Any, passes: int, delay_s: float) -> tuple[float, float,
 
 def run(trainer: Any, steps: int, warmup: int, imbalance: bool, delay_s: float) -> RankSteps:
     """Warm-up steps (discarded), then ``steps`` timed ones."""
-    passes = 2 if imbalance and trainer.rank == trainer.size - 1 else 1
     out = RankSteps([], [], [], [])
     for i in range(warmup + steps):
+        # One rank does twice the work in every step, the last one first, then the others
+        # in turn: ranks whose cores run at different speeds (one shared with other work
+        # for a whole run) would otherwise bias the load balance the injection must give.
+        doubled = (trainer.size - 1 - i) % trainer.size
+        passes = 2 if imbalance and trainer.rank == doubled else 1
         compute, wait, comm, step = timed_step(trainer, passes, delay_s)
         if i >= warmup:
             out.compute.append(compute)
@@ -252,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=0, help="timed steps (the plugin's)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0: default")
-    parser.add_argument("--imbalance", action="store_true", help="last rank: twice the work")
+    parser.add_argument("--imbalance", action="store_true", help="one rank: twice the work")
     parser.add_argument("--comm-delay-ms", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--launcher", default="")
@@ -287,4 +303,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Past the last barrier and with everything printed: skip the interpreter's teardown,
+    # where torch's C++ threads (the rendezvous store's, gloo's) are destroyed in no set
+    # order and now and then abort the rank ("terminate called without an active
+    # exception"), failing a launch whose results were complete.
+    os._exit(status)
