@@ -18,12 +18,13 @@ median: a warning, never a failure.
 * Ranks that share this host get ``cpus // N`` intra-op threads each (one on a 2-core
   machine with 2 ranks), the same at every rank count of the series, so that the one-rank
   reference does the work of one rank of the largest run; the record says how many.
-* Quick mode runs weak scaling at the largest rank count only, with its one-rank reference:
-  two launches (each rank's start-up, a torch import, is most of a launch's time).
+* Quick mode runs torch's weak scaling at the largest rank count only, with its one-rank
+  reference: two launches (each rank's start-up, a torch import, is most of a launch's
+  time).
 
-Backends: torch ``DistributedDataParallel`` (gloo on the CPU, NCCL on GPUs).  TensorFlow's
-``MultiWorkerMirroredStrategy`` and Horovod have no training step in the rank worker yet:
-their cases skip, saying so.
+Backends: torch ``DistributedDataParallel`` (gloo on the CPU, NCCL on GPUs) and
+TensorFlow's ``MultiWorkerMirroredStrategy`` (its RING collective, on the CPU).  Horovod
+has no training step in the rank worker yet: its cases skip, saying so.
 """
 
 from __future__ import annotations
@@ -52,10 +53,8 @@ BATCH = 32  # the global batch in strong scaling, the batch per rank in weak sca
 WARMUP_STEPS = 2
 BACKENDS = ("torch", "tensorflow", "horovod")
 NOT_YET = {
-    "tensorflow": "the rank worker has no MultiWorkerMirroredStrategy training step yet "
-    "(perfsuite.collectives.train trains with torch DistributedDataParallel only)",
     "horovod": "the rank worker has no Horovod training step yet "
-    "(perfsuite.collectives.train trains with torch DistributedDataParallel only)",
+    "(perfsuite.collectives.train trains with torch DDP and TensorFlow's MWMS)",
 }
 WARNING_TEXT = (
     "POP: median {value:.2f} is below {threshold:.1f}, POP's rule of thumb for an "
@@ -91,7 +90,7 @@ def series(largest: int) -> tuple[int, ...]:
 
 
 def cases(ranks: Sequence[int]) -> list[Case]:
-    """Every case; quick mode keeps weak scaling at the largest rank count of the series."""
+    """Every case; quick mode keeps torch's weak scaling at the largest rank count."""
     largest = max(ranks)
     out = []
     for backend in BACKENDS:
@@ -99,7 +98,7 @@ def cases(ranks: Sequence[int]) -> list[Case]:
             for mode in pop.MODES:
                 for n in series(largest)[1:]:
                     for metric in pop.METRICS:
-                        quick = n == largest and mode == "weak"
+                        quick = n == largest and mode == "weak" and backend == "torch"
                         out.append(Case(backend, device, mode, n, metric, not quick))
     return out
 
@@ -118,7 +117,7 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     module, hint = LIBRARIES[case.backend]
     if importlib.util.find_spec(module) is None:
         return f"{module} is not installed; {hint}"
-    if importlib.util.find_spec("torch") is None:
+    if case.backend != "tensorflow" and importlib.util.find_spec("torch") is None:
         return f"torch is not installed; {LIBRARIES['torch'][1]}"
     if case.backend in NOT_YET:
         return NOT_YET[case.backend]
@@ -174,7 +173,12 @@ class Launch:
 
     def environment(self) -> dict[str, str]:
         """Rendezvous on loopback, and what the launcher itself needs."""
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_loopback_ports(1)[0])}
+        master, *workers = free_loopback_ports(1 + self.ranks)
+        env = {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(master),
+            "PERFSUITE_COLLECTIVE_PORTS": ",".join(map(str, workers)),  # TensorFlow's workers
+        }
         if self.device == "cpu":
             env["GLOO_SOCKET_IFNAME"] = "lo"
         env.update(Launcher.parse(self.launcher).environment())

@@ -45,6 +45,7 @@ import os
 import resource
 import sys
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -122,6 +123,11 @@ class TorchTrainer:
     def sync(self) -> None:
         if self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
+
+    @property
+    def clock_name(self) -> str:
+        """Which clock times compute: the thread's CPU time, or wall time on a GPU."""
+        return "thread_cpu" if self.device == "cpu" else "wall"
 
     def compute_clock(self) -> float:
         """The rank's CPU time on the CPU; wall time (after a device sync) on a GPU."""
@@ -201,6 +207,134 @@ class TorchTrainer:
         self.dist.destroy_process_group()
 
 
+class TensorFlowTrainer:
+    """The same CNN in TensorFlow; gradients summed by MultiWorkerMirroredStrategy's RING.
+
+    Each worker keeps its own copy of the variables (the same seed, the same updates, so
+    the copies stay equal) and computes its gradients locally; the strategy's cross-worker
+    collective (a cross-replica ``reduce_to`` inside a ``tf.function``, the path the
+    allreduce worker uses) sums them in one flat buffer.  TensorFlow runs its kernels on
+    its own thread pools, so compute is the process's CPU time (``time.process_time``)
+    over the compute phases: no collective runs then.  The wait is a tiny reduction, which
+    blocks (no polling).
+    """
+
+    name = "tensorflow"
+
+    def __init__(self, device: str, batch: int, threads: int, seed: int) -> None:
+        from perfsuite.collectives.worker import TensorFlowComm
+
+        if threads > 0:
+            os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
+            os.environ["TF_NUM_INTEROP_THREADS"] = "1"
+        self.comm = TensorFlowComm(device)
+        tf = self.comm.tf
+        if threads > 0:
+            with suppress(RuntimeError):  # already initialised: the variables above hold
+                tf.config.threading.set_intra_op_parallelism_threads(threads)
+                tf.config.threading.set_inter_op_parallelism_threads(1)
+        self.tf = tf
+        self.rank, self.size, self.device = self.comm.rank, self.comm.size, device
+        self.threads = threads
+        tf.random.set_seed(seed)
+        init = tf.keras.initializers.GlorotUniform(seed=seed)
+        shapes = [
+            (3, 3, 3, 16),
+            (16,),
+            (3, 3, 16, 32),
+            (32,),
+            (3, 3, 32, 32),
+            (32,),
+            (32, CLASSES),
+            (CLASSES,),
+        ]
+        self.variables = [tf.Variable(init(s) if len(s) > 1 else tf.zeros(s)) for s in shapes]
+        generator = tf.random.Generator.from_seed(seed + self.rank)
+        self.x = generator.normal((batch, IMAGE, IMAGE, 3))
+        self.y = generator.uniform((batch,), 0, CLASSES, dtype=tf.int32)
+        self.grads: list[Any] = []
+        self._grads = tf.function(self._local_gradients)
+        self._apply = tf.function(self._sgd)
+        extended = self.comm.strategy.extended
+        here = extended.worker_devices[0]
+
+        def reduce(t: Any) -> Any:
+            value = self.comm.strategy.run(tf.identity, args=(t,))
+            return extended.reduce_to(tf.distribute.ReduceOp.SUM, value, destinations=here)
+
+        self._reduce = tf.function(reduce)
+
+    def _local_gradients(self) -> list[Any]:
+        tf = self.tf
+        w1, b1, w2, b2, w3, b3, w4, b4 = self.variables
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.nn.conv2d(self.x, w1, 1, "SAME") + b1)
+            h = tf.nn.relu(tf.nn.conv2d(h, w2, 2, "SAME") + b2)
+            h = tf.nn.relu(tf.nn.conv2d(h, w3, 2, "SAME") + b3)
+            logits = tf.matmul(tf.reduce_mean(h, axis=[1, 2]), w4) + b4
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.y, logits=logits)
+            )
+        return list(tape.gradient(loss, self.variables))
+
+    def _sgd(self, flat: Any) -> None:
+        offset = 0
+        for v in self.variables:
+            n = int(self.tf.size(v))
+            v.assign_sub(0.01 * self.tf.reshape(flat[offset : offset + n], v.shape))
+            offset += n
+
+    clock_name = "process_cpu"
+
+    def compute_clock(self) -> float:
+        return time.process_time()
+
+    def forward_backward(self, passes: int) -> None:
+        for _ in range(passes):
+            self.grads = [g.numpy() for g in self._grads()]  # numpy(): the work is done
+
+    def wait_for_all(self) -> None:
+        self.comm.barrier()
+
+    def allreduce_gradients(self) -> None:
+        tf = self.tf
+        flat = tf.concat([tf.reshape(g, [-1]) for g in self.grads], axis=0)
+        self.flat = self._reduce(flat).numpy() / self.size
+
+    def optimizer_step(self) -> None:
+        self._apply(self.tf.constant(self.flat))
+
+    def barrier(self) -> None:
+        self.comm.barrier()
+
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every rank's step times, summed through the strategy as one float matrix."""
+        import numpy as np
+
+        if not isinstance(value, dict):
+            return self.comm.gather(value)  # small objects (a hostname)
+        keys = ("compute", "wait", "comm", "step")
+        steps = len(value[keys[0]])
+        rows = np.zeros((self.size, len(keys), steps), dtype=np.float64)
+        rows[self.rank] = [value[k] for k in keys]
+        summed = np.asarray(self.comm._sum(rows.astype(np.float32)), dtype=np.float64)
+        out = [{k: summed[r, i].tolist() for i, k in enumerate(keys)} for r in range(self.size)]
+        return out if self.rank == 0 else None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "library": "tf.distribute MultiWorkerMirroredStrategy RING (gradient reduction)",
+            "tensorflow": self.tf.__version__,
+            "threads_per_rank": self.threads or "default",
+        }
+
+    def close(self) -> None:
+        self.comm.barrier()
+        # A ring's peers pull their last chunks from this worker (gRPC RecvBuf) after its
+        # own part of the barrier is done; the process must outlive those pulls.
+        time.sleep(0.5)
+
+
 def poll_until(deadline: float) -> None:
     """Wait, polling (and yielding) as a rank waiting on the network does, until ``deadline``.
 
@@ -255,7 +389,7 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-TRAINERS: dict[str, Any] = {"torch": TorchTrainer}
+TRAINERS: dict[str, Any] = {"torch": TorchTrainer, "tensorflow": TensorFlowTrainer}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                     "pop_steps": {
                         "ranks": trainer.size,
                         "batch_per_rank": args.batch,
-                        "compute_clock": "thread_cpu" if trainer.device == "cpu" else "wall",
+                        "compute_clock": trainer.clock_name,
                         "imbalance": args.imbalance,
                         "comm_delay_ms": args.comm_delay_ms,
                         "per_rank": every,
