@@ -35,6 +35,13 @@ BACKENDS = [
     for b in ("torch", "tensorflow")
 ]
 
+
+@pytest.fixture(autouse=True)
+def _not_under_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process pytester runs are one session of their own, whatever runs this file."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+
+
 # ----------------------------------------------------------------------------- arithmetic
 
 
