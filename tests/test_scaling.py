@@ -272,7 +272,9 @@ def test_a_communication_delay_moves_communication_efficiency_and_not_load_balan
         f"{balanced.backend} delay", delay_ms=delay_s * 1e3, ce_predicted=predicted, ce=ce, ce_before=ce0,
         ce_noise=ce_noise, lb=lb, lb_before=lb0, lb_noise=lb_noise,
     )  # fmt: skip
-    assert ce0 - ce > ce_noise
+    # With D at least three balanced steps, CE falls to about a quarter: below half of
+    # either balanced run's, whatever the runner did between them.
+    assert ce < 0.5 * min(_median(r, "communication_efficiency") for r in balanced.runs)
     assert abs(ce - predicted) <= max(0.1, 2 * ce_noise)
     # The load balance stays within its noise: at least 0.1, the spread of a balanced
     # run's load balance from one run to the next on a busy 2-core VM (0.87-0.99
