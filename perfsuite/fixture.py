@@ -186,7 +186,8 @@ class Perf:
         noise_s += lap()
         machine = probe.combine(machine, self._machine_reading())
         probe_s += lap()
-        samples_s = sum(measurement.seconds)
+        # a ratio's samples are no durations: its ranks' time is all in the measurement
+        samples_s = 0.0 if workload.ratio else sum(measurement.seconds)
         phases = {  # where this check's time went (seconds; see lab/phases.py)
             "build": build_s,
             "probe": probe_s,

@@ -151,7 +151,7 @@ class Judge:
             return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
         peak: float | None
         if ref.measured is not None:  # measured in this session: not the profile's figure
-            peak, estimated = ref.measured, False
+            peak, estimated = ref.measured, ref.advisory
         else:
             values = [profile.figure(key) for key in ref.inputs]
             missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
@@ -159,7 +159,7 @@ class Judge:
                 reason = f"profile {profile.name!r} has no {', '.join(missing)}"
                 return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
             peak = ref.combine(*values) if ref.combine else values[0]
-            estimated = any(profile.is_estimated(key) for key in ref.inputs)
+            estimated = ref.advisory or any(profile.is_estimated(key) for key in ref.inputs)
         return stats.floor_verdict(
             value,
             peak,
@@ -203,7 +203,7 @@ class Judge:
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
-            host = speed.follows_host(workload.params)
+            host = speed.follows_host(workload.params) and not workload.ratio
             context["machine"] = {
                 **machine,
                 "component": speed.component_for(workload.unit) if host else None,
@@ -297,7 +297,7 @@ class Judge:
             seconds=measurement.seconds,
             summary=summary,
             work=workload.work,
-            floor=self.floor(workload, best, floor_fraction),
+            floor=self.floor(workload, summary.median if workload.ratio else best, floor_fraction),
             baseline=baseline,
             context={
                 **context,

@@ -137,6 +137,9 @@ class Reference:
     figures: tuple[str, ...] = ()
     combine: Callable[..., float] | None = None
     measured: float | None = None  # a figure measured in this session, not the profile's
+    # A rule of thumb rather than a figure (POP's 0.8 for an efficiency): missing it is a
+    # warning, never a failure, as a missed estimated peak is.
+    advisory: bool = False
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -209,6 +212,11 @@ class Workload:
     # so a sample of short kernels pays no per-call launch from the host; None: call ``run``.
     capture: Callable[[Callable[[], object], int], Callable[[], object]] | None = None
     bare: Bare | None = None  # timed sample by sample beside the check (fidelity)
+    # The source's samples are the metric itself, a ratio of two times taken on the same
+    # machine (a POP efficiency), not durations: ``value`` keeps each as it is, the floor
+    # is judged on the median (one step's best is no efficiency of the run), and the
+    # machine probe's speed does not adjust them (a ratio does not move with the speed).
+    ratio: bool = False
 
     def value(self, seconds: float, calls: int = 1) -> float:
         """Derive the metric from one sample's duration (``calls`` operations).
@@ -219,6 +227,8 @@ class Workload:
         """
         if seconds <= 0:
             raise ValueError(f"non-positive duration {seconds!r}: the clock did not advance")
+        if self.ratio:
+            return seconds
         if not self.higher_is_better:
             return seconds / (self.work.amount * calls) / self.scale
         return self.work.amount * calls / seconds / self.scale

@@ -12,4 +12,5 @@ from perfsuite.checks import (  # noqa: F401 - they register their report sectio
     input_pipeline,
     knobs,
     roofline,
+    scaling,
 )

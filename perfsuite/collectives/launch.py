@@ -142,13 +142,15 @@ class Launcher:
             return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
         return {}
 
-    def command(self, ranks: int, worker_args: list[str], oversubscribe: bool = False) -> list[str]:
-        """The full command line: launcher, then this Python running the worker."""
+    def command(
+        self, ranks: int, worker_args: list[str], oversubscribe: bool = False, worker: str = WORKER
+    ) -> list[str]:
+        """The full command line: launcher, then this Python running the worker module."""
         program = self.executable
         argv = [program, *(a.replace("{ranks}", str(ranks)) for a in self.argv[1:])]
         if oversubscribe and self.is_local_mpiexec and mpi_flavour(program) == "openmpi":
             argv.insert(1, "--oversubscribe")
-        return [*argv, sys.executable, "-m", WORKER, "--launcher", self.template, *worker_args]
+        return [*argv, sys.executable, "-m", worker, "--launcher", self.template, *worker_args]
 
 
 def _in_environment() -> bool:

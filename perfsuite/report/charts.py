@@ -511,3 +511,98 @@ def fidelity(ctx: ChartContext) -> str | None:
     ax.set_xlabel("check ÷ bare reference (green: within 0.9-1.1)", fontsize=11)
     ax.margins(x=0.12)
     return _svg(fig)
+
+
+# POP's tree, top to bottom: (metric, label, depth).  Scaling efficiency sits outside it.
+POP_TREE = (
+    ("global_efficiency", "Global efficiency", 0),
+    ("parallel_efficiency", "Parallel efficiency", 1),
+    ("load_balance", "Load balance", 2),
+    ("communication_efficiency", "Communication efficiency", 2),
+    ("computation_scalability", "Computation scalability", 1),
+    ("scaling_efficiency", "Scaling efficiency (samples/s per rank)", 0),
+)
+
+
+def _pop_colour(value: float, worth_a_look: float) -> str:
+    """POP's traffic light: green from the rule of thumb up, amber below it, red far below."""
+    if value >= worth_a_look:
+        return "#9bd39b"
+    return "#f3d27a" if value >= worth_a_look - 0.2 else "#ef9a8f"
+
+
+@chart(
+    "scaling",
+    "POP scaling efficiency",
+    "How do the efficiencies of a data-parallel training step hold up from 1 to N ranks, and "
+    "which branch of POP's tree (load balance, communication, computation) loses them?",
+)
+def scaling(ctx: ChartContext) -> str | None:
+    """Per scaling series: POP's table (the tree, rows indented) and its efficiencies by ranks."""
+    section = ctx.record.derived.get("scaling") or {}
+    series = [s for s in section.get("series") or [] if s.get("rows")]
+    if not series:
+        return None
+    look = float(section.get("worth_a_look_below", 0.8))
+    fig = _figure(11.0, 3.2 * len(series) + 0.6)
+    axes = fig.subplots(len(series), 2, squeeze=False, width_ratios=(1.25, 1))
+    for (table_ax, line_ax), s in zip(axes, series, strict=True):
+        rows = s["rows"]
+        ranks = [int(r["ranks"]) for r in rows]
+        title = f"{s['backend']} {s['device']}, {s['mode']} scaling"
+        for y, (metric, _, _) in enumerate(POP_TREE):
+            for x, row in enumerate(rows):
+                value = row.get(metric)
+                if value is None:
+                    continue
+                table_ax.add_patch(
+                    _rectangle((x, y), _pop_colour(float(value), look), bool(row.get("reference")))
+                )
+                table_ax.text(x + 0.5, y + 0.5, f"{value:.2f}", ha="center", va="center")
+        table_ax.set_xlim(-0.02, len(rows) + 0.02)
+        table_ax.set_ylim(len(POP_TREE), 0)
+        table_ax.set_xticks([x + 0.5 for x in range(len(rows))], [f"{n} rank(s)" for n in ranks])
+        table_ax.xaxis.tick_top()
+        # The tree as indented row labels, left-aligned (no-break spaces: SVG collapses others)
+        table_ax.set_yticks(
+            [y + 0.5 for y in range(len(POP_TREE))],
+            [
+                ("\u00a0" * 5 * depth + "└ " if depth else "") + label
+                for _, label, depth in POP_TREE
+            ],
+        )
+        longest = max(len(label) + 6 * depth for _, label, depth in POP_TREE)
+        table_ax.tick_params(axis="y", length=0, pad=6.2 * longest)
+        for tick in table_ax.get_yticklabels():
+            tick.set_horizontalalignment("left")
+        for spine in table_ax.spines.values():
+            spine.set_visible(False)
+        table_ax.set_title(title, fontsize=11, loc="left")
+        for metric, label, depth in POP_TREE:
+            values = [r.get(metric) for r in rows]
+            style = ("-", "--", ":")[depth]
+            line_ax.plot(
+                ranks, values, "o" + style, label=label.split(" (")[0], lw=2.4 - 0.6 * depth
+            )
+        line_ax.axhline(look, color="0.3", lw=1, ls="-.")
+        line_ax.set_xticks(ranks, [str(n) for n in ranks])
+        line_ax.set_xlabel("ranks", fontsize=11)
+        line_ax.set_ylabel("efficiency (1 is ideal)", fontsize=11)
+        line_ax.set_ylim(0, max(1.1, *(float(r.get(m) or 0) for r in rows for m, _, _ in POP_TREE)))
+        line_ax.grid(True, alpha=0.3)
+        line_ax.set_title(f"dash-dot: {look:g} (POP: below it, worth a look)", fontsize=10)
+    axes[0][1].legend(fontsize=9, loc="lower left")
+    fig.suptitle(
+        "Global = parallel x computation scalability; parallel = load balance x communication "
+        "efficiency.  Medians over timed steps; the hatched 1-rank column is the reference run.",
+        fontsize=9, x=0.01, ha="left",
+    )  # fmt: skip
+    return _svg(fig)
+
+
+def _rectangle(xy: tuple[float, float], colour: str, reference: bool) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(
+        xy, 1, 1, facecolor=colour, edgecolor="white", lw=2, hatch="//" if reference else None
+    )
