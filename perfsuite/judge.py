@@ -151,7 +151,7 @@ class Judge:
             return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
         peak: float | None
         if ref.measured is not None:  # measured in this session: not the profile's figure
-            peak, estimated = ref.measured, ref.advisory
+            peak, estimated = ref.measured, False
         else:
             values = [profile.figure(key) for key in ref.inputs]
             missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
@@ -159,7 +159,7 @@ class Judge:
                 reason = f"profile {profile.name!r} has no {', '.join(missing)}"
                 return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
             peak = ref.combine(*values) if ref.combine else values[0]
-            estimated = ref.advisory or any(profile.is_estimated(key) for key in ref.inputs)
+            estimated = any(profile.is_estimated(key) for key in ref.inputs)
         return stats.floor_verdict(
             value,
             peak,
@@ -167,6 +167,7 @@ class Judge:
             higher_is_better=workload.higher_is_better,
             figure=ref.figure,
             estimated=estimated,
+            advisory=ref.advisory,
         )
 
     def judge(

@@ -64,6 +64,8 @@ class FloorVerdict:
     figure: str = ""  # the profile figure used, e.g. memory.bandwidth_gbs
     estimated: bool = False
     reason: str = ""
+    # A rule of thumb rather than a figure (POP's 0.8 for an efficiency): a miss is a warning.
+    advisory: bool = False
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,12 @@ def of(result: Result) -> str:
 
 
 def floor_missed(result: Result) -> bool:
-    """Whether the best sample missed a floor taken from a datasheet figure (not an estimate)."""
-    return result.floor.verdict == "fail" and not result.floor.estimated
+    """Whether the best sample missed a floor taken from a datasheet figure.
+
+    Not an estimate of a peak, and not an advisory rule of thumb: missing those is a warning.
+    """
+    f = result.floor
+    return f.verdict == "fail" and not f.estimated and not f.advisory
 
 
 def tainted(result: Result) -> bool:
@@ -102,6 +106,8 @@ def floor_label(result: Result) -> str:
     f = result.floor
     if floor_missed(result) and tainted(result):
         return "fail (under load)"
+    if f.verdict == "fail" and f.advisory:
+        return "warning"
     return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
 
 

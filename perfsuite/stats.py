@@ -96,6 +96,7 @@ def floor_verdict(
     higher_is_better: bool = True,
     figure: str = "",
     estimated: bool = False,
+    advisory: bool = False,
     reason: str = "",
 ) -> FloorVerdict:
     """Judge the best sample against its reference; no reference means no-reference.
@@ -118,6 +119,7 @@ def floor_verdict(
         fraction_of_peak=value / peak if higher_is_better else peak / value,
         figure=figure,
         estimated=estimated,
+        advisory=advisory,
         reason=reason,
     )
 

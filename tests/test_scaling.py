@@ -229,10 +229,16 @@ def _report(name: str, **figures: float) -> None:
 def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
     balanced: Balanced,
 ) -> None:
-    imbalanced = _launch(balanced.backend, imbalance=True)
+    # Preemption by other work only ever lowers CE (it lands in the step, off the CPU-time
+    # compute): of two imbalanced runs, the one with the higher CE was disturbed less, as
+    # the better of the two balanced runs is the reference.
+    imbalanced = max(
+        (_launch(balanced.backend, imbalance=True) for _ in range(2)),
+        key=lambda r: _median(r, "communication_efficiency"),
+    )
     lb, ce = _median(imbalanced, "load_balance"), _median(imbalanced, "communication_efficiency")
     ce0, noise = (
-        balanced.median("communication_efficiency"),
+        max(_median(r, "communication_efficiency") for r in balanced.runs),
         balanced.noise("communication_efficiency"),
     )
     expected = (2 + 1) / (2 * 2)
@@ -303,3 +309,22 @@ def test_the_quick_suite_records_the_pop_tree_and_draws_it(pytester: pytest.Pyte
     assert series["rows"][1]["threads_per_rank"] == 1
     html = path.with_suffix(".html").read_text()
     assert 'id="chart-scaling"' in html
+
+
+def test_a_missed_rule_of_thumb_is_a_warning_labelled_against_the_ideal() -> None:
+    """POP's 0.8 is advisory: below it warns, reads "of ideal", never "(est.)" or a failure."""
+    from perfsuite import outcome, stats
+    from perfsuite.model import BaselineVerdict, Result, Summary, Work
+    from perfsuite.report import of_reference
+
+    floor = stats.floor_verdict(0.6, 1.0, 0.8, figure="POP rule of thumb", advisory=True)
+    result = Result(
+        id="s", check="scaling", params={}, metric="efficiency", unit="", higher_is_better=True,
+        samples=(0.6,), seconds=(1.0,), summary=stats.summarize([0.6]), work=Work(1.0, "step"),
+        floor=floor, baseline=BaselineVerdict("new"),
+    )  # fmt: skip
+    assert isinstance(result.summary, Summary)
+    assert floor.verdict == "fail" and not outcome.floor_missed(result)
+    assert outcome.of(result) == "floor-warning"
+    assert outcome.floor_label(result) == "warning"
+    assert of_reference(floor) == "60.0% of ideal"

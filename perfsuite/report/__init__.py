@@ -9,6 +9,7 @@ NOT_A_PEAK = (
     ("compute limit", "compute limit"),
     ("host.shm_copy_gbs", "shm copy"),
     ("roofline", "the roofline bound"),
+    ("POP rule of thumb", "ideal"),
 )
 
 

@@ -59,6 +59,8 @@ def explain(result: Result, profile: str = "") -> str:
     elif floor.verdict == "fail" and floor.threshold is not None and floor.value is not None:
         relation = "below" if result.higher_is_better else "above"
         est = " (estimated peak: a warning, not a failure)" if floor.estimated else ""
+        if floor.advisory:
+            est = " (a rule of thumb: a warning, not a failure)"
         parts.append(
             f"floor: best {floor.value:.4g} {result.unit} is {relation} {floor.threshold:.4g} "
             f"{result.unit} ({floor.fraction:.0%} of {profile + ' ' if profile else ''}"
