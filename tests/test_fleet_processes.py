@@ -2,7 +2,7 @@
 
 Debian's Slurm runs one slurmd, so the fleet's "nodes" are 4 tasks on the one host, each
 labelled by its host name and task index (``vm-t0`` .. ``vm-t3``).  One task is slowed for
-real: pinned to one core beside a CPU burner, at nice 10 (about a tenth of that core), while
+real: pinned to one core beside a CPU burner, at nice 15 (about 3% of that core), while
 the others share the other core: a third of a core each, or a fifth if a neighbour's two busy
 processes land there too.  ``perfsuite fleet report`` must name that task and no other, in
 each of 5 repetitions (the slowed task moves from one repetition to the next).  Without Slurm these
@@ -51,7 +51,7 @@ def pytest_configure(config):
                 "end = time.time() + 180\\nwhile time.time() < end: pass")
         burner = subprocess.Popen([sys.executable, "-c", burn])
         atexit.register(burner.kill)
-        _all_threads({cpus[0]}, 10)
+        _all_threads({cpus[0]}, 15)
     else:
         _all_threads(set(cpus[1:]), None)
 """
