@@ -33,8 +33,8 @@ import numpy as np
 
 from perfsuite import sections
 from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES
-from perfsuite.collectives.launch import Launcher, free_loopback_ports
-from perfsuite.hardware.detect import gpu_facts, host_facts
+from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
+from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Result, Work
@@ -113,13 +113,7 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     if case.backend == "horovod" and importlib.util.find_spec("torch") is None:
         return "horovod's allreduce is measured through horovod.torch; torch is not installed"
     if case.device == "gpu":
-        # NVML, not torch: the pytest process never loads a framework for ranks it launches
-        # (and torch beside an already loaded TensorFlow can abort the process).
-        gpus = gpu_facts()
-        if not gpus.names:
-            return f"no GPU visible ({gpus.reason})"
-        if len(gpus.names) < case.ranks and launcher.is_local_mpiexec:
-            return f"{case.ranks} ranks need {case.ranks} GPUs; {len(gpus.names)} visible"
+        return ranks_without_gpus(case.ranks, launcher) or launcher.unavailable_reason()
     return launcher.unavailable_reason()
 
 

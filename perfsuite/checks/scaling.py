@@ -40,8 +40,7 @@ from typing import Any
 from perfsuite import sections
 from perfsuite.checks import pop
 from perfsuite.collectives import LIBRARIES
-from perfsuite.collectives.launch import Launcher, free_loopback_ports
-from perfsuite.hardware.detect import gpu_facts
+from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Result, Work
@@ -124,11 +123,7 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     if case.mode == "strong" and BATCH % case.ranks:
         return f"strong scaling splits a global batch of {BATCH}; {case.ranks} ranks do not"
     if case.device == "gpu":
-        gpus = gpu_facts()
-        if not gpus.names:
-            return f"no GPU visible ({gpus.reason})"
-        if len(gpus.names) < case.ranks and launcher.is_local_mpiexec:
-            return f"{case.ranks} ranks need {case.ranks} GPUs; {len(gpus.names)} visible"
+        return ranks_without_gpus(case.ranks, launcher) or launcher.unavailable_reason()
     return launcher.unavailable_reason()
 
 

@@ -186,3 +186,19 @@ def free_loopback_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def ranks_without_gpus(ranks: int, launcher: Launcher) -> str | None:
+    """Why ``ranks`` GPU ranks cannot start here (no GPU, or too few for local ranks), or None.
+
+    NVML, not torch: the pytest process never loads a framework for ranks it launches (and
+    torch beside an already loaded TensorFlow can abort the process).
+    """
+    from perfsuite.hardware.detect import gpu_facts
+
+    gpus = gpu_facts()
+    if not gpus.names:
+        return f"no GPU visible ({gpus.reason})"
+    if len(gpus.names) < ranks and launcher.is_local_mpiexec:
+        return f"{ranks} ranks need {ranks} GPUs; {len(gpus.names)} visible"
+    return None

@@ -49,7 +49,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from perfsuite.collectives.worker import _env_int, layout
+from perfsuite.collectives.worker import join_torch_group, layout
 
 IMAGE = 32  # synthetic images: 3 x 32 x 32, 10 classes
 CLASSES = 10
@@ -76,28 +76,10 @@ class TorchTrainer:
         from torch import nn
 
         self.torch, self.dist = torch, dist
-        rank = _env_int("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
-        size = _env_int("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
-        if rank is None or size is None:
-            raise SystemExit("train worker: no rank or size in the environment; use a launcher")
-        local = _env_int(
-            "LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"
-        )
-        if "MASTER_PORT" not in os.environ:
-            raise SystemExit("train worker: MASTER_PORT is not set")
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         if threads > 0:
             torch.set_num_threads(threads)
-        if device == "gpu":
-            torch.cuda.set_device((local or 0) % torch.cuda.device_count())
-            self.device = f"cuda:{torch.cuda.current_device()}"
-            backend = "nccl"
-        else:
-            self.device = "cpu"
-            backend = "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=size, init_method="env://")
-        self.backend = backend
-        self.rank, self.size = rank, size
+        self.rank, self.size, self.device, self.backend = join_torch_group(device, "train worker")
+        rank = self.rank
         torch.manual_seed(seed)
         model = nn.Sequential(
             nn.Conv2d(3, 16, 3, padding=1),

@@ -118,6 +118,32 @@ def _env_int(*names: str) -> int | None:
     return None
 
 
+def join_torch_group(device: str, who: str) -> tuple[int, int, str, str]:
+    """Join torch.distributed's group, rank and size from the launcher's environment.
+
+    gloo on the CPU, NCCL on the rank's GPU (the local rank's, modulo the GPUs visible).
+    Returns ``(rank, size, torch device, backend)``.
+    """
+    import torch
+    import torch.distributed as dist
+
+    rank = _env_int("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+    size = _env_int("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+    if rank is None or size is None:
+        raise SystemExit(f"{who}: no rank or size in the environment; use a launcher")
+    local = _env_int("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        raise SystemExit(f"{who}: MASTER_PORT is not set")
+    if device == "gpu":
+        torch.cuda.set_device((local or 0) % torch.cuda.device_count())
+        where, backend = f"cuda:{torch.cuda.current_device()}", "nccl"
+    else:
+        where, backend = "cpu", "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=size, init_method="env://")
+    return rank, size, where, backend
+
+
 class _TorchTensors:
     """Buffers as torch tensors on ``self.device`` (the CPU, or the rank's CUDA device)."""
 
@@ -149,26 +175,7 @@ class TorchComm(_TorchTensors):
         import torch.distributed as dist
 
         self.torch, self.dist = torch, dist
-        rank = _env_int("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
-        size = _env_int("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
-        if rank is None or size is None:
-            raise SystemExit("torch worker: no rank or size in the environment; use a launcher")
-        local = _env_int(
-            "LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"
-        )
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        if "MASTER_PORT" not in os.environ:
-            raise SystemExit("torch worker: MASTER_PORT is not set")
-        if device == "gpu":
-            torch.cuda.set_device((local or 0) % torch.cuda.device_count())
-            self.device = f"cuda:{torch.cuda.current_device()}"
-            backend = "nccl"
-        else:
-            self.device = "cpu"
-            backend = "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=size, init_method="env://")
-        self.backend = backend
-        self.rank, self.size = rank, size
+        self.rank, self.size, self.device, self.backend = join_torch_group(device, "torch worker")
 
     def allreduce(self, send: Any, recv: Any) -> None:
         # torch reduces in place: the send buffer is copied into recv first (counted in the
