@@ -181,7 +181,9 @@ def read_text_bounded(path: Path, what: str, max_bytes: int) -> str:
     and no more than ``max_bytes`` + 1 bytes are ever read.
     """
     try:
-        with path.open("rb") as fh:
+        # Non-blocking: opening a FIFO to read would otherwise wait for a writer, forever.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise StorageError(f"{path}: {what} is not a regular file (file left untouched)")
             data = fh.read(max_bytes + 1)

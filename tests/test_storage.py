@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -200,3 +201,12 @@ def test_a_save_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "slowgpu" / "baseline.json").read_text())
     assert set(data["entries"]) == {"a", "b"}
     assert set(data["run_policies"]) == {"run-1", "run-2"}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
+    """Opening a FIFO to read waits for a writer; perfsuite must refuse it without waiting."""
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    with pytest.raises(StorageError, match="not a regular file"):
+        read_json(fifo, "run record", 1)

@@ -28,6 +28,7 @@ import numpy as np
 
 from perfsuite.errors import StorageError
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, SCHEMA_VERSION
+from perfsuite.storage import read_text_bounded
 
 # Where ``perfsuite fleet run`` keeps each task's status and output, beside the records.
 NODES_DIR = "nodes"
@@ -196,13 +197,15 @@ def digest(path: Path) -> dict[str, Any]:
     pins the record's size and time, so a digest of a record changed since is never used.
     """
     where = str(path)
+    # Plain json.loads, not storage.read_json's checked parser: a fleet's report parses
+    # thousands of records, and every value it uses is checked below.
     try:
         st = path.stat()
-        if st.st_size > MAX_RECORD_BYTES:
-            raise StorageError(f"{where}: larger than {MAX_RECORD_BYTES >> 20} MiB")
-        data = json.loads(path.read_bytes(), parse_constant=_bad_constant)
     except OSError as exc:
         raise StorageError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    text = read_text_bounded(path, "run record", MAX_RECORD_BYTES)
+    try:
+        data = json.loads(text, parse_constant=_bad_constant)
     except (ValueError, RecursionError) as exc:
         raise StorageError(f"{where}: not a JSON run record: {str(exc)[:120]}") from None
     if not isinstance(data, dict):
