@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import outcome, speed, stats, waivers
 from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Measurement, Policy, Workload
+from perfsuite.measure import Measurement, Policy, Workload, measured_as
 from perfsuite.model import (
     BaselineFacts,
     BaselineVerdict,
@@ -467,7 +467,8 @@ def measured_unlike(
     lengths = {x for x in lengths if isinstance(x, int | float)}
     mode, warmup = str(policy.get("mode", "")), policy.get("warmup_seconds")
     length = policy.get("sample_seconds")
-    like_mode = not modes or (mode in modes and warmup in warmups)
+    alike = {measured_as(m) for m in modes}
+    like_mode = not modes or (measured_as(mode) in alike and warmup in warmups)
     like_length = not lengths or length in lengths
     if like_mode and like_length:
         return None

@@ -69,8 +69,8 @@ class Policy:
     warmup_max_seconds: float = 0.0
     warmup_settle: float = 0.10
     # Sample each check's bare reference beside it (its fidelity).  The reference is never
-    # part of a verdict, and pairing doubles a check's time: full mode takes it, quick mode
-    # only with --perf-fidelity.
+    # part of a verdict, and pairing doubles a check's time: full mode takes it, quick and
+    # default mode only with --perf-fidelity.
     references: bool = True
 
     def __post_init__(self) -> None:
@@ -106,6 +106,10 @@ FULL = Policy(
     mode="full",
     warmup_max_seconds=3.0,
 )
+# The default mode measures each check as full mode does (the same warm-up, repetitions and
+# sample length, so their baselines compare), without the paired bare reference, and runs
+# the sweeps' representative cases only (the ``perf_full`` mark deselects the rest).
+DEFAULT = replace(FULL, mode="default", references=False)
 QUICK = Policy(
     warmup=1,
     repetitions=5,
@@ -117,6 +121,11 @@ QUICK = Policy(
     warmup_max_seconds=1.0,
     references=False,
 )
+
+
+def measured_as(mode: str) -> str:
+    """The measurement a mode's samples stand for: default and full mode measure alike."""
+    return FULL.mode if mode == DEFAULT.mode else mode
 
 
 @dataclass(frozen=True)

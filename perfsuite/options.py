@@ -91,13 +91,29 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "string",
         str(allocator.DEFAULT_MIB),
     ),
-    ("--perf-quick", "perf_quick", _flag("quick mode: fewer repetitions and cases"), "bool", False),
+    (
+        "--perf-quick",
+        "perf_quick",
+        _flag("quick mode: a smoke of every check, fewer repetitions and cases"),
+        "bool",
+        False,
+    ),
+    (
+        "--perf-full",
+        "perf_full",
+        _flag(
+            "full mode: every size, shape and layer of each sweep, each beside its bare "
+            "reference (default: one representative of each family, no bare references)"
+        ),
+        "bool",
+        False,
+    ),
     (
         "--perf-fidelity",
         "perf_fidelity",
         _flag(
-            "sample each check's bare reference beside it in quick mode too (full mode always "
-            "does): the fidelity section, at about twice the time per check"
+            "sample each check's bare reference beside it in quick and default mode too "
+            "(full mode always does): the fidelity section, at about twice the time per check"
         ),
         "bool",
         False,
@@ -513,6 +529,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             "a whole number of MiB >= 0",
         ),
         quick=bool(option("perf_quick")),
+        full=bool(option("perf_full")),
         fidelity=bool(option("perf_fidelity")),
         backends=_parse(
             "--perf-backend", option("perf_backend"), _backend_names, "registered backend names"

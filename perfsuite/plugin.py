@@ -79,7 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "(for --perf-backend)",
     )
     config.addinivalue_line(
-        "markers", "perf_full: a case that runs in full mode only (deselected by --perf-quick)"
+        "markers",
+        "perf_full: a case that runs in full mode only (--perf-full; deselected otherwise)",
     )
     try:
         config.stash[SESSION_KEY] = PerfSession(options.settings_from_config(config))
@@ -123,13 +124,13 @@ def _is_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Quick mode deselects full-mode-only cases; --benchmark-only still runs perf checks."""
+    """Only full mode runs full-mode-only cases; --benchmark-only still runs perf checks."""
     other_backends = outside(items, config.stash[SESSION_KEY].settings.backends)
     if other_backends:
         config.hook.pytest_deselected(items=other_backends)
         dropped = {id(item) for item in other_backends}
         items[:] = [item for item in items if id(item) not in dropped]
-    if config.stash[SESSION_KEY].settings.quick:
+    if not config.stash[SESSION_KEY].settings.full:
         deselected = [item for item in items if item.get_closest_marker("perf_full")]
         if deselected:
             config.hook.pytest_deselected(items=deselected)

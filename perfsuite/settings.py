@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import allocator, outcome, stats
-from perfsuite.measure import FULL, QUICK, Policy
+from perfsuite.measure import DEFAULT, FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
 MIN_SAMPLES = 3  # a median, a spread and a test need at least this many
@@ -26,8 +26,9 @@ class Settings:
     force_baseline: bool = False
     baseline_runs: int | None = None  # None: the stored baseline's own window, else 5
     malloc_threshold: int = allocator.DEFAULT_MIB  # MiB; 0 leaves glibc's own policy
-    quick: bool = False
-    fidelity: bool = False  # sample bare references in quick mode too
+    quick: bool = False  # a smoke: the representative cases, short samples
+    full: bool = False  # every case of each sweep, each beside its bare reference
+    fidelity: bool = False  # sample bare references in quick and default mode too
     backends: tuple[str, ...] = ()  # run only these backends; empty: all
     samples: int | None = None  # repetitions per check, overriding the mode's
     sample_seconds: float | None = None  # the least a sample lasts, overriding the mode's
@@ -50,6 +51,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         """Reject settings that cannot be right."""
+        if self.quick and self.full:
+            raise ValueError("--perf-quick and --perf-full exclude each other; choose one mode")
         if not 0 < self.tolerance < 1:
             raise ValueError(f"tolerance must be a fraction between 0 and 1, got {self.tolerance}")
         if not 0 < self.alpha < 1:
@@ -79,9 +82,14 @@ class Settings:
             raise ValueError(f"unknown outcome(s) to fail on: {', '.join(sorted(unknown))}")
 
     @property
+    def mode(self) -> str:
+        """``quick``, ``default`` or ``full``: which cases run, and how each is measured."""
+        return "quick" if self.quick else "full" if self.full else "default"
+
+    @property
     def policy(self) -> Policy:
         """The mode's policy (fewer repetitions in quick mode), with the options' overrides."""
-        base = QUICK if self.quick else FULL
+        base = {"quick": QUICK, "default": DEFAULT, "full": FULL}[self.mode]
         if self.fidelity:
             base = replace(base, references=True)
         if self.sample_seconds:

@@ -82,9 +82,26 @@ def test_estimated_floors_expectations_oom_and_quick_mode(project: pytest.Pytest
     assert expectation["context"]["expectations"][0]["passed"] is False
 
 
-def test_full_mode_runs_full_only_cases(project: pytest.Pytester) -> None:
+def test_only_full_mode_runs_full_only_cases(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nperf_profile_dir = profiles\nperf_hw = hugecpu\n")
-    project.runpytest("-k", "full_only").assert_outcomes(passed=1)
+    policies = []
+    for mode, outcomes in (("", {"passed": 1}), ("--perf-full", {"passed": 2})):
+        args = ["-k", "full_only or test_estimated", "-p", "no:cacheprovider"]
+        project.runpytest(*args, *([mode] if mode else [])).assert_outcomes(**outcomes)
+        (path,) = (project.path / "reports" / "hugecpu").glob("*.json")
+        policies.append(json.loads(path.read_text())["settings"]["policy"])
+        shutil.rmtree(project.path / "reports")
+    default, full = policies
+    assert default["mode"] == "default" and default["references"] is False
+    assert full["mode"] == "full" and full["references"] is True
+    assert default["warmup_seconds"] == full["warmup_seconds"], "measured alike"
+    assert default["repetitions"] == full["repetitions"]
+
+
+def test_quick_and_full_mode_exclude_each_other(project: pytest.Pytester) -> None:
+    result = project.runpytest("--perf-full")  # the ini asks for quick mode
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--perf-quick and --perf-full exclude each other*"])
 
 
 @pytest.mark.integration

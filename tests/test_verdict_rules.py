@@ -583,6 +583,8 @@ def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> N
         "matmul", "TFLOP/s", True, tuple(BaselineRun(f"r{i}", "", (1.0,), full) for i in range(3))
     )
     assert measured_unlike(full, entry) is None
+    # the default mode measures each check as full mode does: their baselines compare
+    assert measured_unlike({"mode": "default", "warmup_seconds": 0.5}, entry) is None
     assert measured_unlike({"mode": "quick", "warmup_seconds": 0.5}, None) is None
     legacy = BaselineEntry("matmul", "TFLOP/s", True, (BaselineRun("old", "", (1.0,), {}),))
     assert measured_unlike({"mode": "quick"}, legacy) is None, "no mode recorded: no claim"

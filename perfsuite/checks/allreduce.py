@@ -1,7 +1,7 @@
 """Allreduce latency and bus bandwidth across real ranks (OSU and nccl-tests conventions).
 
-One check per message size.  Sizes double from 4 B to 64 MiB (quick mode: 8 B, 64 KiB,
-16 MiB).  Each size is one launch of :mod:`perfsuite.collectives.worker`
+One check per message size.  Sizes double from 4 B to 64 MiB in full mode (quick and
+default mode: 8 B, 64 KiB, 16 MiB).  Each size is one launch of :mod:`perfsuite.collectives.worker`
 through the launcher (``mpiexec -n N`` by default); the pytest process is never a rank.
 
 * Below 1 MiB the metric is latency: microseconds per allreduce, the mean across ranks

@@ -12,7 +12,8 @@ from perfsuite.backends import Target
 class Case:
     """One parametrization of a check.
 
-    ``full_only`` cases are deselected by ``--perf-quick`` (through the ``perf_full`` mark).
+    ``full_only`` cases run only under ``--perf-full`` (the ``perf_full`` mark deselects them
+    otherwise): the default and quick modes run each sweep's representatives.
     """
 
     target: Target

@@ -45,9 +45,9 @@ LAYERS = (
     ("resnet-16x16x512", 16, 16, 512),
 )
 BATCHES = (1, 16)
-# Quick mode asks "did anything break badly": one layer per regime, every pass, precision
-# and backend.  The seed layer (16 channels, far below the ridge) and a ResNet layer at the
-# ridge and above; the other ResNet layers, and batch 16, run in full mode.
+# Quick and default mode run one layer per regime, every pass, precision and backend.
+# The seed layer (16 channels, far below the ridge) and a ResNet layer at the
+# ridge and above; the other ResNet layers, and batch 16, run in full mode (--perf-full).
 QUICK_LAYERS = ("seed-128x128x16", "resnet-32x32x256")
 HALF = {"cpu": "bf16", "gpu": "fp16"}
 

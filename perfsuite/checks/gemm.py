@@ -43,7 +43,7 @@ class Shape:
 # DeepBench training GEMMs (M x N x K) named in the issue, on every device.
 DEEPBENCH = (Shape(1760, 128, 1760), Shape(7860, 64, 2560), Shape(5124, 9124, 2560))
 SQUARES = {"cpu": (2048, 4096), "gpu": (8192, 16384)}
-# The largest shapes take seconds per repetition on a CPU: full mode only.
+# The largest shapes take seconds per repetition on a CPU: full mode (--perf-full) only.
 FULL_ONLY = {Shape(4096, 4096, 4096), Shape(16384, 16384, 16384), Shape(5124, 9124, 2560)}
 
 

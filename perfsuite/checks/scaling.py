@@ -89,7 +89,7 @@ def series(largest: int) -> tuple[int, ...]:
 
 
 def cases(ranks: Sequence[int]) -> list[Case]:
-    """Every case; quick mode keeps torch's weak scaling at the largest rank count."""
+    """Every case; quick and default mode keep torch's weak scaling at the largest rank count."""
     largest = max(ranks)
     out = []
     for backend in BACKENDS:
