@@ -378,7 +378,7 @@ examples:
 
 exit status: 0 ok, 1 regression (compare, ab, history), a slow or failed node (fleet),
              2 usage error,
-             3 inconclusive (compare) or undecided (ab)
+             3 inconclusive (compare), undecided (ab) or a node to rerun (fleet)
 """
 
 
@@ -663,8 +663,11 @@ def _fleet_parser(sub: Any) -> None:
         help="judge each node against its fleet; list the slow ones to drain",
         description=(
             "Compare every node (and GPU) with the median of its fleet, profile by profile. "
-            "Writes DIR/drain.json and DIR/fleet.html. Exit status: 0 no node flagged, "
-            "1 a node slow or failed, 2 usage error."
+            "Readings a node's own run flagged (foreign load, a throttled GPU) are left out "
+            "and never drain it: it is listed to rerun. Writes DIR/drain.json (the nodes to "
+            "drain, and those to rerun) and DIR/fleet.html. Exit status: 0 no node flagged and "
+            "none to rerun, 1 a node slow or failed, 2 usage error, 3 a node to rerun and "
+            "none slow or failed."
         ),
     )
     rep.add_argument("dir", metavar="DIR", help="the fleet's shared directory of run records")

@@ -35,6 +35,7 @@ def result(
     higher_is_better: bool = True,
     floor: str = "no-reference",
     baseline: str = "new",
+    noise: dict[str, object] | None = None,
 ) -> Result:
     """A result as the plugin stores it, with the given summary median."""
     samples = tuple(median * f for f in (0.995, 1.0, 1.0, 1.005, 1.002))
@@ -52,7 +53,29 @@ def result(
         floor=FloorVerdict(verdict=floor),
         baseline=BaselineVerdict(verdict=baseline),
         outcome="passed",
+        noise=noise if noise is not None else quiet(),
     )
+
+
+def quiet() -> dict[str, object]:
+    """The noise facts of a check measured on a quiet machine (as noise.assess writes them)."""
+    return {"wall_s": 2.0, "foreign_cores": 0.01, "steal_cores": 0.0, "load_average": [],
+            "cpu_mhz": [None, None], "governor": "performance", "gpus": [], "flags": [],
+            "cv": 0.004}  # fmt: skip
+
+
+def loaded(cores: float = 1.3) -> dict[str, object]:
+    """The noise facts of a check measured beside other work: flagged, as the guard does."""
+    return {**quiet(), "foreign_cores": cores,
+            "flags": [f"under foreign load ({cores:.2f} cores of other work or steal)"]}  # fmt: skip
+
+
+def throttled(gpu: int = 0) -> dict[str, object]:
+    """The noise facts of a check measured while a GPU's clocks were held down (thermal)."""
+    facts = {"index": gpu, "sm_clock_mhz": [1980, 1410], "throttle_reasons": [0, 0x40 | 0x4],
+             "throttled": ["hardware thermal slowdown"], "info": ["software power cap"]}  # fmt: skip
+    return {**quiet(), "gpus": [facts],
+            "flags": [f"while gpu:{gpu} was throttled (hardware thermal slowdown)"]}  # fmt: skip
 
 
 def write_record(
@@ -84,18 +107,24 @@ def fleet(
     profile: str = "cpu-node",
     level: float = 100.0,
     prefix: str = "node",
+    noisy: dict[int, dict[str, object]] | None = None,
 ) -> None:
-    """``n`` nodes with 3 checks (two throughputs, one latency); ``slow``: node -> factor."""
+    """``n`` nodes with 3 checks (two throughputs, one latency); ``slow``: node -> factor.
+
+    ``noisy``: node -> the noise facts every one of its readings was taken under.
+    """
     slow = slow or {}
+    noisy = noisy or {}
     for i in range(n):
         f = math.exp(SCATTER[i % len(SCATTER)]) * slow.get(i, 1.0)
+        facts = noisy.get(i)
         write_record(
             directory,
             f"{prefix}{i:02d}",
             [
-                result("test_triad[numpy]", level * f),
-                result("test_gemm[fp32]", 3 * level * f),
-                result("test_latency[8B]", 5.0 / f, higher_is_better=False),
+                result("test_triad[numpy]", level * f, noise=facts),
+                result("test_gemm[fp32]", 3 * level * f, noise=facts),
+                result("test_latency[8B]", 5.0 / f, higher_is_better=False, noise=facts),
             ],
             profile=profile,
         )
@@ -107,8 +136,8 @@ def report(directory: Path, *extra: str) -> tuple[int, dict[str, object]]:
     return code, drain
 
 
-def drained(drain: dict[str, object]) -> list[str]:
-    entries = drain["drain"]
+def drained(drain: dict[str, object], key: str = "drain") -> list[str]:
+    entries = drain[key]
     assert isinstance(entries, list)
     return [e["node"] + (f"/gpu{e['gpu_index']}" if e["gpu_index"] is not None else "")
             for e in entries]  # fmt: skip
@@ -447,3 +476,166 @@ def test_a_directory_of_an_earlier_fleet_is_refused(
     fleet(tmp_path / "fleet", 3)
     err = one_line_error(capsys, run_args(tmp_path, "--nodes", "2"))
     assert "already holds the records of an earlier fleet run" in err
+
+
+# Readings a node's own run flagged (foreign load, throttling): never drained on, never a pass.
+
+
+def test_a_loaded_slow_node_is_rerun_not_drained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slow only while its run was flagged under foreign load: listed to rerun, exit 3."""
+    fleet(tmp_path, 8, slow={5: 0.6}, noisy={5: loaded(1.3)})
+    code, drain = report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 3
+    assert drained(drain) == [] and drained(drain, "rerun") == ["node05"]
+    (entry,) = drain["rerun"]  # type: ignore[misc]
+    assert entry["reason"].startswith("rerun: test_")
+    assert "under foreign load (1.30 cores of other work or steal)" in entry["reason"]
+    for c in entry["checks"]:
+        assert c["taint"] == ["foreign-load"] and c["foreign_cores"] == 1.3
+        assert c["ratio"] == pytest.approx(0.6, rel=0.05)
+    assert "SLOW, worst first:" not in out
+    assert "RERUN, not drained" in out and "node05" in out
+    assert "3 readings flagged by their own runs left out, 1 unit to rerun" in out
+    assert out.rstrip().endswith(
+        "INCONCLUSIVE (no node flagged, 1 to rerun, slow only at readings their runs "
+        "flagged) of 8 nodes (exit 3)"
+    )
+
+
+def test_a_loaded_node_that_reads_like_its_fleet_is_no_rerun(tmp_path: Path) -> None:
+    """Foreign load only slows: a flagged reading within the tolerance asks for nothing."""
+    fleet(tmp_path, 8, noisy={2: loaded()})
+    code, drain = report(tmp_path)
+    assert code == 0 and drained(drain) == [] and drained(drain, "rerun") == []
+
+
+def test_a_clean_slow_node_beside_a_loaded_one_is_still_drained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The flagged node is rerun; the untainted slow one is drained, exit 1."""
+    fleet(tmp_path, 8, slow={1: 0.6, 5: 0.55}, noisy={5: loaded()})
+    code, drain = report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert drained(drain) == ["node01"] and drained(drain, "rerun") == ["node05"]
+    assert out.rstrip().endswith(
+        "NODES TO DRAIN (1 node slow, 1 to rerun, slow only at readings their runs flagged) "
+        "of 8 nodes (exit 1)"
+    )
+
+
+def test_a_throttled_gpu_is_rerun_with_its_reason(tmp_path: Path) -> None:
+    for i in range(4):
+        gpus: list[dict[str, object]] = [{"index": 0, "uuid": f"GPU-{i}-uuid"}]
+        slow = i == 2
+        write_record(
+            tmp_path,
+            f"g{i}",
+            [result("test_stream[torch-gpu:0-copy]", (1800.0 if slow else 3000.0)
+                    * math.exp(SCATTER[i]), noise=throttled(0) if slow else None)],
+            profile="h100-sxm",
+            gpus=gpus,
+        )  # fmt: skip
+    code, drain = report(tmp_path)
+    assert code == 3 and drained(drain) == [] and drained(drain, "rerun") == ["g2/gpu0"]
+    (check,) = drain["rerun"][0]["checks"]  # type: ignore[index]
+    assert check["taint"] == ["gpu-throttled"]
+    assert check["throttle_reasons"] == ["hardware thermal slowdown"]
+    assert "a GPU throttled (hardware thermal slowdown)" in drain["rerun"][0]["reason"]  # type: ignore[index]
+
+
+def test_a_tainted_reading_does_not_move_the_fleet() -> None:
+    """Median, spread and family are the untainted cells': a loaded node shifts nothing."""
+    base = 100.0 * np.exp(np.array(SCATTER[:6]))[:, np.newaxis]
+    hib = np.array([True])
+    clean = judge.judge(base[:5], hib)
+    values = base.copy()
+    values[5, 0] = 10.0  # far below its fleet
+    tainted = np.zeros(values.shape, dtype=bool)
+    tainted[5, 0] = True
+    j = judge.judge(values, hib, tainted=tainted)
+    assert j.median.tolist() == pytest.approx(clean.median.tolist())
+    assert j.spread.tolist() == pytest.approx(clean.spread.tolist())
+    assert j.count.tolist() == [5] and j.family == 5
+    assert not j.flagged.any()
+    assert j.rerun[:, 0].tolist() == [False] * 5 + [True]
+    assert j.state[5, 0] == judge.Cell.RERUN and j.state[0, 0] == judge.Cell.OK
+    assert j.ratio[5, 0] == pytest.approx(10.0 / clean.median[0])
+    # Untainted, the same figures put the low reading in the fleet's median and flag it.
+    plain = judge.judge(values, hib)
+    assert plain.median[0] != pytest.approx(clean.median[0]) and plain.flagged[5, 0]
+
+
+def test_loaded_readings_that_leave_too_few_to_judge_are_all_rerun() -> None:
+    """Four nodes, two flagged: the check cannot be judged, and the two must run again."""
+    values = np.array([[100.0], [101.0], [99.0], [100.5]])
+    tainted = np.array([[False], [True], [False], [True]])
+    j = judge.judge(values, np.array([True]), tainted=tainted)
+    assert j.family == 0 and not j.flagged.any()
+    assert j.rerun[:, 0].tolist() == [False, True, False, True]
+    assert j.state[:, 0].tolist() == [judge.Cell.UNJUDGED, judge.Cell.RERUN] * 2
+    assert [r.unit for r in judge.rerun_units(j)] == [1, 3]
+    assert math.isnan(judge.rerun_units(j)[0].worst_ratio)
+
+
+def test_the_digest_names_the_taint_from_the_noise_facts(tmp_path: Path) -> None:
+    """Typed from the guard's facts: foreign load, one flag per throttled GPU, the rest OTHER."""
+    both = {**throttled(1), "foreign_cores": 0.9,
+            "flags": ["under foreign load", "while gpu:1 was throttled"]}  # fmt: skip
+    hooked = {**quiet(), "flags": ["a hook's reading said so"]}
+    path = write_record(
+        tmp_path,
+        "n0",
+        [
+            result("test_a", 1.0),
+            result("test_b", 1.0, noise=loaded(0.4)),
+            result("test_c", 1.0, noise=both),
+            result("test_d", 1.0, noise=hooked),
+            result("test_e", 1.0, noise={**quiet(), "foreign_cores": 3.0}),  # unflagged
+        ],
+    )
+    c = aggregate.digest(path)["columns"]
+    taint = aggregate.Taint
+    assert c["taint"] == [0, taint.FOREIGN_LOAD, taint.FOREIGN_LOAD | taint.GPU_THROTTLED,
+                          taint.OTHER, 0]  # fmt: skip
+    assert c["foreign_cores"] == [0.01, 0.4, 0.9, 0.01, 3.0]
+    assert c["throttle"] == [0, 0, 0x40, 0, 0]
+
+
+def test_a_malformed_noise_map_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet(tmp_path, 3)
+    write_record(tmp_path, "node09", [result("test_triad[numpy]", 100.0, noise={"flags": "x"})])
+    err = one_line_error(capsys, ["fleet", "report", str(tmp_path)])
+    assert "noise.flags must be a list of text" in err
+
+
+def test_a_digest_of_an_older_version_is_rebuilt(tmp_path: Path) -> None:
+    """A version-2 digest knows no taint: the record is read again, its digest replaced."""
+    fleet(tmp_path, 6, slow={4: 0.6}, noisy={4: loaded()})
+    (path,) = (tmp_path / "records" / "node04").rglob("*.json")
+    aggregate.write_digest(path)
+    old = json.loads(aggregate.digest_path(path).read_text())
+    old["schema_version"] = 2
+    for name in ("taint", "foreign_cores", "throttle"):
+        del old["columns"][name]
+    aggregate.digest_path(path).write_text(json.dumps(old))
+    (m,) = aggregate.load(tmp_path, workers=1)
+    row = [u.label for u in m.units].index("node04")
+    assert m.tainted[row].all() and not np.delete(m.tainted, row, axis=0).any()
+    again = json.loads(aggregate.digest_path(path).read_text())
+    assert again["schema_version"] == aggregate.DIGEST_VERSION == 3
+    assert again["columns"]["taint"] == [int(aggregate.Taint.FOREIGN_LOAD)] * 3
+
+
+def test_the_page_marks_tainted_cells_and_lists_the_rerun(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    fleet(tmp_path, 8, slow={3: 0.6, 6: 0.5}, noisy={6: loaded()})
+    assert main(["fleet", "report", str(tmp_path)]) == 1
+    page = (tmp_path / "fleet.html").read_text()
+    assert "grey, hatched: flagged by its own run, left out" in page
+    assert "Rerun, not drained" in page and "node06" in page

@@ -7,6 +7,12 @@ the others share the other core: a third of a core each, or a fifth if a neighbo
 processes land there too.  ``perfsuite fleet report`` must name that task and no other, in
 each of 5 repetitions (the slowed task moves from one repetition to the next).  Without Slurm these
 tests skip, unless ``CI`` is set: there they fail.
+
+The burner is the slowed task's own child, so its noise guard never counts it as foreign
+load; but to each task the three others are, on one host, and a fleet never judges a reading
+its own run flagged.  A real fleet runs one task a node, where they are not: the tasks here
+read the noise guard's quiet machine (the seam's ``pytest_perfsuite_noise_snapshot``), so
+that the slowed task is judged, as a slow node would be.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ TASKS = 4
 # the one named by FLEET_HANG_TASK.  The burner stops by itself, even if its task is killed.
 PLUGIN = """
 import atexit, os, subprocess, sys, time
+
+def pytest_perfsuite_noise_snapshot(with_gpus):
+    # The other tasks of this one-host fleet: foreign load no node of a real fleet has.
+    from perfsuite.noise import Snapshot
+    return Snapshot(wall=time.monotonic(), busy=0.0, steal=0.0, own=0.0, load=(), cpu_mhz=None)
 
 def _all_threads(cpus, nice):
     for tid in os.listdir("/proc/self/task"):

@@ -7,13 +7,15 @@ is named by ``environment.host.node_label`` (set from ``PERFSUITE_NODE_LABEL`` b
 ``perfsuite fleet run``, unique per task), else by its host name.
 
 Reading 10,000 records of 200 checks must take seconds, so this reads only what the fleet
-judges (each result's id, unit, direction, summary, floor and baseline verdicts), checks
-those fields, and fills numpy arrays; it does not rebuild :class:`~perfsuite.model.RunRecord`
-objects.  Anything a record lacks or holds in the wrong shape is a StorageError naming it.
+judges (each result's id, unit, direction, summary, floor and baseline verdicts, and whether
+its own run flagged the reading: see :class:`Taint`), checks those fields, and fills numpy
+arrays; it does not rebuild :class:`~perfsuite.model.RunRecord` objects.  Anything a record
+lacks or holds in the wrong shape is a StorageError naming it.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from perfsuite import noise
 from perfsuite.errors import StorageError
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, SCHEMA_VERSION
 from perfsuite.storage import read_text_bounded
@@ -40,7 +43,8 @@ _CHUNK = 256
 MAX_RECORD_BYTES = 512 << 20
 # A digest: what the fleet reads of one record, written beside it by the node that ran it.
 DIGEST_SUFFIX = ".fleet.json"
-DIGEST_VERSION = 2
+# 3: each result's taint (its run's noise flags, as Taint bits), foreign load and throttling.
+DIGEST_VERSION = 3
 # The columns of a digest, one entry per result.
 COLUMNS = (
     "id",
@@ -52,7 +56,28 @@ COLUMNS = (
     "floor",
     "baseline",
     "gpu",
+    "taint",
+    "foreign_cores",
+    "throttle",
 )
+# The NVML throttle reasons that taint a reading (noise.THROTTLE_BITS), as one mask.
+THROTTLE_MASK = sum(noise.THROTTLE_BITS)
+
+
+class Taint(enum.IntFlag):
+    """Why a node's own run flagged a reading, as the record's structured noise facts say.
+
+    A result is tainted exactly when its ``noise.flags`` is not empty: the rule every
+    single-node verdict follows (:func:`perfsuite.outcome.tainted`).  The kinds are read from
+    the facts the noise guard recorded beside the flags, never from the flags' wording.
+    """
+
+    FOREIGN_LOAD = 1  # other work, or hypervisor steal, beside the check (noise.foreign_cores)
+    GPU_THROTTLED = 2  # a GPU's clocks held down by hardware or thermals (noise.gpus)
+    OTHER = 4  # a flag neither fact explains (a hook's reading, a guard added later)
+
+
+_ALL_TAINTS = int(Taint.FOREIGN_LOAD | Taint.GPU_THROTTLED | Taint.OTHER)
 
 
 @dataclass(frozen=True)
@@ -90,6 +115,9 @@ class Matrix:
     ``within``: the relative standard error of that median (cv / sqrt(n)), NaN if unknown.
     ``floors`` and ``baselines``: indices into FLOOR_VERDICTS and BASELINE_VERDICTS, -1
     where not measured.
+    ``taint``: the :class:`Taint` bits of each reading, 0 where untainted or not measured;
+    ``foreign_cores``: the foreign load its run measured beside it (NaN when unknown);
+    ``throttle``: the NVML throttle reasons of :data:`THROTTLE_MASK` seen during it.
     """
 
     profile: str
@@ -99,6 +127,15 @@ class Matrix:
     within: np.ndarray
     floors: np.ndarray
     baselines: np.ndarray
+    taint: np.ndarray
+    foreign_cores: np.ndarray
+    throttle: np.ndarray
+
+    @property
+    def tainted(self) -> np.ndarray:
+        """Whether each reading was flagged by its own run (False where not measured)."""
+        tainted: np.ndarray = self.taint != 0
+        return tainted
 
     @property
     def higher_is_better(self) -> np.ndarray:
@@ -115,8 +152,9 @@ class Matrix:
 class _Row:
     """One unit's results, as parsed in a worker (plain data and arrays: it crosses processes).
 
-    ``keys`` index the chunk's check keys; ``values`` holds median and within-run spread,
-    ``codes`` the floor and baseline verdict indices, one row per result.
+    ``keys`` index the chunk's check keys; ``values`` holds median, within-run spread and
+    foreign load, ``codes`` the floor and baseline verdict indices, the taint bits and the
+    throttle reasons, one row per result.
     """
 
     profile: str
@@ -192,7 +230,9 @@ def digest(path: Path) -> dict[str, Any]:
     ``columns`` holds one list per field of :data:`COLUMNS`, one entry per result: the
     check's id (``gpu:N`` made ``gpu:*``), metric, unit, direction, summary median,
     within-run spread (None when unknown), floor and baseline verdicts (their indices in
-    FLOOR_VERDICTS and BASELINE_VERDICTS), and the GPU index (None for a CPU check).  Columns
+    FLOOR_VERDICTS and BASELINE_VERDICTS), the GPU index (None for a CPU check), the
+    reading's :class:`Taint` bits (0: untainted), the foreign load in cores (None when
+    unknown) and the throttle reasons of :data:`THROTTLE_MASK` (an NVML mask).  Columns
     let a report turn a digest into arrays without a Python step per result.  ``record``
     pins the record's size and time, so a digest of a record changed since is never used.
     """
@@ -329,17 +369,21 @@ def _rows_of(d: Mapping[str, Any], where: str, keys: _Keys) -> list[_Row]:
     if any(len(c[k]) != n for k in COLUMNS):
         raise ValueError("columns of unequal length")
     idx = keys.of(c)
-    values = np.empty((n, 2))
+    values = np.empty((n, 3))
     values[:, 0] = np.array(c["median"], dtype=float)
     values[:, 1] = np.array(c["within"], dtype=float)  # None: NaN
-    codes = np.empty((n, 2), dtype=np.int8)
-    codes[:, 0] = np.array(c["floor"], dtype=np.int8)
-    codes[:, 1] = np.array(c["baseline"], dtype=np.int8)
+    values[:, 2] = np.array(c["foreign_cores"], dtype=float)  # None: NaN
+    codes = np.empty((n, 4), dtype=np.int16)
+    for i, name in enumerate(("floor", "baseline", "taint", "throttle")):
+        codes[:, i] = np.array(c[name], dtype=np.int16)
     if not (np.all(values[:, 0] > 0) and np.all(np.isfinite(values[:, 0]))):
         raise ValueError("a median that is not a finite positive number")
     if codes.size and (codes.min() < 0 or codes[:, 0].max() >= len(FLOOR_VERDICTS)
                        or codes[:, 1].max() >= len(BASELINE_VERDICTS)):  # fmt: skip
         raise ValueError("an unknown verdict")
+    if codes.size and (np.any(codes[:, 2] & ~_ALL_TAINTS)
+                       or np.any(codes[:, 3] & ~THROTTLE_MASK)):  # fmt: skip
+        raise ValueError("unknown taint or throttle bits")
     gpus = c["gpu"]
     groups: dict[int | None, list[int]] = {}
     if gpus.count(None) != n:  # some results were measured on a GPU
@@ -395,7 +439,60 @@ def _parse_result(raw: Any, where: str) -> list[Any]:
             check_id = _GPU.sub("gpu:*", rid)
     metric, unit = _text(raw, "metric", where), _text(raw, "unit", where)
     floor_code, base_code = FLOOR_VERDICTS.index(floor), BASELINE_VERDICTS.index(base)
-    return [check_id, metric, unit, hib, float(median), within, floor_code, base_code, gpu]
+    taint, foreign, throttle = _taint(raw.get("noise", {}), where)
+    return [check_id, metric, unit, hib, float(median), within, floor_code, base_code, gpu,
+            int(taint), foreign, throttle]  # fmt: skip
+
+
+def _taint(raw: Any, where: str) -> tuple[Taint, float | None, int]:
+    """A result's noise facts: its taint, its foreign load (cores) and its throttle reasons.
+
+    The taint follows the suite's own rule (flags present: tainted); each flag the noise
+    guard raises is matched to the fact behind it (foreign load over the guard's threshold,
+    one flag per throttled GPU), and any flag left over is OTHER.
+    """
+    if not isinstance(raw, dict):
+        raise StorageError(f"{where}: 'noise' must be an object, got {type(raw).__name__}")
+    flags = raw.get("flags", [])
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise StorageError(f"{where}: noise.flags must be a list of text")
+    foreign = raw.get("foreign_cores")
+    if foreign is not None and (
+        isinstance(foreign, bool)
+        or not isinstance(foreign, int | float)
+        or not math.isfinite(foreign)
+    ):
+        raise StorageError(f"{where}: noise.foreign_cores must be a number or null")
+    gpus = raw.get("gpus", [])
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        raise StorageError(f"{where}: noise.gpus must be a list of objects")
+    throttle = 0
+    throttled_gpus = 0
+    for g in gpus:
+        masks = g.get("throttle_reasons")
+        mask = 0
+        for m in masks if isinstance(masks, list) else ():
+            mask |= m if isinstance(m, int) and not isinstance(m, bool) else 0
+        mask &= THROTTLE_MASK
+        throttle |= mask
+        throttled_gpus += bool(mask or g.get("throttled"))
+    cores = None if foreign is None else float(foreign)
+    taint = Taint(0)
+    if flags:
+        explained = 0
+        wall = raw.get("wall_s")
+        loaded = cores is not None and cores > noise.FOREIGN_LOAD_CORES
+        if cores is not None and isinstance(wall, int | float) and not isinstance(wall, bool):
+            loaded = loaded and cores * wall >= noise.FOREIGN_MIN_SECONDS * 0.98  # both rounded
+        if loaded:
+            taint |= Taint.FOREIGN_LOAD
+            explained += 1
+        if throttled_gpus:
+            taint |= Taint.GPU_THROTTLED
+            explained += throttled_gpus
+        if len(flags) > explained:
+            taint |= Taint.OTHER
+    return taint, cores, throttle
 
 
 def _parse_many(paths: Sequence[str]) -> _Chunk | str:
@@ -466,11 +563,20 @@ def _matrix(profile: str, rows: list[_Row], keys: list[tuple[str, str, str, bool
     within = np.full(shape, np.nan)
     floors = np.full(shape, -1, dtype=np.int8)
     baselines = np.full(shape, -1, dtype=np.int8)
+    taint = np.zeros(shape, dtype=np.int8)
+    foreign = np.full(shape, np.nan)
+    throttle = np.zeros(shape, dtype=np.int16)
     for i, row in enumerate(rows):
         cols = local[row.keys]
         values[i, cols] = row.values[:, 0]
         within[i, cols] = row.values[:, 1]
+        foreign[i, cols] = row.values[:, 2]
         floors[i, cols] = row.codes[:, 0]
         baselines[i, cols] = row.codes[:, 1]
+        taint[i, cols] = row.codes[:, 2]
+        throttle[i, cols] = row.codes[:, 3]
     checks = tuple(Check(*keys[k]) for k in used.tolist())
-    return Matrix(profile, tuple(r.unit for r in rows), checks, values, within, floors, baselines)
+    units = tuple(r.unit for r in rows)
+    return Matrix(
+        profile, units, checks, values, within, floors, baselines, taint, foreign, throttle
+    )

@@ -22,6 +22,7 @@ class ProfileFleet:
     matrix: aggregate.Matrix
     judgement: judge.Judgement
     slow: tuple[judge.SlowUnit, ...]
+    rerun: tuple[judge.RerunUnit, ...]  # to measure again; none of them flagged
 
     @property
     def judged(self) -> bool:
@@ -49,9 +50,19 @@ class Fleet:
         return sum(len(p.slow) for p in self.profiles)
 
     @property
+    def rerun(self) -> int:
+        """Units to measure again (their slow-looking readings were tainted), none flagged."""
+        return sum(len(p.rerun) for p in self.profiles)
+
+    @property
     def exit_status(self) -> int:
-        """1 when a node is flagged or failed, else 0."""
-        return outcome.EXIT_REGRESSED if self.flagged or self.failed else outcome.EXIT_OK
+        """1 when a node is flagged or failed; else 3 when one must be rerun; else 0.
+
+        3 is the CLI's "inconclusive": a fleet with a reading it could not judge is no pass.
+        """
+        if self.flagged or self.failed:
+            return outcome.EXIT_REGRESSED
+        return outcome.EXIT_INCONCLUSIVE if self.rerun else outcome.EXIT_OK
 
 
 def assess(directory: Path, rule: judge.Rule, workers: int | None = None) -> Fleet:
@@ -71,7 +82,7 @@ def assess(directory: Path, rule: judge.Rule, workers: int | None = None) -> Fle
         )
     profiles = []
     for m in matrices:
-        j = judge.judge(m.values, m.higher_is_better, m.within, rule)
-        profiles.append(ProfileFleet(m, j, tuple(judge.slow_units(j))))
+        j = judge.judge(m.values, m.higher_is_better, m.within, rule, m.tainted)
+        profiles.append(ProfileFleet(m, j, tuple(judge.slow_units(j)), tuple(judge.rerun_units(j))))
     failed = tuple(s for s in read_statuses(directory) if s.failed)
     return Fleet(directory, rule, tuple(profiles), failed)

@@ -12,10 +12,19 @@ profile (every node x check judged), corrected with Holm's step-down, so that th
 of flagging any node of a healthy fleet stays near ``alpha`` whatever the fleet's size.
 A cell is flagged only when it is also material: its figure misses the fleet median by
 more than ``tolerance``.
+
+A reading its node's own run flagged (the noise guard: foreign load, a throttled GPU) is
+tainted, and the suite never calls a failure on evidence it flagged itself.  Tainted cells
+are left out of each check's median, spread and degrees of freedom, so that a loaded node
+cannot move its fleet, and out of the Holm family, which spans the untainted cells only; a
+tainted cell is never flagged.  Nor is it a pass: one that misses the untainted fleet's
+median by more than ``tolerance``, or whose check is left with too few untainted figures to
+judge, asks for its node to be measured again (:attr:`Cell.RERUN`).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import warnings
 from dataclasses import dataclass
@@ -50,30 +59,50 @@ class Rule:
     min_spread: float = 0.01
 
 
+class Cell(enum.IntEnum):
+    """What the fleet made of one unit's reading of one check (:attr:`Judgement.state`)."""
+
+    ABSENT = 0  # the unit did not measure the check
+    UNJUDGED = 1  # its check has fewer than MIN_UNITS untainted figures
+    OK = 2  # judged, and not flagged
+    FLAGGED = 3  # judged slow: significant after Holm, and material
+    TAINTED = 4  # flagged by its own run, left out; within the tolerance of the fleet
+    RERUN = 5  # flagged by its own run, left out; it reads slow, or its check needs it
+
+
 @dataclass(frozen=True)
 class Judgement:
     """One profile's fleet judged: arrays over units (nodes or GPUs) x checks.
 
     ``ratio`` is each figure over the fleet median, oriented so that below 1 is slower
     (for a latency, the median over the figure); NaN where the unit did not measure the
-    check.  ``z`` is the robust z, oriented the same way (negative: slow).
+    check, or the check was not judged.  ``z`` is the robust z, oriented the same way
+    (negative: slow).  Both are given for tainted cells too, against the untainted fleet.
     """
 
     rule: Rule
-    median: np.ndarray  # per check, in the metric's unit
+    median: np.ndarray  # per check, in the metric's unit: of the untainted figures
     spread: np.ndarray  # per check: the scale used (log units), MAD-based, floored
     mad_floored: np.ndarray  # per check: whether the floor replaced 1.4826 * MAD
-    count: np.ndarray  # per check: units that measured it
+    count: np.ndarray  # per check: untainted units that measured it
     ratio: np.ndarray
     z: np.ndarray
     flagged: np.ndarray  # bool: significant after Holm, and material
-    family: int  # cells judged (checks measured by >= 3 units)
+    family: int  # cells judged (untainted, of checks with >= 3 untainted figures)
     z_threshold: float  # the least extreme z Holm rejected at; -inf when nothing was
+    tainted: np.ndarray  # bool: the unit's own run flagged the reading
+    rerun: np.ndarray  # bool: tainted, and slow-looking or needed to judge its check
+    state: np.ndarray  # int8: each cell's Cell
 
     @property
     def units_flagged(self) -> np.ndarray:
         """Indices of the units with at least one flagged check."""
         return np.flatnonzero(self.flagged.any(axis=1))
+
+    @property
+    def units_rerun(self) -> np.ndarray:
+        """Indices of the units to measure again: a cell to rerun, and none flagged."""
+        return np.flatnonzero(self.rerun.any(axis=1) & ~self.flagged.any(axis=1))
 
 
 @dataclass(frozen=True)
@@ -84,6 +113,18 @@ class SlowUnit:
     checks: tuple[int, ...]
     worst_ratio: float
     worst_z: float
+
+
+@dataclass(frozen=True)
+class RerunUnit:
+    """A unit to measure again: its cells to rerun (lowest ratio first, unjudged ones last).
+
+    ``worst_ratio`` is NaN when none of them could be compared with its fleet.
+    """
+
+    unit: int
+    checks: tuple[int, ...]
+    worst_ratio: float
 
 
 # A check measured by fewer units than this is not judged: two figures have no middle.
@@ -137,31 +178,56 @@ def judge(
     higher_is_better: np.ndarray,
     within: np.ndarray | None = None,
     rule: Rule | None = None,
+    tainted: np.ndarray | None = None,
 ) -> Judgement:
-    """Judge units x checks figures (NaN: not measured) of one profile against the fleet."""
+    """Judge units x checks figures (NaN: not measured) of one profile against the fleet.
+
+    ``tainted`` (bool, units x checks): the readings their own runs flagged.  They are left
+    out of the fleet's centre, spread and Holm family, never flagged, and rerun when they
+    miss the untainted median by more than the tolerance, or when their check has
+    ``MIN_UNITS`` figures in all but fewer untainted ones.
+    """
     rule = rule or Rule()
     values = np.asarray(values, dtype=float)
     within = np.full(values.shape, np.nan) if within is None else np.asarray(within, dtype=float)
     logs = oriented_logs(values, np.asarray(higher_is_better, dtype=bool))
     logs = np.where(np.isfinite(logs), logs, np.nan)
-    count = np.sum(np.isfinite(logs), axis=0)
+    measured = np.isfinite(logs)
+    tainted = (
+        np.zeros(values.shape, dtype=bool)
+        if tainted is None
+        else np.asarray(tainted, dtype=bool) & measured
+    )
+    clean = measured & ~tainted
+    fleet_logs = np.where(clean, logs, np.nan)  # the evidence the fleet is judged by
+    count = np.sum(clean, axis=0)
     judged = count >= MIN_UNITS
-    centre = _nanmedian(np.where(judged, logs, np.nan))
-    spread, floored = scales(logs, within, rule)
+    centre = _nanmedian(np.where(judged, fleet_logs, np.nan))
+    spread, floored = scales(fleet_logs, np.where(clean, within, np.nan), rule)
     with np.errstate(all="ignore"):
         z = (logs - centre) / spread
         ratio = np.exp(logs - centre)
     z = np.where(judged[np.newaxis, :], z, np.nan)
     # One-sided: the chance of a figure this low in a healthy fleet.  The scale is estimated
     # from the fleet itself, so z has Student-t tails of the MAD's effective degrees of
-    # freedom (see ``MAD_DF``), never fewer than ``MIN_DF``.
+    # freedom (see ``MAD_DF``), never fewer than ``MIN_DF``.  Tainted cells get no p: they
+    # are not in the family.
     df = np.maximum(MAD_DF * (count - 1), MIN_DF)
-    p = special.stdtr(df[np.newaxis, :], z)
+    p = special.stdtr(df[np.newaxis, :], np.where(clean, z, np.nan))
     cut = holm_threshold(p, rule.alpha)
     significant = np.isfinite(p) & (p <= cut)
     material = ratio < 1.0 - rule.tolerance
     flagged = significant & material
     z_cut = float(np.nanmax(np.where(p <= cut, z, np.nan))) if cut > 0 else -math.inf
+    # Without its tainted figures, a check measured by enough units cannot be judged.
+    needed = (np.sum(measured, axis=0) >= MIN_UNITS) & ~judged
+    rerun = tainted & (material | needed[np.newaxis, :])
+    state = np.full(values.shape, Cell.ABSENT, dtype=np.int8)
+    state[measured] = Cell.UNJUDGED
+    state[clean & judged[np.newaxis, :]] = Cell.OK
+    state[flagged] = Cell.FLAGGED
+    state[tainted] = Cell.TAINTED
+    state[rerun] = Cell.RERUN
     sign = np.where(np.asarray(higher_is_better, dtype=bool), 1.0, -1.0)
     return Judgement(
         rule=rule,
@@ -174,6 +240,9 @@ def judge(
         flagged=flagged,
         family=int(np.isfinite(p).sum()),
         z_threshold=z_cut,
+        tainted=tainted,
+        rerun=rerun,
+        state=state,
     )
 
 
@@ -200,9 +269,22 @@ def slow_units(j: Judgement) -> list[SlowUnit]:
     return sorted(out, key=lambda s: (s.worst_ratio, s.worst_z))
 
 
+def rerun_units(j: Judgement) -> list[RerunUnit]:
+    """The units to measure again (see :attr:`Judgement.units_rerun`), worst first."""
+    out = []
+    for u in j.units_rerun:
+        cols = np.flatnonzero(j.rerun[u])
+        ratios = np.where(np.isnan(j.ratio[u, cols]), np.inf, j.ratio[u, cols])
+        cols = cols[np.argsort(ratios, kind="stable")]
+        worst = float(j.ratio[u, cols[0]])
+        out.append(RerunUnit(unit=int(u), checks=tuple(int(c) for c in cols), worst_ratio=worst))
+    return sorted(out, key=lambda r: (math.isnan(r.worst_ratio), r.worst_ratio, r.unit))
+
+
 def worst_first(j: Judgement) -> np.ndarray:
-    """Unit indices ordered worst first: flagged first, then by their lowest ratio."""
+    """Unit indices ordered worst first: flagged, then to rerun, then by their lowest ratio."""
     with np.errstate(all="ignore"):
         lowest = np.where(np.isnan(j.ratio), np.inf, j.ratio).min(axis=1, initial=np.inf)
     flagged = j.flagged.any(axis=1)
-    return np.lexsort((lowest, ~flagged))
+    rerun = j.rerun.any(axis=1)
+    return np.lexsort((lowest, ~rerun, ~flagged))

@@ -3,6 +3,10 @@
 Every sentence about a fleet verdict is written here, from the typed results of
 :mod:`perfsuite.fleet.assess`.  At 10,000 nodes the page stays readable: the heat map
 shows the worst nodes, the tables name the flagged ones, and the rest are one line.
+
+Nodes whose slow-looking readings their own runs flagged (foreign load, a throttled GPU) are
+never drained: they are listed to rerun, in the terminal, on the page and in the drain
+list's ``rerun`` entries.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from perfsuite import noise
 from perfsuite.fleet import judge as fj
+from perfsuite.fleet.aggregate import Taint
 from perfsuite.fleet.assess import Fleet, ProfileFleet
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
@@ -31,6 +37,12 @@ STRIPS = 12
 PAGE_ROWS = 500
 _FAIL = FLOOR_VERDICTS.index("fail")
 _REGRESSED = BASELINE_VERDICTS.index("regressed")
+# How the drain list names each kind of taint.
+TAINT_NAMES = {
+    Taint.FOREIGN_LOAD: "foreign-load",
+    Taint.GPU_THROTTLED: "gpu-throttled",
+    Taint.OTHER: "other",
+}
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,47 @@ def _times(ratio: float) -> str:
     return f"{ratio:.2f}x"
 
 
+def _finite(x: float) -> float | None:
+    """A number for JSON: None for NaN."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _throttle_reasons(mask: int) -> list[str]:
+    return [name for bit, name in noise.THROTTLE_BITS.items() if mask & bit]
+
+
+def taint_text(p: ProfileFleet, unit: int, col: int) -> str:
+    """Why the unit's own run flagged its reading of a check, in words."""
+    m = p.matrix
+    taint = Taint(int(m.taint[unit, col]))
+    words = []
+    if Taint.FOREIGN_LOAD in taint:
+        cores = float(m.foreign_cores[unit, col])
+        amount = f" ({cores:.2f} cores of other work or steal)" if math.isfinite(cores) else ""
+        words.append(f"under foreign load{amount}")
+    if Taint.GPU_THROTTLED in taint:
+        reasons = _throttle_reasons(int(m.throttle[unit, col]))
+        words.append("a GPU throttled" + (f" ({', '.join(reasons)})" if reasons else ""))
+    if Taint.OTHER in taint:
+        words.append("another noise flag of its run (see its record)")
+    return "; ".join(words)
+
+
+def _rerun_cell(p: ProfileFleet, unit: int, col: int) -> str:
+    ratio = float(p.judgement.ratio[unit, col])
+    where = (
+        _times(ratio)
+        if math.isfinite(ratio)
+        else f"not judged without it (fewer than {fj.MIN_UNITS} untainted)"
+    )
+    return f"{short_id(p.matrix.checks[col].id)} {where}"
+
+
+def _rerun_flags(p: ProfileFleet, r: fj.RerunUnit) -> str:
+    """Each distinct reason its run flagged the readings to rerun, once."""
+    return "; ".join(dict.fromkeys(taint_text(p, r.unit, c) for c in r.checks))
+
+
 def rule_line(fleet: Fleet) -> str:
     """How the fleet is judged, with the false-alarm guarantee."""
     r = fleet.rule
@@ -60,7 +113,10 @@ def rule_line(fleet: Fleet) -> str:
         f"(one-sided Student-t tails, of the degrees of freedom the MAD is worth: a healthy "
         f"fleet of any size raises a false alarm in about {r.alpha:.0%} of reports), and it "
         f"misses the fleet median by more than "
-        f"{r.tolerance:.0%}"
+        f"{r.tolerance:.0%}; a reading its own run flagged (foreign load, a throttled GPU) "
+        f"is left out of the median, the MAD and the family, is never flagged, and asks "
+        f"for a rerun when it misses the median by more than {r.tolerance:.0%} or its "
+        f"check cannot be judged without it"
     )
 
 
@@ -75,9 +131,17 @@ def profile_line(p: ProfileFleet) -> str:
     if not p.judged:
         return f"{head}: too few to judge (needs {fj.MIN_UNITS})"
     z1 = fj.first_threshold(j.family, j.rule.alpha, int(j.count.max(initial=0)))
+    tainted = int(j.tainted.sum())
+    left_out = (
+        f"; {_n(tainted, 'reading')} flagged by {'its' if tainted == 1 else 'their'} own runs "
+        f"left out, {_n(len(p.rerun), 'unit')} to rerun"
+        if tainted
+        else ""
+    )
     return (
         f"{head}; {j.family} cells judged; a lone slow cell needs z <= {z1:.2f} and a figure "
         f"below {1 - j.rule.tolerance:.2f}x the fleet median; {_n(len(p.slow), 'unit')} flagged"
+        + left_out
     )
 
 
@@ -93,6 +157,16 @@ def slow_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.SlowUnit]]:
     """Every flagged unit of every profile, worst first."""
     rows = [(p, s) for p in fleet.profiles for s in p.slow]
     return sorted(rows, key=lambda ps: (ps[1].worst_ratio, ps[1].worst_z))
+
+
+def rerun_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.RerunUnit]]:
+    """Every unit to rerun of every profile, worst first (unjudged ones last)."""
+    rows = [(p, r) for p in fleet.profiles for r in p.rerun]
+    return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
+
+
+def _worst(ratio: float) -> str:
+    return f"{ratio - 1:+.0%}" if math.isfinite(ratio) else "-"
 
 
 def health(p: ProfileFleet, limit: int | None = None) -> list[NodeHealth]:
@@ -122,11 +196,19 @@ def _health_counts(p: ProfileFleet) -> tuple[int, int]:
 
 
 def verdict_line(fleet: Fleet) -> str:
-    """The last line: how many slow and failed, and the exit status."""
+    """The last line: how many slow, failed and to rerun, and the exit status."""
     parts = [f"{_n(fleet.flagged, 'node')} slow"] if fleet.flagged else []
     if fleet.failed:
         parts.append(f"{len(fleet.failed)} failed")
-    word = "NODES TO DRAIN" if parts else "FLEET OK"
+    if parts:
+        word = "NODES TO DRAIN"
+    elif fleet.rerun:
+        word = "INCONCLUSIVE"
+        parts.append("no node flagged")
+    else:
+        word = "FLEET OK"
+    if fleet.rerun:
+        parts.append(f"{fleet.rerun} to rerun, slow only at readings their runs flagged")
     return (
         f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
         f"{_n(fleet.nodes + len(fleet.failed), 'node')} (exit {fleet.exit_status})"
@@ -157,6 +239,23 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
         lines += ["  " + line for line in format_table(table)]
         if len(rows) > TERMINAL_ROWS:
             lines.append(f"  ... {len(rows) - TERMINAL_ROWS} more slow in the drain list")
+    reruns = rerun_rows(fleet)
+    if reruns:
+        lines.append("RERUN, not drained: their own runs flagged the readings they look slow at:")
+        header = ("node", "profile", "worst", "measured", "at (figure / fleet median)")
+        again: list[tuple[str, ...]] = [header]
+        for p, r in reruns[:TERMINAL_ROWS]:
+            cells = [_rerun_cell(p, r.unit, c) for c in r.checks[:3]]
+            more = f"; {len(r.checks) - 3} more" if len(r.checks) > 3 else ""
+            again.append(
+                (p.matrix.units[r.unit].name, p.matrix.profile, _worst(r.worst_ratio),
+                 _rerun_flags(p, r), "; ".join(cells) + more)
+            )  # fmt: skip
+        lines += ["  " + line for line in format_table(again)]
+        if len(reruns) > TERMINAL_ROWS:
+            lines.append(
+                f"  ... {len(reruns) - TERMINAL_ROWS} more to rerun in the drain list's rerun"
+            )
     for p in fleet.profiles:
         floors, regressed = _health_counts(p)
         for h in health(p, limit=5):
@@ -184,8 +283,52 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
     return lines
 
 
+def _rerun_entry(p: ProfileFleet, r: fj.RerunUnit) -> dict[str, Any]:
+    m, j = p.matrix, p.judgement
+    unit = m.units[r.unit]
+    checks = []
+    for c in r.checks:
+        taint = Taint(int(m.taint[r.unit, c]))
+        checks.append(
+            {
+                "check": m.checks[c].id,
+                "unit": m.checks[c].unit,
+                "higher_is_better": m.checks[c].higher_is_better,
+                "value": float(m.values[r.unit, c]),
+                "fleet_median": _finite(float(j.median[c])),
+                "ratio": _finite(round(float(j.ratio[r.unit, c]), 4)),
+                "taint": [name for kind, name in TAINT_NAMES.items() if kind in taint],
+                "foreign_cores": _finite(float(m.foreign_cores[r.unit, c])),
+                "throttle_reasons": _throttle_reasons(int(m.throttle[r.unit, c])),
+            }
+        )
+    first = r.checks[0]
+    worst = (
+        f"{short_id(m.checks[first].id)} at {j.ratio[r.unit, first]:.2f}x the fleet median"
+        if math.isfinite(r.worst_ratio)
+        else f"{short_id(m.checks[first].id)} cannot be judged without it"
+    )
+    return {
+        "node": unit.label,
+        "host": unit.host,
+        "gpu_index": unit.gpu_index,
+        "gpu_serial": unit.gpu_serial,
+        "profile": m.profile,
+        "reason": (
+            f"rerun: {worst}, measured {taint_text(p, r.unit, first)}"
+            + (f"; and {len(checks) - 1} more checks" if len(checks) > 1 else "")
+        ),
+        "checks": checks,
+        "record": unit.record,
+    }
+
+
 def drain_list(fleet: Fleet) -> dict[str, Any]:
-    """What schedulers act on: each node to drain, with the reason (as NHC gives them)."""
+    """What schedulers act on: each node to drain, with the reason (as NHC gives them).
+
+    ``rerun`` lists the nodes to measure again instead: they look slow only at readings
+    their own runs flagged, which drain nothing.
+    """
     entries: list[dict[str, Any]] = []
     for p, s in slow_rows(fleet):
         m, j = p.matrix, p.judgement
@@ -246,6 +389,7 @@ def drain_list(fleet: Fleet) -> dict[str, Any]:
             "correction": "holm",
         },
         "drain": entries,
+        "rerun": [_rerun_entry(p, r) for p, r in rerun_rows(fleet)],
     }
 
 
@@ -257,7 +401,7 @@ def _heat_order(p: ProfileFleet) -> tuple[np.ndarray, np.ndarray]:
     j = p.judgement
     rows = fj.worst_first(j)[:HEAT_ROWS]
     sub = j.ratio[rows]
-    flags = j.flagged[rows].sum(axis=0)
+    flags = j.flagged[rows].sum(axis=0) + j.rerun[rows].sum(axis=0)
     with np.errstate(all="ignore"):
         lowest = np.where(np.isnan(sub), np.inf, sub).min(axis=0, initial=np.inf)
     cols = np.lexsort((lowest, -flags))[:HEAT_COLUMNS]
@@ -265,8 +409,13 @@ def _heat_order(p: ProfileFleet) -> tuple[np.ndarray, np.ndarray]:
 
 
 def heat_map_svg(p: ProfileFleet) -> str:
-    """Units (worst first) x checks, each cell the figure over the fleet median."""
+    """Units (worst first) x checks, each cell the figure over the fleet median.
+
+    Flagged cells are crossed; tainted ones (left out of the fleet) greyed and hatched, and
+    ringed when they ask for a rerun.
+    """
     from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.patches import Rectangle
 
     from perfsuite.report.charts import _figure, _svg
 
@@ -291,10 +440,21 @@ def heat_map_svg(p: ProfileFleet) -> str:
     flagged = j.flagged[np.ix_(rows, cols)]
     ys, xs = np.nonzero(flagged)
     ax.scatter(xs, ys, marker="x", color="black", s=18, linewidths=1)
+    for y, x in zip(*np.nonzero(j.tainted[np.ix_(rows, cols)]), strict=True):
+        ax.add_patch(
+            Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=(0.6, 0.6, 0.6, 0.6), hatch="////",
+                      edgecolor="#333333", linewidth=0)
+        )  # fmt: skip
+    ys, xs = np.nonzero(j.rerun[np.ix_(rows, cols)])
+    ax.scatter(xs, ys, marker="o", facecolors="none", edgecolors="black", s=30, linewidths=1)
     ax.set_yticks(range(len(rows)), [m.units[u].name for u in rows], fontsize=8)
     ax.set_xticks(range(len(cols)), labels, rotation=90, fontsize=7)
     fig.colorbar(image, ax=ax, label="figure / fleet median (below 1: slower)", fraction=0.05)
-    ax.set_title(f"{m.profile}: the {len(rows)} worst units; x: flagged", fontsize=10)
+    ax.set_title(
+        f"{m.profile}: the {len(rows)} worst units; x: flagged\n"
+        "grey, hatched: flagged by its own run, left out; o: to rerun",
+        fontsize=10,
+    )
     return _svg(fig)
 
 
@@ -308,11 +468,15 @@ def strip_svg(p: ProfileFleet, col: int) -> str:
     rng = np.random.default_rng(col)
     jitter = rng.uniform(-0.3, 0.3, have.size)
     flagged = j.flagged[have, col]
+    tainted = j.tainted[have, col]
+    plain = ~flagged & ~tainted
     fig = _figure(11.0, 1.9)
     ax = fig.subplots()
     many = have.size > 2000
-    ax.scatter(ratio[have][~flagged], jitter[~flagged], s=6 if many else 14, color="#7f8c8d",
+    ax.scatter(ratio[have][plain], jitter[plain], s=6 if many else 14, color="#7f8c8d",
                alpha=0.5, rasterized=many)  # fmt: skip
+    ax.scatter(ratio[have][tainted], jitter[tainted], s=22, facecolors="none",
+               edgecolors="#e67e22")  # fmt: skip
     ax.scatter(ratio[have][flagged], jitter[flagged], s=22, color="#c0392b")
     for u in have[flagged][:8]:
         ax.annotate(m.units[u].name, (float(ratio[u]), 0.32), fontsize=8, rotation=30)
@@ -322,7 +486,8 @@ def strip_svg(p: ProfileFleet, col: int) -> str:
     ax.set_ylim(-0.5, 0.9)
     ax.set_xlabel(
         f"{short_id(m.checks[col].id)}: figure / fleet median "
-        f"({j.median[col]:.4g} {m.checks[col].unit}); dashed: the tolerance"
+        f"({j.median[col]:.4g} {m.checks[col].unit}); dashed: the tolerance; hollow: flagged "
+        "by its own run, left out"
     )
     return _svg(fig)
 
@@ -349,7 +514,9 @@ def _rest_line(p: ProfileFleet) -> str:
     lo, hi = (float(np.min(finite)), float(np.max(finite))) if finite.size else (math.nan,) * 2
     inner = np.nanpercentile(finite, [5, 95]) if finite.size else [math.nan, math.nan]
     flagged = int(j.flagged[rest].any(axis=1).sum())
+    rerun = int(np.isin(rest, j.units_rerun).sum())
     named = f"{flagged} of them flagged (in the table)" if flagged else "none flagged"
+    named += f", {rerun} to rerun (in the table)" if rerun else ""
     return (
         f"The other {_n(int(rest.size), 'unit')} (not drawn): {named}; their figures lie "
         f"{_times(lo)} to {_times(hi)} of the fleet median, 90% of them within "
@@ -389,6 +556,21 @@ def _profile_section(p: ProfileFleet) -> str:
             parts += [strip_svg(p, int(c)) for c in order[:STRIPS]]
             if order.size > STRIPS:
                 parts.append(f"<p>{order.size - STRIPS} more flagged checks not drawn.</p>")
+        if p.rerun:
+            rows = [
+                (
+                    m.units[r.unit].name,
+                    m.units[r.unit].gpu_serial or "-",
+                    _worst(r.worst_ratio),
+                    _rerun_flags(p, r),
+                    "; ".join(_rerun_cell(p, r.unit, c) for c in r.checks[:5]),
+                )
+                for r in p.rerun[:PAGE_ROWS]
+            ]
+            parts.append("<h3>Rerun, not drained: slow only at readings their runs flagged</h3>")
+            parts.append(_table(("node", "GPU", "worst", "measured", "at"), rows))
+            if len(p.rerun) > PAGE_ROWS:
+                parts.append(f"<p>... {len(p.rerun) - PAGE_ROWS} more in the drain list.</p>")
     hl = health(p, limit=PAGE_ROWS)
     if hl:
         parts.append("<h3>Nodes below their floors, or regressed against their baselines</h3>")
