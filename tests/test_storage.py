@@ -210,3 +210,19 @@ def test_a_named_pipe_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(StorageError, match="not a regular file"):
         read_json(fifo, "run record", 1)
+
+
+def test_a_word_field_takes_only_its_words() -> None:
+    from enum import StrEnum
+
+    from perfsuite.validate import check_value
+
+    class Side(StrEnum):
+        SLOWER = "slower"
+        FASTER = "faster"
+
+    check_value("slower", Side, "x.side")
+    check_value(None, Side | None, "x.side")
+    for bad in ("sideways", 1, ["slower"], {"slower": 1}):
+        with pytest.raises(StorageError, match="expected one of slower, faster"):
+            check_value(bad, Side, "x.side")
