@@ -155,7 +155,7 @@ def replay(
         rows.append((comparison, tol, guards))
     significant = stats.correct([c.p_value for c, _, _ in rows], stats.ALPHA)
     return Counter(
-        stats.decide(c, tolerance=tol, significant=sig, guards=g)[0]
+        stats.decide(c, tolerance=tol, significant=sig, guards=g).verdict
         for (c, tol, g), sig in zip(rows, significant, strict=True)
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 from perfsuite import outcome, speed, stats, waivers
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
-from perfsuite.model import BaselineVerdict, Result, RunRecord
+from perfsuite.model import BaselineVerdict, Because, Result, RunRecord, Why
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -34,12 +34,16 @@ class Row:
     a_median: float
     b_median: float
     comparison: stats.Comparison
-    verdict: str
-    reason: str
+    decision: stats.Decision
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
     guards: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
     bounded: tuple[str, str] = ("", "")  # the link bound judged by, and why (stats.decide)
+
+    @property
+    def verdict(self) -> str:
+        """The A/B verdict: ok, regressed, improved or noisy."""
+        return self.decision.verdict
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -271,14 +275,13 @@ def compare_runs(
         if flag:
             guards.append(flag)
         bounded = bounds.get(node_id, ("", ""))
-        verdict, reason = stats.decide(
+        decision = stats.decide(
             comparison,
             tolerance=tol,
             significant=sig,
             guards=guards,
             alpha=alpha,
             bound=bounded[0],
-            held=bounded[1],
         )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
@@ -290,8 +293,7 @@ def compare_runs(
                 a_median,
                 rb.summary.median,
                 comparison,
-                verdict,
-                reason,
+                decision,
                 judged[node_id][2],
                 bool(sig),
                 tuple(guards),
@@ -326,33 +328,38 @@ def _judged_samples(
     )
 
 
-def compared_record(b: RunRecord, rows: list[Row], tolerance: float | None = None) -> RunRecord:
+def compared_record(
+    b: RunRecord, rows: list[Row], tolerance: float | None = None, correction: str = ""
+) -> RunRecord:
     """Run B with each compared result's baseline verdict replaced by the A/B verdict.
 
-    ``tolerance`` is the one the comparison applied, when given (else B's own, as there).
+    ``tolerance`` is the one the comparison applied, when given (else B's own, as there);
+    ``correction`` the one it corrected with.  Each result is explained in words.
     """
+    from perfsuite.report.explain import explained
+
     by_id = {row.id: row for row in rows}
     results = []
     for r in b.results:
         row = by_id.get(r.id)
         if row is None:
-            fresh = replace(r, baseline=BaselineVerdict("new", reason="not in run A"))
-            results.append(fresh.with_outcome(outcome.of(fresh)))
+            fresh = replace(r, baseline=BaselineVerdict("new", why=Why(Because.NOT_IN_RUN_A)))
+            results.append(explained(fresh.with_outcome(outcome.of(fresh))))
             continue
         c = row.comparison
         verdict = stats.verdict_of(
             c,
-            row.verdict,
-            row.reason,
+            row.decision,
             tolerance=_tolerance(r, tolerance),
             baseline_median=row.a_median,
             significant=row.significant,
             family_size=len(rows),
+            correction=correction,
             guards=row.guards,
             final=True,
             bound=row.bounded[0],
             held=row.bounded[1],
         )
         judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
-        results.append(judged.with_outcome(outcome.of(judged), row.reason))
+        results.append(explained(judged.with_outcome(outcome.of(judged))))
     return replace(b, results=tuple(results))

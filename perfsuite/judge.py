@@ -22,12 +22,14 @@ from perfsuite.measure import Measurement, Policy, Workload, measured_as
 from perfsuite.model import (
     BaselineFacts,
     BaselineVerdict,
+    Because,
     FloorVerdict,
     LinkSubset,
     MachineChange,
     ModeDifference,
     ReferenceChange,
     Result,
+    Why,
 )
 from perfsuite.settings import Settings
 from perfsuite.sources import ChildSource
@@ -255,11 +257,8 @@ class Judge:
         )
         stored = self.baseline.get(node_id)
         if entry is None and stored is not None:  # a changed unit is another measurement
-            baseline = replace(
-                baseline,
-                reason=f"unit mismatch: the baseline measured this check in {stored.unit!r}, "
-                f"this run in {workload.unit!r}; judged as new (save a baseline to replace it)",
-            )
+            why = Why(Because.UNIT_CHANGED, baseline_unit=stored.unit)
+            baseline = replace(baseline, why=why)
         if entry is not None:
             baseline = replace(baseline, blind=blind_note(baseline, plan, len(values)))
             if runs is not every_run:  # the median is shown in the check's own unit
@@ -394,31 +393,30 @@ def finalize(
             )
             continue
         comparison = stats.comparison_of(b, len(r.samples))
-        verdict, reason = stats.decide(
+        decision = stats.decide(
             comparison,
             tolerance=b.tolerance or 0.0,
             significant=True,
             guards=b.guards,
             alpha=alpha,
             bound=b.bound,
-            held=b.held,
         )
-        if verdict != b.verdict:
-            reason += (
-                f"; significant once the session's whole family of {size} was in "
-                f"({stats.CORRECTION_NAMES[correction]}), after its test had ended"
-            )
+        why = decision.why
+        if decision.verdict != b.verdict:
+            why = replace(why, late=True)
         new = replace(
             r,
             baseline=replace(
                 b,
-                verdict=verdict,
-                reason=reason,
+                verdict=decision.verdict,
+                why=why,
+                reason="",  # explain words it again
                 significant=True,
                 final=True,
                 family_size=size,
+                correction=correction,
             ),
-            waiver=waivers.rejudged(r.waiver, verdict),
+            waiver=waivers.rejudged(r.waiver, decision.verdict),
         )
         new = new.with_outcome(outcome.of(new))
         if new.outcome != r.outcome:

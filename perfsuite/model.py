@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -27,7 +28,21 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
     known = _known(BaselineVerdict, data)
     known["guards"] = tuple(known.get("guards", ()))
+    why = known.get("why")
+    if isinstance(why, Mapping):
+        known["why"] = Why(**{**_known(Why, why), "because": Because(why["because"])})
     return BaselineVerdict(**known)
+
+
+def _plain(value: Any) -> Any:
+    """``asdict`` output as JSON's types: a word for an enum, a list for a tuple."""
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,42 @@ class FloorVerdict:
     advisory: bool = False
 
 
+class Because(StrEnum):
+    """What a baseline verdict rests on (decided by ``stats.decide``, worded by ``explain``)."""
+
+    NO_BASELINE = "no-baseline"  # new: the baseline holds no runs of this check
+    UNIT_CHANGED = "unit-changed"  # new: the baseline measured the check in another unit
+    NOT_IN_RUN_A = "not-in-run-a"  # new: compare's run A did not measure the check
+    BEYOND_TOLERANCE = "beyond-tolerance"  # regressed or improved: beyond it, and significant
+    NOT_SIGNIFICANT = "not-significant"  # noisy: beyond it, not significant (or few samples)
+    NOISE_FLAGS = "noise-flags"  # noisy: beyond it, measured under the verdict's noise flags
+    WITHIN_SPREAD = "within-spread"  # beyond it, within the baseline's run-to-run spread
+    WITHIN_NOISE = "within-noise"  # ok: beyond it, within the noise the baseline shows
+    WITHIN_TOLERANCE = "within-tolerance"  # ok
+    NOT_BEYOND_BOUND = "not-beyond-bound"  # noisy: not beyond it the way the bounding runs are
+
+
+@dataclass(frozen=True)
+class Why:
+    """Why a baseline verdict is what it is: its ground, and the figures that qualify it.
+
+    Against the baseline runs that bound a check (``BaselineVerdict.judged_against_bound``),
+    a change is judged only that way, and anything but a change is *noisy*.
+    """
+
+    because: Because
+    # The fewer samples of the two sides, when fewer than a judgement needs.
+    fewest_samples: int | None = None
+    # The CI's width over the ratio, when too wide to rule out a change at the tolerance.
+    ci_width: float | None = None
+    # With WITHIN_NOISE: the change's p-value under the baseline's own noise alone, and the
+    # level it stayed above.
+    noise_p: float | None = None
+    alpha: float | None = None
+    late: bool = False  # significant only once the session's whole family was in
+    baseline_unit: str = ""  # with UNIT_CHANGED: the unit the baseline measured the check in
+
+
 @dataclass(frozen=True)
 class BaselineVerdict:
     """The result against the stored baseline of the same profile."""
@@ -77,7 +128,8 @@ class BaselineVerdict:
     tolerance: float | None = None
     baseline_median: float | None = None
     baseline_run_id: str = ""
-    reason: str = ""
+    reason: str = ""  # why, in words (report.explain writes it from ``why``)
+    why: Why | None = None  # None in records written before it was stored
     ci_low: float | None = None  # confidence interval of the ratio
     ci_high: float | None = None
     p_value: float | None = None  # the two-level Student's t test, two-sided
@@ -89,9 +141,10 @@ class BaselineVerdict:
     between_run_sd: float | None = None  # log scale; None when the spread is unknown
     within_run_sd: float | None = None  # log scale
     run_spread: float | None = None  # largest distance of a baseline run from its centre
-    between_source: str = ""  # runs, runs+prior, prior or unknown
+    between_source: str = ""  # runs, runs+prior, prior, cautious or unknown (stats.Levels)
     detectable: float | None = None  # smallest slowdown detectable at the family threshold
-    family_size: int | None = None  # the family (BH or Holm) this verdict was judged in
+    family_size: int | None = None  # the family this verdict was judged in
+    correction: str = ""  # the family's correction: fdr (Benjamini-Hochberg) or holm
     threshold: float | None = None  # the family's first (strictest) threshold
     blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
     guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
@@ -275,6 +328,7 @@ class Result:
         data = asdict(self)
         del data["facts"]
         data["params"] = dict(self.params)
+        data["baseline"] = _plain(data["baseline"])
         data["context"] = {**self.context, **self.facts.to_context()}
         data["noise"] = dict(self.noise)
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None

@@ -28,10 +28,15 @@ beyond the baseline's own run-to-run spread, the largest distance of a baseline 
 centre) and **significant** after the family's correction for many comparisons
 (Benjamini-Hochberg by default, or Holm): :class:`SequentialFamily` while the checks run,
 then the whole family at once when the session ends (``judge.finalize``).  A material change
-that is not significant is *noisy* (inconclusive) only when the check's own, uncorrected test
-would reject at the family's alpha; otherwise it is within the run-to-run noise, and *ok*.
-:func:`detectable` gives the smallest change a comparison can detect at a threshold, before
-anything is measured.
+that is not significant is *noisy* (inconclusive) when the check alone, uncorrected and with
+the baseline's own variances (the new run assumed as noisy as the baseline's runs), would
+reject at the family's alpha; otherwise it is within the run-to-run noise the baseline
+shows, and *ok*, unless noise flags, too few samples or a young baseline's assumed spread
+keep it *noisy*.  :func:`detectable` gives the smallest change a comparison can detect at a
+threshold, before anything is measured.
+
+This module takes numbers and returns numbers and typed findings (:class:`Decision`,
+:class:`~perfsuite.model.Why`); :mod:`perfsuite.report.explain` puts them in words.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
-from perfsuite.model import BaselineVerdict, FloorVerdict, Summary
+from perfsuite.model import BaselineVerdict, Because, FloorVerdict, Summary, Why
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -418,8 +423,8 @@ def baseline_limit(lv: Levels, tolerance: float) -> str:
     """
     if lv.spread and 1 - math.exp(-lv.spread) > tolerance:
         return (
-            f"a run's median lies up to +-{_pct(lv.spread)} from their centre, and no change "
-            "within that counts"
+            f"a run's median lies up to +-{math.exp(lv.spread) - 1:.1%} from their centre, "
+            "and no change within that counts"
         )
     within = MEDIAN_FACTOR * lv.within_var * lv.mean_inv_n / lv.runs
     between = (lv.between_var or 0.0) * (1 + 1 / lv.runs)
@@ -450,7 +455,6 @@ def samples_needed(
 
 
 CORRECTIONS = ("fdr", "holm")
-CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
 DEFAULT_CORRECTION = "fdr"
 
 
@@ -541,8 +545,12 @@ class SequentialFamily:
         return correct(self.p_values, self.alpha, self.m, self.correction)[-1]
 
 
-def _pct(log_distance: float) -> str:
-    return f"{math.exp(log_distance) - 1:.1%}"
+@dataclass(frozen=True)
+class Decision:
+    """A baseline verdict and why (see :func:`decide`)."""
+
+    verdict: str
+    why: Why
 
 
 def decide(
@@ -553,9 +561,8 @@ def decide(
     guards: Sequence[str] = (),
     alpha: float = ALPHA,
     bound: str = "",
-    held: str = "",
-) -> tuple[str, str]:
-    """Turn a comparison into a verdict and the reason for it.
+) -> Decision:
+    """Turn a comparison into a verdict and why.
 
     A change beyond the tolerance is *regressed* (or *improved*) when it is significant
     after the family's correction.  When it is not, it is *noisy* only if the check alone
@@ -564,27 +571,17 @@ def decide(
     ``alpha`` with the baseline's own within- and between-run variances, the new run assumed
     as noisy as the baseline's runs) lies within the baseline's run-to-run noise, like one
     within the spread of its run medians, and is *ok*; whether the check could have seen a
-    change at its tolerance is reported apart (``detectable``).  A
-    guarded change (measured under foreign load, in another link state, on a machine that
-    moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
+    change at its tolerance is reported apart (``detectable``).  A guarded change (measured
+    under foreign load, in another link state, on a machine that moved) beyond the tolerance
+    and the spread stays *noisy* whatever its p-value; so does one with too few samples.
 
     ``bound`` ("slower" or "faster") says the baseline runs compared with only bound the
-    check (``speed.link_bound``; ``held`` says why like was not compared with like): a
-    significant change that way, beyond the tolerance and the spread, is a change;
-    anything else is *noisy*, never *ok*, since the runs like the check's would have lain
-    further that way.
+    check (``speed.link_bound``): a significant change that way, beyond the tolerance and the
+    spread, is a change; anything else is *noisy*, never *ok*, since the runs like the
+    check's would have lain further that way.
     """
     c = comparison
-    stat = f"ratio {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}], p={c.p_value:.2g}"
-    few = f"; only {min(c.n_current, c.n_baseline)} samples" if c.few_samples else ""
-    runs = (
-        f"; {c.runs} baseline run(s), between-run spread unknown"
-        if c.between_sd is None
-        else f"; {c.runs} baseline run(s), judged with a cautious run-to-run spread "
-        f"(sd {CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has {MIN_RUNS}"
-        if c.between_source == "cautious"
-        else f"; {c.runs} baseline run(s)"
-    )
+    few = min(c.n_current, c.n_baseline) if c.few_samples else None
     worse, better = c.ratio < 1 - tolerance, c.ratio > 1 + tolerance
     within_spread = c.spread is not None and abs(math.log(c.ratio)) <= c.spread
     # Within the noise the baseline itself shows: judged with the baseline's variances only,
@@ -600,54 +597,34 @@ def decide(
         and c.between_source != "cautious"
     )
     if bound:
-        moved = "slower" if c.ratio < 1 else "faster"
         changed = worse if bound == "slower" else better
         if changed and significant and not (c.few_samples or guards or within_spread):
-            return ("regressed" if worse else "improved"), (
-                f"{moved} beyond {tolerance:.0%} ({stat}){runs}; against the baseline runs "
-                "that bound it"
-            )
-        why = (
-            "not significant"
-            if changed and not significant
-            else "within their run-to-run spread"
+            return Decision("regressed" if worse else "improved", Why(Because.BEYOND_TOLERANCE))
+        because = (
+            Because.NOT_SIGNIFICANT
+            if changed and (not significant or (c.few_samples and not within_spread))
+            else Because.WITHIN_SPREAD
             if changed and within_spread
-            else f"not {bound} beyond {tolerance:.0%}"
+            else Because.NOISE_FLAGS
+            if changed
+            else Because.NOT_BEYOND_BOUND
         )
-        measured = "; ".join([*guards, held]) or "in another link state"
-        return "noisy", (
-            f"{moved} ({stat}) but measured {measured}; against the baseline runs that bound "
-            f"it: {why}{few}{runs}"
-        )
+        return Decision("noisy", Why(because, fewest_samples=few))
     if (worse or better) and not within_spread and not within_noise:
-        direction = "slower" if worse else "faster"
         if guards:
-            return "noisy", f"{direction} ({stat}) but measured {'; '.join(guards)}"
+            return Decision("noisy", Why(Because.NOISE_FLAGS))
         if not significant or c.few_samples:
-            return "noisy", (
-                f"{direction} beyond {tolerance:.0%} but not significant ({stat}){few}{runs}"
-            )
-        return (
-            "regressed" if worse else "improved"
-        ), f"{direction} beyond {tolerance:.0%} ({stat}){runs}"
+            return Decision("noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=few))
+        return Decision("regressed" if worse else "improved", Why(Because.BEYOND_TOLERANCE))
     width = (c.ci_high - c.ci_low) / c.ratio
-    wide = (
-        f"; CI width {width:.0%} is too wide to rule out a {tolerance:.0%} change"
-        if width > DISPERSION_WIDTH * tolerance
-        else ""
-    )
+    wide = width if width > DISPERSION_WIDTH * tolerance else None
     if (worse or better) and within_spread:
-        return "ok", (
-            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
-            f"baseline's own run-to-run spread (+-{_pct(c.spread or 0.0)}) ({stat}){runs}{wide}"
-        )
+        return Decision("ok", Why(Because.WITHIN_SPREAD, ci_width=wide))
     if worse or better:
-        return "ok", (
-            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
-            f"run-to-run noise the baseline shows (p={p_noise:.2g} > {alpha:g} for this "
-            f"check alone, with the baseline's variances) ({stat}){runs}{wide}"
+        return Decision(
+            "ok", Why(Because.WITHIN_NOISE, ci_width=wide, noise_p=p_noise, alpha=alpha)
         )
-    return "ok", f"within {tolerance:.0%} ({stat}){few}{runs}{wide}"
+    return Decision("ok", Why(Because.WITHIN_TOLERANCE, fewest_samples=few, ci_width=wide))
 
 
 def baseline_verdict(
@@ -674,7 +651,7 @@ def baseline_verdict(
     first threshold (``detectable``).
     """
     if not baseline_runs or not any(len(r) for r in baseline_runs):
-        return BaselineVerdict("new", tolerance=tolerance, reason="no baseline for this check")
+        return BaselineVerdict("new", tolerance=tolerance, why=Why(Because.NO_BASELINE))
     runs = [r for r in baseline_runs if len(r)]
     lv = levels(runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious)
     c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
@@ -683,25 +660,24 @@ def baseline_verdict(
         lv, len(current), threshold, current=current, higher_is_better=higher_is_better
     )
     significant = family.add(c.p_value) if family else c.p_value <= alpha
-    verdict, reason = decide(
+    decision = decide(
         c,
         tolerance=tolerance,
         significant=significant,
         guards=guards,
         alpha=family.alpha if family else alpha,
         bound=bound,
-        held=held,
     )
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
     return verdict_of(
         c,
-        verdict,
-        reason,
+        decision,
         tolerance=tolerance,
         baseline_median=centre,
         significant=significant,
         family_size=family.m if family else 1,
+        correction=family.correction if family else "",
         guards=guards,
         baseline_run_id=baseline_run_id,
         detectable=detect,
@@ -713,14 +689,14 @@ def baseline_verdict(
 
 def verdict_of(
     c: Comparison,
-    verdict: str,
-    reason: str,
+    decision: Decision,
     *,
     tolerance: float | None,
     baseline_median: float,
     significant: bool,
     family_size: int,
     guards: Sequence[str],
+    correction: str = "",
     baseline_run_id: str = "",
     detectable: float | None = None,
     threshold: float | None = None,
@@ -730,12 +706,12 @@ def verdict_of(
 ) -> BaselineVerdict:
     """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(
-        verdict,
+        decision.verdict,
         ratio=c.ratio,
         tolerance=tolerance,
         baseline_median=baseline_median,
         baseline_run_id=baseline_run_id,
-        reason=reason,
+        why=decision.why,
         ci_low=c.ci_low,
         ci_high=c.ci_high,
         p_value=c.p_value,
@@ -749,6 +725,7 @@ def verdict_of(
         between_source=c.between_source,
         detectable=detectable,
         family_size=family_size,
+        correction=correction,
         threshold=threshold,
         guards=tuple(guards),
         final=final,

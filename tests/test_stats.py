@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from perfsuite import stats
+from perfsuite.model import BaselineVerdict, Because, Why
+from perfsuite.report.explain import verdict_reason as reason
 
 
 def test_summary_of_samples() -> None:
@@ -64,7 +66,7 @@ def test_one_run_baseline_is_judged_with_a_cautious_spread() -> None:
     assert c.runs == 1 and c.between_sd == stats.CAUTIOUS_BETWEEN_SD
     assert c.between_source == "cautious"
     v = stats.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
-    assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in v.reason
+    assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in reason(v)
     raw = stats.levels([samples(6)], higher_is_better=True, cautious=False)
     assert raw.between_var is None and raw.between_source == "unknown"
 
@@ -90,7 +92,8 @@ def test_a_young_baseline_never_calls_a_run_to_run_shift_a_regression() -> None:
 def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
     base = [[m, m * 1.01, m * 0.99, m, m] for m in (100.0, 88.0, 112.0, 95.0, 105.0)]
     v = stats.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
-    assert v.verdict == "ok" and "run-to-run spread" in v.reason
+    assert v.verdict == "ok" and v.why is not None and v.why.because is Because.WITHIN_SPREAD
+    assert "run-to-run spread" in reason(v)
 
 
 def test_prior_fitted_across_checks_moderates_few_runs() -> None:
@@ -118,8 +121,9 @@ def test_verdicts(scale: float, cv: float, expected: str) -> None:
         higher_is_better=True,
         tolerance=0.05,
     )
-    assert v.verdict == expected, v.reason
-    assert v.p_value is not None and v.ci_low is not None and v.reason
+    assert v.verdict == expected, reason(v)
+    assert v.p_value is not None and v.ci_low is not None and reason(v)
+    assert v.reason == ""  # deciding words nothing: report.explain does
 
 
 def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
@@ -130,7 +134,7 @@ def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
         family=family,
     )  # fmt: skip
     assert v.p_value is not None and v.p_value < stats.ALPHA
-    assert v.verdict == "noisy" and "not significant" in v.reason
+    assert v.verdict == "noisy" and "not significant" in reason(v)
 
 
 @pytest.mark.parametrize(
@@ -148,21 +152,39 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
         ratio=0.85, ci_low=0.6, ci_high=1.2, p_value=p_value, n_current=5, n_baseline=25,
         runs=5, spread=0.05, between_sd=0.1, p_baseline_noise=p_value,
     )  # fmt: skip
-    verdict, reason = stats.decide(c, tolerance=0.05, significant=significant)
-    assert verdict == expected, reason
+    decision = stats.decide(c, tolerance=0.05, significant=significant)
+    assert decision.verdict == expected, decision
     if expected == "ok":
-        assert "run-to-run noise" in reason and "p=0.3" in reason
+        width = (1.2 - 0.6) / 0.85  # wider than 4 tolerances: it cannot rule a change out
+        assert decision.why == Why(
+            Because.WITHIN_NOISE, ci_width=width, noise_p=0.3, alpha=stats.ALPHA
+        )
+        words = reason(verdict_of(c, decision))
+        assert "run-to-run noise" in words and "p=0.3" in words
     # with a family alpha of 0.5, p=0.3 is evidence the family could not confirm
-    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5)[0] == "noisy"
+    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5).verdict == "noisy"
     # two samples are never enough to call a change noise, either
     few = dataclasses.replace(c, n_current=2, p_value=0.3, p_baseline_noise=0.3)
-    assert stats.decide(few, tolerance=0.05, significant=False)[0] == "noisy"
+    assert stats.decide(few, tolerance=0.05, significant=False) == stats.Decision(
+        "noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=2)
+    )
     # nor a run whose own scatter, not the baseline's noise, makes the p-value large
     scattered = dataclasses.replace(c, p_value=0.3, p_baseline_noise=0.001)
-    assert stats.decide(scattered, tolerance=0.05, significant=False)[0] == "noisy"
+    assert stats.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
     # nor is a p-value measured under a guard (the comparison's model does not hold)
-    guarded = stats.decide(c, tolerance=0.05, significant=False, guards=["under foreign load"])
-    assert guarded[0] == "noisy" and "foreign load" in guarded[1]
+    flags = ["under foreign load"]
+    guarded = stats.decide(c, tolerance=0.05, significant=False, guards=flags)
+    assert guarded == stats.Decision("noisy", Why(Because.NOISE_FLAGS))
+    assert "foreign load" in reason(verdict_of(c, guarded, guards=flags))
+
+
+def verdict_of(
+    c: stats.Comparison, decision: stats.Decision, guards: list[str] | None = None
+) -> BaselineVerdict:
+    return stats.verdict_of(
+        c, decision, tolerance=0.05, baseline_median=1.0, significant=False, family_size=1,
+        guards=guards or [],
+    )  # fmt: skip
 
 
 def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
@@ -174,14 +196,14 @@ def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
         v = stats.baseline_verdict(
             samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, guards=load
         )
-        assert v.verdict == "noisy" and "foreign load" in v.reason
+        assert v.verdict == "noisy" and "foreign load" in reason(v)
 
 
 def test_few_samples_are_judged_on_what_exists_and_marked() -> None:
     v = stats.baseline_verdict(
         [80.0, 81.0], [[100.0, 101.0]], higher_is_better=True, tolerance=0.05
     )
-    assert v.few_samples and "only 2 samples" in v.reason
+    assert v.few_samples and "only 2 samples" in reason(v)
     assert v.verdict == "noisy"  # two against two is never enough to call a regression
 
 
@@ -305,7 +327,12 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     assert changed == ["t[0]"]
     assert [r.outcome for r in final] == ["regressed", "regressed", "noisy", "regressed"]
     assert all(r.baseline.final for r in final)
-    assert "whole family of 4" in final[0].baseline.reason
+    assert final[0].baseline.why is not None and final[0].baseline.why.late
+    assert final[0].baseline.correction == "fdr" and final[0].baseline.family_size == 4
+    assert reason(final[0].baseline).endswith(
+        "; significant once the session's whole family of 4 was in (Benjamini-Hochberg), "
+        "after its test had ended"
+    )
     assert final[2].baseline.guards == ("under foreign load",)
     # Final already: nothing changes a second time.
     again, changed = finalize(final, alpha=0.2, correction="fdr")

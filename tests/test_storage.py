@@ -226,3 +226,21 @@ def test_a_word_field_takes_only_its_words() -> None:
     for bad in ("sideways", 1, ["slower"], {"slower": 1}):
         with pytest.raises(StorageError, match="expected one of slower, faster"):
             check_value(bad, Side, "x.side")
+
+
+def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> None:
+    from perfsuite.model import Because, Why
+    from perfsuite.records import load_record
+
+    why = Why(Because.WITHIN_NOISE, ci_width=0.4, noise_p=0.3, alpha=0.05)
+    r = replace(result("t", (1.0, 2.0)), baseline=BaselineVerdict("ok", ratio=0.9, why=why))
+    record = RunRecord("r1", "2026-01-01T00:00:00+00:00", {"name": "cpu"}, {}, (r,))
+    path = write_json_atomic(tmp_path / "cpu" / "r1.json", record.to_dict())
+    stored = json.loads(path.read_text())["results"][0]["baseline"]["why"]
+    assert stored["because"] == "within-noise" and stored["noise_p"] == 0.3
+    assert load_record(path) == record
+    data = json.loads(path.read_text())
+    data["results"][0]["baseline"]["why"]["because"] = "within-reason"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match=r"baseline\.why\.because: expected one of"):
+        load_record(path)
