@@ -21,6 +21,7 @@ from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload, measured_as
 from perfsuite.model import (
     BaselineFacts,
+    BaselineLimit,
     BaselineVerdict,
     Because,
     FloorVerdict,
@@ -29,6 +30,7 @@ from perfsuite.model import (
     ModeDifference,
     ReferenceChange,
     Result,
+    Undetectable,
     Why,
 )
 from perfsuite.settings import Settings
@@ -49,7 +51,7 @@ class Plan:
     needed: int | None  # samples that would detect the tolerance; None if no count can
     tolerance: float
     tolerance_from: str
-    limited_by: str = ""  # where no count can: what in the baseline keeps it from it
+    limited_by: BaselineLimit | None = None  # where no count can: what in the baseline
     baseline_scatter: float | None = None  # the baseline's within-run sd (log), if any
 
 
@@ -109,7 +111,7 @@ class Judge:
         )
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
-        limited_by = "" if needed is not None else stats.baseline_limit(lv, tol)
+        limited_by = None if needed is not None else stats.baseline_limit(lv, tol)
         scatter = math.sqrt(lv.within_var)
         if isinstance(workload.source, ChildSource):
             # Child processes and ranks take the count they are given (--perf-samples).
@@ -260,7 +262,7 @@ class Judge:
             why = Why(Because.UNIT_CHANGED, baseline_unit=stored.unit)
             baseline = replace(baseline, why=why)
         if entry is not None:
-            baseline = replace(baseline, blind=blind_note(baseline, plan, len(values)))
+            baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, len(values)))
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
@@ -326,29 +328,19 @@ class Judge:
         return result.with_outcome(outcome.of(result))
 
 
-def blind_note(verdict: BaselineVerdict, plan: Plan, n: int) -> str:
-    """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+def undetectable(verdict: BaselineVerdict, plan: Plan, n: int) -> Undetectable | None:
+    """Why a comparison of ``n`` samples cannot detect its tolerance; None when it can."""
     if verdict.detectable is None or verdict.detectable <= plan.tolerance:
-        return ""
-    family = verdict.family_size or 1
-    text = (
-        f"cannot detect a {plan.tolerance:.0%} change with {n} samples in a family of "
-        f"{family} (smallest detectable: {verdict.detectable:.0%})"
-    )
-    if plan.needed is not None and plan.needed > n:
-        return f"{text}; use --perf-samples {plan.needed}"
-    if plan.needed is not None:  # the baseline said n would do
-        own, then = verdict.within_run_sd, plan.baseline_scatter
-        if own and then is not None and own > then:
-            return (
-                f"{text}; this run's samples scattered more than the baseline's (sd {own:.1%} "
-                f"against {then:.1%}): rerun it, or take more samples (--perf-samples)"
-            )
-        return f"{text}; {n} samples left it just short: take more (--perf-samples)"
-    return (
-        f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
-        f"limit it ({plan.limited_by or 'their spread'}); accept more baseline runs "
-        "(--perf-baseline-runs) or raise the tolerance"
+        return None
+    return Undetectable(
+        tolerance=plan.tolerance,
+        samples=n,
+        family=verdict.family_size or 1,
+        detectable=verdict.detectable,
+        needed=plan.needed,
+        run_scatter_sd=verdict.within_run_sd,
+        baseline_scatter_sd=plan.baseline_scatter,
+        limited_by=plan.limited_by,
     )
 
 

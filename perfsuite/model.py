@@ -28,10 +28,22 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
     known = _known(BaselineVerdict, data)
     known["guards"] = tuple(known.get("guards", ()))
-    why = known.get("why")
-    if isinstance(why, Mapping):
-        known["why"] = Why(**{**_known(Why, why), "because": Because(why["because"])})
+    if isinstance(known.get("why"), Mapping):
+        known["why"] = _why(known["why"])
+    if isinstance(known.get("cannot_detect"), Mapping):
+        known["cannot_detect"] = _undetectable(known["cannot_detect"])
     return BaselineVerdict(**known)
+
+
+def _why(data: Mapping[str, Any]) -> Why:
+    return Why(**{**_known(Why, data), "because": Because(data["because"])})
+
+
+def _undetectable(data: Mapping[str, Any]) -> Undetectable:
+    limit = data.get("limited_by")
+    if isinstance(limit, Mapping):
+        limit = BaselineLimit(**{**_known(BaselineLimit, limit), "kind": Limit(limit["kind"])})
+    return Undetectable(**{**_known(Undetectable, data), "limited_by": limit})
 
 
 def _plain(value: Any) -> Any:
@@ -119,6 +131,42 @@ class Why:
     baseline_unit: str = ""  # with UNIT_CHANGED: the unit the baseline measured the check in
 
 
+class Limit(StrEnum):
+    """What in a baseline keeps every sample count from detecting a check's tolerance."""
+
+    SPREAD = "spread"  # a run's median lies further from their centre than the tolerance
+    WITHIN_RUN_SCATTER = "within-run-scatter"  # the scatter of the samples within its runs
+    UNKNOWN_SPREAD = "unknown-spread"  # one run: its run-to-run spread is unknown
+    CAUTIOUS_SPREAD = "cautious-spread"  # too few runs: the cautious run-to-run spread
+    RUN_TO_RUN = "run-to-run"  # the run-to-run spread of its runs
+    BORROWED_RUN_TO_RUN = "borrowed-run-to-run"  # the run-to-run spread of the other checks
+
+
+@dataclass(frozen=True)
+class BaselineLimit:
+    """What limits a baseline's comparisons, with its figure."""
+
+    kind: Limit
+    # SPREAD: the largest distance of a run's median from the centre (a fraction); the
+    # others: a standard deviation (log scale); None for UNKNOWN_SPREAD.
+    value: float | None
+    runs: int  # the baseline's runs
+
+
+@dataclass(frozen=True)
+class Undetectable:
+    """A comparison that cannot detect its tolerance, with what keeps it from it."""
+
+    tolerance: float
+    samples: int  # this run's
+    family: int  # the family it was judged in, when it was judged
+    detectable: float  # the smallest change it can detect (a fraction)
+    needed: int | None  # samples that would detect the tolerance; None when no count can
+    run_scatter_sd: float | None  # this run's within-run sd (log scale)
+    baseline_scatter_sd: float | None  # the baseline's within-run sd (log scale)
+    limited_by: BaselineLimit | None = None  # where no count can: what in the baseline
+
+
 @dataclass(frozen=True)
 class BaselineVerdict:
     """The result against the stored baseline of the same profile."""
@@ -146,7 +194,7 @@ class BaselineVerdict:
     family_size: int | None = None  # the family this verdict was judged in
     correction: str = ""  # the family's correction: fdr (Benjamini-Hochberg) or holm
     threshold: float | None = None  # the family's first (strictest) threshold
-    blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
+    cannot_detect: Undetectable | None = None  # None when it can detect its tolerance
     guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
     bound: str = ""  # "slower"/"faster": judged against the baseline runs that bound it
     held: str = ""  # why a bound comparison cannot clear the check (the link's state)

@@ -49,7 +49,15 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
-from perfsuite.model import BaselineVerdict, Because, FloorVerdict, Summary, Why
+from perfsuite.model import (
+    BaselineLimit,
+    BaselineVerdict,
+    Because,
+    FloorVerdict,
+    Limit,
+    Summary,
+    Why,
+)
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -413,8 +421,8 @@ def detectable(
     return 1 - math.exp(-effect)
 
 
-def baseline_limit(lv: Levels, tolerance: float) -> str:
-    """What in a baseline keeps any sample count from detecting ``tolerance``, as a phrase.
+def baseline_limit(lv: Levels, tolerance: float) -> BaselineLimit:
+    """What in a baseline keeps any sample count from detecting ``tolerance``.
 
     The parts of :meth:`Levels.variance` that more samples of the new run cannot shrink:
     the scatter within the baseline's runs (through its centre) and the run-to-run spread
@@ -422,26 +430,18 @@ def baseline_limit(lv: Levels, tolerance: float) -> str:
     within the runs' own spread counts.
     """
     if lv.spread and 1 - math.exp(-lv.spread) > tolerance:
-        return (
-            f"a run's median lies up to +-{math.exp(lv.spread) - 1:.1%} from their centre, "
-            "and no change within that counts"
-        )
+        return BaselineLimit(Limit.SPREAD, math.exp(lv.spread) - 1, lv.runs)
     within = MEDIAN_FACTOR * lv.within_var * lv.mean_inv_n / lv.runs
     between = (lv.between_var or 0.0) * (1 + 1 / lv.runs)
     if within > between:
-        return (
-            f"the scatter within their runs, sd {math.sqrt(lv.within_var):.1%}; longer samples "
-            "(--perf-sample-seconds) may steady it"
-        )
+        return BaselineLimit(Limit.WITHIN_RUN_SCATTER, math.sqrt(lv.within_var), lv.runs)
     if lv.between_var is None:
-        return "their run-to-run spread, unknown with one run"
+        return BaselineLimit(Limit.UNKNOWN_SPREAD, None, lv.runs)
     if lv.between_source == "cautious":
-        return (
-            f"{lv.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
-            f"{CAUTIOUS_BETWEEN_SD:.0%} until the baseline has {MIN_RUNS}"
-        )
-    borrowed = " (borrowed from the other checks)" if lv.between_source == "prior" else ""
-    return f"their run-to-run spread, sd {math.sqrt(lv.between_var):.1%}{borrowed}"
+        return BaselineLimit(Limit.CAUTIOUS_SPREAD, CAUTIOUS_BETWEEN_SD, lv.runs)
+    borrowed = lv.between_source == "prior"
+    kind = Limit.BORROWED_RUN_TO_RUN if borrowed else Limit.RUN_TO_RUN
+    return BaselineLimit(kind, math.sqrt(lv.between_var), lv.runs)
 
 
 def samples_needed(

@@ -341,47 +341,83 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
 
 def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
     """Scatter within the runs, the run-to-run spread, or the runs' own span: the one that binds."""
+    from perfsuite.model import BaselineLimit, Limit
+    from perfsuite.report.explain import limit_words
+
+    def limit(lv: stats.Levels, tolerance: float) -> BaselineLimit:
+        found = stats.baseline_limit(lv, tolerance)
+        assert found.runs == lv.runs
+        return found
+
     # the H100's power-capped GEMM: every run follows the same course, the medians agree
     course = [325.0, 332.0, 355.0, 364.0, 363.0]
     scattered = stats.levels([course] * 5, higher_is_better=True)
-    assert stats.baseline_limit(scattered, 0.05).startswith("the scatter within their runs, sd")
-    assert "--perf-sample-seconds" in stats.baseline_limit(scattered, 0.05)
+    assert limit(scattered, 0.05).kind is Limit.WITHIN_RUN_SCATTER
+    assert limit(scattered, 0.05).value == pytest.approx(np.sqrt(scattered.within_var))
+    words = limit_words(limit(scattered, 0.05))
+    assert words.startswith("the scatter within their runs, sd")
+    assert "--perf-sample-seconds" in words
     # tight runs whose medians move apart
     drifting = stats.levels(
         [[m * (1 + 0.001 * j) for j in range(5)] for m in (100.0, 104.0, 97.0, 103.0, 96.0)],
         higher_is_better=True,
     )
-    assert stats.baseline_limit(drifting, 0.2).startswith("their run-to-run spread, sd")
-    assert stats.baseline_limit(drifting, 0.02).startswith(
+    assert limit(drifting, 0.2).kind is Limit.RUN_TO_RUN
+    assert limit_words(limit(drifting, 0.2)).startswith("their run-to-run spread, sd")
+    assert limit(drifting, 0.02).kind is Limit.SPREAD
+    assert limit(drifting, 0.02).value == pytest.approx(0.041, abs=5e-4)
+    assert limit_words(limit(drifting, 0.02)).startswith(
         "a run's median lies up to +-4.1% from their centre"
     )
     single = stats.levels([course], higher_is_better=True, cautious=False)
-    assert stats.baseline_limit(single, 0.5).startswith("the scatter within their runs")
+    assert limit_words(limit(single, 0.5)).startswith("the scatter within their runs")
     steady = stats.levels([[100.0] * 5], higher_is_better=True, cautious=False)
-    assert stats.baseline_limit(steady, 0.5) == "their run-to-run spread, unknown with one run"
+    assert limit(steady, 0.5) == BaselineLimit(Limit.UNKNOWN_SPREAD, None, 1)
+    assert limit_words(limit(steady, 0.5)) == "their run-to-run spread, unknown with one run"
     young = stats.levels([[100.0] * 5], higher_is_better=True)
-    assert stats.baseline_limit(young, 0.05).startswith("1 baseline run(s) cannot show")
+    assert limit(young, 0.05) == BaselineLimit(Limit.CAUTIOUS_SPREAD, 0.25, 1)
+    assert limit_words(limit(young, 0.05)) == (
+        "1 baseline run(s) cannot show their run-to-run spread, taken as sd 25% until the "
+        "baseline has 3"
+    )
 
 
 def test_a_blind_note_says_what_would_help() -> None:
     """More samples where they would do; this run's scatter; or what in the baseline binds."""
-    from perfsuite.judge import Plan, blind_note
-    from perfsuite.model import BaselineVerdict
+    from perfsuite.judge import Plan, undetectable
+    from perfsuite.model import BaselineLimit, Limit, Undetectable
+    from perfsuite.report.explain import cannot_detect_note
 
     blind = BaselineVerdict("ok", detectable=0.12, family_size=19, baseline_runs=5)
     blind = dataclasses.replace(blind, within_run_sd=0.06)
 
-    def plan(needed: int | None, scatter: float | None = 0.02, limit: str = "") -> Plan:
+    def plan(
+        needed: int | None, scatter: float | None = 0.02, limit: BaselineLimit | None = None
+    ) -> Plan:
         return Plan(5, 5, 0.04, needed, 0.05, "option", limit, scatter)
 
-    assert blind_note(dataclasses.replace(blind, detectable=0.04), plan(5), 5) == ""
-    assert blind_note(blind, plan(9), 5).endswith("; use --perf-samples 9")
-    assert "scattered more than the baseline's (sd 6.0% against 2.0%)" in blind_note(
-        blind, plan(5), 5
+    def note(verdict: BaselineVerdict, plan: Plan) -> str:
+        return cannot_detect_note(
+            dataclasses.replace(verdict, cannot_detect=undetectable(verdict, plan, 5))
+        )
+
+    assert undetectable(dataclasses.replace(blind, detectable=0.04), plan(5), 5) is None
+    assert note(dataclasses.replace(blind, detectable=0.04), plan(5)) == ""
+    assert undetectable(blind, plan(9), 5) == Undetectable(0.05, 5, 19, 0.12, 9, 0.06, 0.02)
+    assert note(blind, plan(9)) == (
+        "cannot detect a 5% change with 5 samples in a family of 19 (smallest detectable: 12%)"
+        "; use --perf-samples 9"
     )
-    assert blind_note(blind, plan(5, scatter=0.08), 5).endswith(
+    assert "scattered more than the baseline's (sd 6.0% against 2.0%)" in note(blind, plan(5))
+    assert note(blind, plan(5, scatter=0.08)).endswith(
         "5 samples left it just short: take more (--perf-samples)"
     )
-    assert "limit it (their run-to-run spread, sd 9.0%)" in blind_note(
-        blind, plan(None, limit="their run-to-run spread, sd 9.0%"), 5
+    spread = BaselineLimit(Limit.RUN_TO_RUN, 0.09, 5)
+    assert note(blind, plan(None, limit=spread)).endswith(
+        "more samples cannot help: the baseline's 5 run(s) limit it (their run-to-run "
+        "spread, sd 9.0%); accept more baseline runs (--perf-baseline-runs) or raise the "
+        "tolerance"
     )
+    borrowed = BaselineLimit(Limit.BORROWED_RUN_TO_RUN, 0.09, 5)
+    assert "sd 9.0% (borrowed from the other checks))" in note(blind, plan(None, limit=borrowed))
+    assert "limit it (their spread)" in note(blind, plan(None))

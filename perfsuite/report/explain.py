@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from perfsuite import outcome, probe, stats
 from perfsuite.judge import CHANGED, reference_moved
-from perfsuite.model import BaselineVerdict, Because, LinkSubset, Result
+from perfsuite.model import BaselineLimit, BaselineVerdict, Because, Limit, LinkSubset, Result
 
 CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
 
@@ -108,6 +108,61 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
     return f"within {tolerance:.0%} ({stat}){few}{runs}{wide}{late}"
 
 
+def cannot_detect_note(verdict: BaselineVerdict) -> str:
+    """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+    blind = verdict.cannot_detect
+    if blind is None:
+        return ""
+    n = blind.samples
+    text = (
+        f"cannot detect a {blind.tolerance:.0%} change with {n} samples in a family of "
+        f"{blind.family} (smallest detectable: {blind.detectable:.0%})"
+    )
+    if blind.needed is not None and blind.needed > n:
+        return f"{text}; use --perf-samples {blind.needed}"
+    if blind.needed is not None:  # the baseline said n would do
+        own, then = blind.run_scatter_sd, blind.baseline_scatter_sd
+        if own and then is not None and own > then:
+            return (
+                f"{text}; this run's samples scattered more than the baseline's (sd {own:.1%} "
+                f"against {then:.1%}): rerun it, or take more samples (--perf-samples)"
+            )
+        return f"{text}; {n} samples left it just short: take more (--perf-samples)"
+    limit = blind.limited_by
+    runs = limit.runs if limit is not None else verdict.baseline_runs
+    return (
+        f"{text}; more samples cannot help: the baseline's {runs} run(s) "
+        f"limit it ({limit_words(limit) if limit else 'their spread'}); accept more baseline "
+        "runs (--perf-baseline-runs) or raise the tolerance"
+    )
+
+
+def limit_words(limit: BaselineLimit) -> str:
+    """What in a baseline keeps any sample count from detecting a tolerance, as a phrase."""
+    value = limit.value or 0.0
+    if limit.kind is Limit.SPREAD:
+        return (
+            f"a run's median lies up to +-{value:.1%} from their centre, and no change "
+            "within that counts"
+        )
+    if limit.kind is Limit.WITHIN_RUN_SCATTER:
+        return (
+            f"the scatter within their runs, sd {value:.1%}; longer samples "
+            "(--perf-sample-seconds) may steady it"
+        )
+    if limit.kind is Limit.UNKNOWN_SPREAD:
+        return "their run-to-run spread, unknown with one run"
+    if limit.kind is Limit.CAUTIOUS_SPREAD:
+        return (
+            f"{limit.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
+            f"{value:.0%} until the baseline has {stats.MIN_RUNS}"
+        )
+    borrowed = (
+        " (borrowed from the other checks)" if limit.kind is Limit.BORROWED_RUN_TO_RUN else ""
+    )
+    return f"their run-to-run spread, sd {value:.1%}{borrowed}"
+
+
 def _figure(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -192,8 +247,9 @@ def explain(result: Result, profile: str = "") -> str:
             f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
             "differently in the two modes; rerun in the baseline's mode to confirm"
         )
-    if base.blind:
-        parts.append(base.blind)
+    blind = cannot_detect_note(base)
+    if blind:
+        parts.append(blind)
     if kind == "waived":
         parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
     return "; ".join(parts)
