@@ -37,8 +37,9 @@ class Row:
     decision: stats.Decision
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
-    guards: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
-    bounded: tuple[str, str] = ("", "")  # the link bound judged by, and why (stats.decide)
+    noise_flags: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
+    judged_against_bound: str = ""  # "slower"/"faster": see stats.decide
+    bound_because: str = ""  # with judged_against_bound: the link state B was measured in
 
     @property
     def verdict(self) -> str:
@@ -267,21 +268,21 @@ def compare_runs(
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]
         tol = _tolerance(rb, tolerance)
-        guards = list(rb.noise.get("flags", ()))
+        flags = list(rb.noise.get("flags", ()))
         if node_id in link_flags:
-            guards.append(link_flags[node_id])
+            flags.append(link_flags[node_id])
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
         flag = speed.guard(judged[node_id][2], tol, raw)
         if flag:
-            guards.append(flag)
-        bounded = bounds.get(node_id, ("", ""))
+            flags.append(flag)
+        against_bound, bound_because = bounds.get(node_id, ("", ""))
         decision = stats.decide(
             comparison,
             tolerance=tol,
             significant=sig,
-            guards=guards,
+            noise_flags=flags,
             alpha=alpha,
-            bound=bounded[0],
+            judged_against_bound=against_bound,
         )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
@@ -296,8 +297,9 @@ def compare_runs(
                 decision,
                 judged[node_id][2],
                 bool(sig),
-                tuple(guards),
-                bounded,
+                tuple(flags),
+                against_bound,
+                bound_because,
             )
         )
     a_ids = {r.id for record in before for r in record.results}
@@ -355,10 +357,10 @@ def compared_record(
             significant=row.significant,
             family_size=len(rows),
             correction=correction,
-            guards=row.guards,
+            noise_flags=row.noise_flags,
             final=True,
-            bound=row.bounded[0],
-            held=row.bounded[1],
+            judged_against_bound=row.judged_against_bound,
+            bound_because=row.bound_because,
         )
         judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
         results.append(explained(judged.with_outcome(outcome.of(judged))))

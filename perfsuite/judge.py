@@ -203,8 +203,9 @@ class Judge:
         runs: Sequence[Sequence[float]] | None = every_run
         machines: list[Any] = entry.machines if entry else []
         compared = runs  # the baseline runs compared with, in the check's own unit
-        bounded: dict[str, Any] = {}  # the bound a check unlike every baseline run is judged by
-        guards = noise.get("flags", [])
+        # A check unlike every baseline run is judged against the runs that bound it that way.
+        against_bound, bound_because = "", ""
+        noise_flags = noise.get("flags", [])
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
@@ -224,9 +225,9 @@ class Judge:
                     tolerance=plan.tolerance,
                 )
                 if way:  # unlike any baseline run: judged against the runs that bound it
-                    bounded = {"bound": way, "held": flag}
+                    against_bound, bound_because = way, flag or ""
                 elif flag:
-                    guards = [*guards, flag]
+                    noise_flags = [*noise_flags, flag]
                 if same is not None:  # like with like, or the runs that bound it
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
@@ -242,7 +243,7 @@ class Judge:
                 judged = speed.adjust(values, change["now"], workload.higher_is_better)
                 runs = speed.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
                 flag = speed.guard(change, plan.tolerance, raw)
-                guards = [*guards, flag] if flag else guards
+                noise_flags = [*noise_flags, flag] if flag else noise_flags
         baseline = stats.baseline_verdict(
             judged,
             runs,
@@ -251,11 +252,12 @@ class Judge:
             baseline_run_id=entry.run_id if entry else "",
             family=self.family,
             alpha=self.settings.alpha,
-            guards=guards,
+            noise_flags=noise_flags,
             prior=self.baseline.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
             cautious=entry is None or len(entry.runs) < stats.MIN_RUNS,
-            **bounded,
+            judged_against_bound=against_bound,
+            bound_because=bound_because,
         )
         stored = self.baseline.get(node_id)
         if entry is None and stored is not None:  # a changed unit is another measurement
@@ -389,9 +391,9 @@ def finalize(
             comparison,
             tolerance=b.tolerance or 0.0,
             significant=True,
-            guards=b.guards,
+            noise_flags=b.noise_flags,
             alpha=alpha,
-            bound=b.bound,
+            judged_against_bound=b.judged_against_bound,
         )
         why = decision.why
         if decision.verdict != b.verdict:

@@ -2,7 +2,8 @@
 
 Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that it can cross
 process boundaries (pytest-xdist workers) and land in JSON files.  The run record layout
-is a public contract: fields may be added, never renamed.
+is a public contract: fields may be added; renaming one takes a new ``SCHEMA_VERSION``, and
+the records of earlier versions stay readable.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-SCHEMA_VERSION = 1
+# Version 2 renamed three fields of a result's baseline verdict (RENAMED_IN_2), and stores
+# what keeps a comparison from detecting its tolerance typed (``cannot_detect``) where
+# version 1 held a sentence (``blind``); it added the verdict's typed ``why``.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # run records this perfsuite reads (a version 1 record upgraded)
+# A baseline verdict's fields renamed in version 2: the old name, the new one.
+RENAMED_IN_2 = {"guards": "noise_flags", "bound": "judged_against_bound", "held": "bound_because"}
 
 # The words a stored verdict may hold (the loaders refuse anything else).
 FLOOR_VERDICTS = ("pass", "fail", "no-reference")
@@ -25,9 +32,40 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def upgraded(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A run record's JSON with this version's field names (a version 1 record's renamed).
+
+    Parts that are not what a record holds are left as they are, for the checks to refuse.
+    """
+    out = dict(record)
+    results = out.get("results")
+    if isinstance(results, list):
+        out["results"] = [
+            {**r, "baseline": baseline_fields(r["baseline"])}
+            if isinstance(r, dict) and isinstance(r.get("baseline"), dict)
+            else r
+            for r in results
+        ]
+    return out
+
+
+def baseline_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored baseline verdict with this version's field names (version 1's accepted).
+
+    Version 1's ``blind`` was a sentence, which no typed ``cannot_detect`` can be read from:
+    it is dropped.
+    """
+    out = {k: v for k, v in data.items() if k != "blind"}
+    for old, new in RENAMED_IN_2.items():
+        if old in out:
+            value = out.pop(old)
+            out.setdefault(new, value)
+    return out
+
+
 def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
-    known = _known(BaselineVerdict, data)
-    known["guards"] = tuple(known.get("guards", ()))
+    known = _known(BaselineVerdict, baseline_fields(data))
+    known["noise_flags"] = tuple(known.get("noise_flags", ()))
     if isinstance(known.get("why"), Mapping):
         known["why"] = _why(known["why"])
     if isinstance(known.get("cannot_detect"), Mapping):
@@ -195,9 +233,15 @@ class BaselineVerdict:
     correction: str = ""  # the family's correction: fdr (Benjamini-Hochberg) or holm
     threshold: float | None = None  # the family's first (strictest) threshold
     cannot_detect: Undetectable | None = None  # None when it can detect its tolerance
-    guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
-    bound: str = ""  # "slower"/"faster": judged against the baseline runs that bound it
-    held: str = ""  # why a bound comparison cannot clear the check (the link's state)
+    # Noise flags the check was measured under: a change beyond the tolerance stays "noisy"
+    # whatever its p-value (foreign load, a machine that moved, the CPUs' link state).
+    noise_flags: tuple[str, ...] = ()
+    # "slower"/"faster": the check's CPU link state was unlike every baseline run's, so it was
+    # judged only against the baseline runs that bound it that way (the runs in the state
+    # where it runs slowest, or fastest); "" when compared like with like.
+    judged_against_bound: str = ""
+    # With judged_against_bound: why like was not compared with like (the link's state).
+    bound_because: str = ""
     final: bool = False  # significance decided over the session's whole family
 
 
@@ -455,7 +499,7 @@ class RunRecord:
     results: tuple[Result, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSION  # the layout it is in (one read is upgraded)
     derived: Mapping[str, Any] = field(default_factory=dict)  # roofline, knob speedups
     incomplete: str = ""
     crashed: tuple[Crash, ...] = ()
@@ -478,7 +522,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        """Rebuild a run record (the caller has checked ``schema_version``)."""
+        """Rebuild a run record, in this version's layout (the caller checked its version)."""
         return cls(
             run_id=data["run_id"],
             created=data["created"],
@@ -487,7 +531,7 @@ class RunRecord:
             results=tuple(Result.from_dict(r) for r in data.get("results", ())),
             settings=dict(data.get("settings", {})),
             duration_s=data.get("duration_s"),
-            schema_version=int(data["schema_version"]),
+            schema_version=SCHEMA_VERSION,
             derived=dict(data.get("derived", {})),
             incomplete=str(data.get("incomplete", "")),
             crashed=tuple(Crash.from_dict(c) for c in data.get("crashed", ())),

@@ -558,9 +558,9 @@ def decide(
     *,
     tolerance: float,
     significant: bool,
-    guards: Sequence[str] = (),
+    noise_flags: Sequence[str] = (),
     alpha: float = ALPHA,
-    bound: str = "",
+    judged_against_bound: str = "",
 ) -> Decision:
     """Turn a comparison into a verdict and why.
 
@@ -571,14 +571,15 @@ def decide(
     ``alpha`` with the baseline's own within- and between-run variances, the new run assumed
     as noisy as the baseline's runs) lies within the baseline's run-to-run noise, like one
     within the spread of its run medians, and is *ok*; whether the check could have seen a
-    change at its tolerance is reported apart (``detectable``).  A guarded change (measured
-    under foreign load, in another link state, on a machine that moved) beyond the tolerance
-    and the spread stays *noisy* whatever its p-value; so does one with too few samples.
+    change at its tolerance is reported apart (``detectable``).  A change measured under
+    ``noise_flags`` (foreign load, another link state, a machine that moved) beyond the
+    tolerance and the spread stays *noisy* whatever its p-value; so does one with too few
+    samples.
 
-    ``bound`` ("slower" or "faster") says the baseline runs compared with only bound the
-    check (``speed.link_bound``): a significant change that way, beyond the tolerance and the
-    spread, is a change; anything else is *noisy*, never *ok*, since the runs like the
-    check's would have lain further that way.
+    ``judged_against_bound`` ("slower" or "faster") says the baseline runs compared with only
+    bound the check (``speed.link_bound``): a significant change that way, beyond the
+    tolerance and the spread, is a change; anything else is *noisy*, never *ok*, since the
+    runs like the check's would have lain further that way.
     """
     c = comparison
     few = min(c.n_current, c.n_baseline) if c.few_samples else None
@@ -586,19 +587,19 @@ def decide(
     within_spread = c.spread is not None and abs(math.log(c.ratio)) <= c.spread
     # Within the noise the baseline itself shows: judged with the baseline's variances only,
     # so a new run that is itself far noisier than the baseline's is not cleared by its own
-    # scatter.  A guard says the comparison's model does not hold (foreign load, another link
-    # state, a machine that moved): then nothing is cleared as noise either.
+    # scatter.  A noise flag says the comparison's model does not hold (foreign load, another
+    # link state, a machine that moved): then nothing is cleared as noise either.
     p_noise = c.p_baseline_noise
     # A young baseline's noise is assumed (the cautious spread), not shown: it clears nothing.
     within_noise = (
-        not (guards or significant or c.few_samples)
+        not (noise_flags or significant or c.few_samples)
         and p_noise is not None
         and p_noise > alpha
         and c.between_source != "cautious"
     )
-    if bound:
-        changed = worse if bound == "slower" else better
-        if changed and significant and not (c.few_samples or guards or within_spread):
+    if judged_against_bound:
+        changed = worse if judged_against_bound == "slower" else better
+        if changed and significant and not (c.few_samples or noise_flags or within_spread):
             return Decision("regressed" if worse else "improved", Why(Because.BEYOND_TOLERANCE))
         because = (
             Because.NOT_SIGNIFICANT
@@ -611,7 +612,7 @@ def decide(
         )
         return Decision("noisy", Why(because, fewest_samples=few))
     if (worse or better) and not within_spread and not within_noise:
-        if guards:
+        if noise_flags:
             return Decision("noisy", Why(Because.NOISE_FLAGS))
         if not significant or c.few_samples:
             return Decision("noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=few))
@@ -636,16 +637,17 @@ def baseline_verdict(
     baseline_run_id: str = "",
     family: SequentialFamily | None = None,
     alpha: float = ALPHA,
-    guards: Sequence[str] = (),
+    noise_flags: Sequence[str] = (),
     prior: Prior = Prior(),
-    bound: str = "",
-    held: str = "",
+    judged_against_bound: str = "",
+    bound_because: str = "",
     cautious: bool = True,
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
 
     ``cautious``: judge a baseline of fewer than :data:`MIN_RUNS` runs with the cautious
     spread (off where the runs compared are a subset of a baseline that has enough).
+    ``judged_against_bound``: see :func:`decide`; ``bound_because`` says why (stored).
 
     The verdict also says the smallest slowdown the comparison could detect at the family's
     first threshold (``detectable``).
@@ -664,9 +666,9 @@ def baseline_verdict(
         c,
         tolerance=tolerance,
         significant=significant,
-        guards=guards,
+        noise_flags=noise_flags,
         alpha=family.alpha if family else alpha,
-        bound=bound,
+        judged_against_bound=judged_against_bound,
     )
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
@@ -678,12 +680,12 @@ def baseline_verdict(
         significant=significant,
         family_size=family.m if family else 1,
         correction=family.correction if family else "",
-        guards=guards,
+        noise_flags=noise_flags,
         baseline_run_id=baseline_run_id,
         detectable=detect,
         threshold=threshold,
-        bound=bound,
-        held=held,
+        judged_against_bound=judged_against_bound,
+        bound_because=bound_because,
     )
 
 
@@ -695,14 +697,14 @@ def verdict_of(
     baseline_median: float,
     significant: bool,
     family_size: int,
-    guards: Sequence[str],
+    noise_flags: Sequence[str],
     correction: str = "",
     baseline_run_id: str = "",
     detectable: float | None = None,
     threshold: float | None = None,
     final: bool = False,
-    bound: str = "",
-    held: str = "",
+    judged_against_bound: str = "",
+    bound_because: str = "",
 ) -> BaselineVerdict:
     """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(
@@ -727,8 +729,8 @@ def verdict_of(
         family_size=family_size,
         correction=correction,
         threshold=threshold,
-        guards=tuple(guards),
+        noise_flags=tuple(noise_flags),
         final=final,
-        bound=bound,
-        held=held,
+        judged_against_bound=judged_against_bound,
+        bound_because=bound_because,
     )

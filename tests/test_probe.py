@@ -311,7 +311,7 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.55, CENTRE * 0.7))
     assert rows[0].verdict == "noisy"
     assert rows[0].decision.why.because is Because.NOISE_FLAGS
-    assert "the machine itself ran -30%" in rows[0].guards[-1]
+    assert "the machine itself ran -30%" in rows[0].noise_flags[-1]
 
 
 def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_did() -> None:
@@ -322,7 +322,8 @@ def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_
     def moved(node_id: str, ratio: float, component: str, flag: str = "") -> Result:
         r = result(node_id, [10.0, 11.0], reading(25.0, 9.0))
         change = MachineChange(component, ratio, 5)
-        verdict = BaselineVerdict("noisy" if flag else "ok", ratio=1.0, guards=(flag,) * bool(flag))
+        flags = (flag,) * bool(flag)
+        verdict = BaselineVerdict("noisy" if flag else "ok", ratio=1.0, noise_flags=flags)
         return replace(r, facts=replace(r.facts, machine_change=change), baseline=verdict)
 
     quiet = [moved("a", 0.98, "memory"), moved("b", 1.03, "compute")]
@@ -514,7 +515,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
     # Across both states and faster than the near state's runs: no link explains that.
     quicker = judged(12.0, 25.0, before=6.0)
     assert quicker.baseline.verdict == "improved", quicker.message
-    assert quicker.baseline.bound == "faster"
+    assert quicker.baseline.judged_against_bound == "faster"
 
 
 def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
@@ -550,7 +551,9 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
         "b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, context={"machine": machine}),)
     )
     rows, _, _ = compare_runs(before, b)
-    assert rows[0].verdict == "improved" and rows[0].bounded[0] == "faster", rows[0].decision
+    assert rows[0].verdict == "improved" and rows[0].judged_against_bound == "faster", rows[
+        0
+    ].decision
 
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:

@@ -173,17 +173,17 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
     assert stats.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
     # nor is a p-value measured under a guard (the comparison's model does not hold)
     flags = ["under foreign load"]
-    guarded = stats.decide(c, tolerance=0.05, significant=False, guards=flags)
+    guarded = stats.decide(c, tolerance=0.05, significant=False, noise_flags=flags)
     assert guarded == stats.Decision("noisy", Why(Because.NOISE_FLAGS))
-    assert "foreign load" in reason(verdict_of(c, guarded, guards=flags))
+    assert "foreign load" in reason(verdict_of(c, guarded, noise_flags=flags))
 
 
 def verdict_of(
-    c: stats.Comparison, decision: stats.Decision, guards: list[str] | None = None
+    c: stats.Comparison, decision: stats.Decision, noise_flags: list[str] | None = None
 ) -> BaselineVerdict:
     return stats.verdict_of(
         c, decision, tolerance=0.05, baseline_median=1.0, significant=False, family_size=1,
-        guards=guards or [],
+        noise_flags=noise_flags or [],
     )  # fmt: skip
 
 
@@ -194,7 +194,7 @@ def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
     load = ["under foreign load (1.00 cores of other work or steal)"]
     for scale in (0.8, 1.25):
         v = stats.baseline_verdict(
-            samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, guards=load
+            samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, noise_flags=load
         )
         assert v.verdict == "noisy" and "foreign load" in reason(v)
 
@@ -291,7 +291,7 @@ def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
     assert any_rejection / runs <= stats.ALPHA + 3 * np.sqrt(stats.ALPHA / runs)
 
 
-def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None:
+def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() -> None:
     """Sequential BH left the first of four equal p-values noisy; the whole family does not.
 
     A guarded change stays noisy whatever its p-value, and nothing that was significant is
@@ -305,11 +305,11 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     prior = stats.fit_prior([stats.run_variance(baseline, True)] * 3, [4] * 3)
     family = stats.SequentialFamily(4, alpha=0.2)
     results = []
-    for i, guards in enumerate(([], [], ["under foreign load"], [])):
+    for i, flags in enumerate(([], [], ["under foreign load"], [])):
         current = [500.0 * (1 + 0.002 * k) for k in range(5)]
         verdict = stats.baseline_verdict(
             current, baseline, higher_is_better=True, tolerance=0.3, family=family,
-            guards=guards, prior=prior,
+            noise_flags=flags, prior=prior,
         )  # fmt: skip
         r = Result(
             id=f"t[{i}]", check="rate", params={}, metric="rate", unit="1/s",
@@ -333,7 +333,7 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
         "; significant once the session's whole family of 4 was in (Benjamini-Hochberg), "
         "after its test had ended"
     )
-    assert final[2].baseline.guards == ("under foreign load",)
+    assert final[2].baseline.noise_flags == ("under foreign load",)
     # Final already: nothing changes a second time.
     again, changed = finalize(final, alpha=0.2, correction="fdr")
     assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]

@@ -244,3 +244,39 @@ def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> Non
     path.write_text(json.dumps(data))
     with pytest.raises(StorageError, match=r"baseline\.why\.because: expected one of"):
         load_record(path)
+
+
+def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_2(
+    tmp_path: Path,
+) -> None:
+    from perfsuite.model import SCHEMA_VERSION
+    from perfsuite.records import load_record
+
+    data = json.loads((FIXTURES / "run-record-v1.json").read_text())
+    assert data["schema_version"] == 1 and SCHEMA_VERSION == 2
+    data["results"][0]["baseline"].update(
+        guards=["under foreign load"],
+        bound="slower",
+        held="while the CPUs' link changed state",
+        blind="cannot detect a 5% change with 5 samples",  # a sentence: not read
+    )
+    path = tmp_path / "cpu" / "old.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    verdict = load_record(path).results[0].baseline
+    assert verdict.noise_flags == ("under foreign load",)
+    assert verdict.judged_against_bound == "slower"
+    assert verdict.bound_because == "while the CPUs' link changed state"
+    assert verdict.cannot_detect is None and verdict.why is None
+    written = load_record(path).to_dict()
+    assert written["schema_version"] == 2
+    stored = written["results"][0]["baseline"]
+    assert not {"guards", "bound", "held", "blind"} & set(stored)
+    assert stored["noise_flags"] == ["under foreign load"]
+    again = write_json_atomic(tmp_path / "cpu" / "new.json", written)
+    assert load_record(again).results[0].baseline == verdict
+    # An old name is checked as the new one is.
+    data["results"][0]["baseline"]["guards"] = "under foreign load"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match=r"baseline\.noise_flags: expected a list"):
+        load_record(path)

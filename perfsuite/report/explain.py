@@ -74,21 +74,23 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
     )
     moved = "slower" if ratio < 1 else "faster"
     beyond = f"{moved} beyond {tolerance:.0%}"
-    if b.bound:
+    if b.judged_against_bound:
         if why.because is Because.BEYOND_TOLERANCE:
             return f"{beyond} ({stat}){runs}; against the baseline runs that bound it{late}"
-        measured = "; ".join(x for x in (*b.guards, b.held) if x) or "in another link state"
+        measured = (
+            "; ".join(x for x in (*b.noise_flags, b.bound_because) if x) or "in another link state"
+        )
         because = {
             Because.NOT_SIGNIFICANT: "not significant",
             Because.WITHIN_SPREAD: "within their run-to-run spread",
             Because.NOISE_FLAGS: f"{beyond}, but not measured cleanly",
-        }.get(why.because, f"not {b.bound} beyond {tolerance:.0%}")
+        }.get(why.because, f"not {b.judged_against_bound} beyond {tolerance:.0%}")
         return (
             f"{moved} ({stat}) but measured {measured}; against the baseline runs that bound "
             f"it: {because}{few}{runs}{late}"
         )
     if why.because is Because.NOISE_FLAGS:
-        return f"{moved} ({stat}) but measured {'; '.join(b.guards)}{late}"
+        return f"{moved} ({stat}) but measured {'; '.join(b.noise_flags)}{late}"
     if why.because is Because.NOT_SIGNIFICANT:
         return f"{beyond} but not significant ({stat}){few}{runs}{late}"
     if why.because is Because.BEYOND_TOLERANCE:
@@ -268,7 +270,7 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
             moves.setdefault(change.component, []).append(change.ratio)
     held = sum(
         r.baseline.verdict == "noisy"
-        and any("the machine itself ran" in flag for flag in r.baseline.guards)
+        and any("the machine itself ran" in flag for flag in r.baseline.noise_flags)
         for r in results
     )
     medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}
