@@ -356,10 +356,10 @@ def finalize(
 
     While the session runs, each check is judged when it ends, against the p-values seen so
     far (in its own process, under xdist); at the end, the family's correction is applied to
-    all of them at once (a step-up correction with a fixed family size can only add to what
-    was significant before).  A change that was beyond its tolerance and only lacked
-    significance becomes regressed (or improved); everything else keeps its verdict.  Returns
-    the results, final, and the ids whose outcome changed.
+    all of them at once (with a fixed family size, Holm's step-down and Benjamini-Hochberg's
+    step-up alike can only add to what was significant before).  A change that was beyond
+    its tolerance and only lacked significance becomes regressed (or improved); everything
+    else keeps its verdict.  Returns the results, final, and the ids whose outcome changed.
     """
     judged = [
         (i, r)

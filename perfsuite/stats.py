@@ -65,8 +65,8 @@ POWER = 0.8  # the power at which the smallest detectable change is quoted
 MIN_SAMPLES = 3
 # A run median varies pi/2 times as much as a run mean (the median's asymptotic efficiency).
 MEDIAN_FACTOR = math.pi / 2
-# Within tolerance, a CI wider than this many tolerances (+-2 tolerances around the ratio
-# by default) cannot rule out a change at the tolerance: the reason says so (and the
+# An ok verdict whose CI is wider than this many tolerances (+-2 tolerances around the ratio
+# by default) cannot rule out a change at the tolerance: its why says so (``ci_width``; the
 # comparison's detectability, reported apart, says what it could have seen).
 DISPERSION_WIDTH = 4.0
 # A baseline of fewer runs than this cannot show its own run-to-run spread: one run shows
