@@ -152,7 +152,8 @@ def tally(records: list[dict[str, Any]], base: dict[str, list[list[float]]]) -> 
             if not runs:
                 continue
             counts["perfsuite"][r["baseline"]["verdict"]] += 1
-            blind += bool(r["baseline"].get("blind"))
+            # "blind" in records of schema 1
+            blind += bool(r["baseline"].get("cannot_detect") or r["baseline"].get("blind"))
             hib = r["higher_is_better"]
             counts["pytest-benchmark"][pytest_benchmark_rule(r["samples"], runs[-1], hib)] += 1
             counts["asv"][asv_rule(r["samples"], runs[-1], hib)] += 1

@@ -28,6 +28,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
+from perfsuite.report.explain import CORRECTION_NAMES
 from perfsuite.report.terminal import format_table, short_id, young_baseline_note
 from perfsuite.storage import same_file, write_json_atomic, write_text_atomic
 
@@ -131,9 +132,10 @@ def _compare(args: argparse.Namespace) -> int:
     print(
         f"profile: {profile}; {len(before)} {'session(s)' if args.passes > 1 else 'run(s)'} "
         "before; "
-        f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
+        f"{CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
-    judged = compared_record(b, rows, args.tolerance)
+    judged = compared_record(b, rows, args.tolerance, args.correction)
+    reasons = {r.id: r.baseline.reason for r in judged.results}
     by_id = {row.id: row for row in rows}
     rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
@@ -159,7 +161,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     for r in rows:
         if r.verdict != "ok":
-            print(f"{r.verdict}: {short_id(r.id)}: {r.reason}")
+            print(f"{r.verdict}: {short_id(r.id)}: {reasons[r.id]}")
     young = young_baseline_note(judged.results)
     if young:
         print(young.replace("Add runs with --perf-save-baseline", "Give more runs before"))

@@ -30,7 +30,7 @@ import numpy as np
 
 from perfsuite import noise
 from perfsuite.errors import StorageError
-from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, SCHEMA_VERSION
+from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, READABLE_VERSIONS
 from perfsuite.storage import read_text_bounded
 
 # Where ``perfsuite fleet run`` keeps each task's status and output, beside the records.
@@ -251,10 +251,10 @@ def digest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise StorageError(f"{where}: not a run record (a JSON {type(data).__name__})")
     found = data.get("schema_version")
-    if found != SCHEMA_VERSION or isinstance(found, bool):
+    if found not in READABLE_VERSIONS or isinstance(found, bool):
+        readable = " or ".join(map(str, READABLE_VERSIONS))
         raise StorageError(
-            f"{where}: run record has schema_version {found!r}, this perfsuite reads "
-            f"{SCHEMA_VERSION}"
+            f"{where}: run record has schema_version {found!r}, this perfsuite reads {readable}"
         )
     run_id = _text(data, "run_id", where)
     profile = _text(_object(data, "hardware_profile", where), "name", f"{where}: hardware_profile")
