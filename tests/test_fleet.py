@@ -153,7 +153,7 @@ def test_one_slow_node_is_named_and_no_other(
     assert drained(drain) == ["node05"]
     assert "SLOW, worst first:" in out and "node05" in out
     assert "test_triad[numpy] 0.7" in out  # 0.7 slow, within its node's scatter
-    assert out.rstrip().endswith("(1 node slow) of 8 nodes (exit 1)")
+    assert out.rstrip().endswith("(1 unconfirmed slow node) of 8 nodes (exit 1)")
 
 
 def test_a_homogeneous_fleet_flags_nothing(
@@ -208,7 +208,8 @@ def test_drain_list_names_node_reason_and_figures(tmp_path: Path) -> None:
     (entry,) = drain["drain"]  # type: ignore[misc]
     assert entry["node"] == "node01" and entry["host"] == "node01"
     assert entry["profile"] == "cpu-node" and entry["gpu_index"] is None
-    assert entry["reason"].startswith("slow: test_")
+    assert entry["reason"].startswith("slow, unconfirmed: test_")
+    assert entry["confirmed"] is False
     assert entry["reason"].endswith("and 2 more checks")
     assert {c["check"].rsplit("::")[-1] for c in entry["checks"]} == {
         "test_triad[numpy]",
@@ -522,7 +523,7 @@ def test_a_clean_slow_node_beside_a_loaded_one_is_still_drained(
     assert code == 1
     assert drained(drain) == ["node01"] and drained(drain, "rerun") == ["node05"]
     assert out.rstrip().endswith(
-        "NODES TO DRAIN (1 node slow, 1 to rerun, slow only at readings their runs flagged) "
+        "NODES TO DRAIN (1 unconfirmed slow node, 1 to rerun, slow only at readings their runs flagged) "
         "of 8 nodes (exit 1)"
     )
 
