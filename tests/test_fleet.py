@@ -966,6 +966,12 @@ def test_a_rerun_names_the_report_that_judges_it(tmp_path: Path) -> None:
     )
     last = fleet_run.summary_lines(result_)[-1]
     assert last.endswith(f"next: perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm")
+    (tmp_path / "confirm").mkdir()
+    assert fleet_run.next_report(tmp_path / "confirm-2") == [
+        "perfsuite", "fleet", "report", str(tmp_path), "--confirm", str(tmp_path / "confirm"),
+        "--confirm", str(tmp_path / "confirm-2"),
+    ]  # fmt: skip
+    assert fleet_run.next_report(tmp_path) == ["perfsuite", "fleet", "report", str(tmp_path)]
 
 
 def test_the_page_shows_the_confirmation(tmp_path: Path) -> None:

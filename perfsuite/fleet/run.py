@@ -35,7 +35,7 @@ from typing import Any
 
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
-from perfsuite.fleet.aggregate import NODES_DIR, is_confirm_dir
+from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
@@ -399,15 +399,26 @@ def summary_lines(result: FleetRun) -> list[str]:
             lines += ["    " + line for line in s.output_tail.strip().splitlines()[-8:]]
         else:
             lines.append(f"ok     task {s.task} ({s.label} on {s.host}): {s.seconds:g} s")
-    d = result.directory
-    first = d.parent if is_confirm_dir(d.name) and (d.parent / RECORDS_DIR).is_dir() else None
-    after = (
-        f"perfsuite fleet report {shlex.quote(str(first))} --confirm {shlex.quote(str(d))}"
-        if first is not None
-        else f"perfsuite fleet report {shlex.quote(str(d))}"
-    )
     lines.append(
         f"perfsuite fleet run: {len(result.statuses) - len(result.failed)} of "
-        f"{len(result.statuses)} tasks wrote their records in {result.seconds:g} s; next: " + after
+        f"{len(result.statuses)} tasks wrote their records in {result.seconds:g} s; next: "
+        + shlex.join(next_report(result.directory))
     )
     return lines
+
+
+def next_report(directory: Path) -> list[str]:
+    """The report that judges a fleet run: of its fleet, with every rerun so far, when a rerun.
+
+    A rerun lives in ``FLEET/confirm`` or ``FLEET/confirm-N``: the report judges ``FLEET``
+    with ``confirm``, ``confirm-2``, ... up to this one, those that exist, oldest first.
+    """
+    d, first = directory, directory.parent
+    if not is_confirm_dir(d.name) or not (first / RECORDS_DIR).is_dir():
+        return ["perfsuite", "fleet", "report", str(d)]
+    last = int(d.name.rpartition("-")[2]) if d.name != CONFIRM_DIR else 1
+    earlier = [first / (CONFIRM_DIR if k == 1 else f"{CONFIRM_DIR}-{k}") for k in range(1, last)]
+    command = ["perfsuite", "fleet", "report", str(first)]
+    for rerun in [e for e in earlier if e.is_dir()] + [d]:
+        command += ["--confirm", str(rerun)]
+    return command
