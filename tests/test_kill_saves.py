@@ -40,6 +40,7 @@ def result(i, v):
 store = BaselineStore(Path(sys.argv[1]))
 entries = int(sys.argv[2])
 results = [result(i, 1.0 + i) for i in range(entries)]
+print("saving", flush=True)
 n = 0
 while True:
     n += 1
@@ -59,7 +60,12 @@ def _broken(root: Path) -> list[str]:
 
 def _save_once(root: Path, env: dict[str, str]) -> None:
     once = SAVER.replace("while True", "while n < 1")
-    subprocess.run([sys.executable, "-c", once, str(root), "100"], env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-c", once, str(root), "100"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.integration  # real processes, killed with SIGKILL
@@ -68,10 +74,17 @@ def test_a_writer_killed_mid_save_leaves_every_baseline_file_valid(tmp_path: Pat
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     _save_once(tmp_path, env)
     for i in range(ROUNDS):
-        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path), str(ENTRIES)], env=env)
-        time.sleep(rng.uniform(0.5, 2.5))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        with subprocess.Popen(
+            [sys.executable, "-c", SAVER, str(tmp_path), str(ENTRIES)],
+            env=env, stdout=subprocess.PIPE, text=True,
+        ) as proc:  # fmt: skip
+            assert proc.stdout is not None
+            # Killed once it saves (not while it still imports), within its first few saves:
+            # at a random moment of one of them.
+            started = proc.stdout.readline()
+            assert started == "saving\n", f"round {i + 1}: the writer did not start"
+            time.sleep(rng.uniform(0.0, 1.0))
+            proc.send_signal(signal.SIGKILL)
         assert not _broken(tmp_path), f"round {i + 1}"
     _save_once(tmp_path, env)  # the next save cleans what the killed writers left
     assert not list(tmp_path.rglob(".*.tmp"))
