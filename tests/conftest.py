@@ -8,7 +8,8 @@ from __future__ import annotations
 # each other (``isinstance`` checks inside matplotlib fail).  Imported whole, up front, it
 # stays one.
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import matplotlib.backends.backend_svg
@@ -33,6 +34,26 @@ def _frameworks_imported_once() -> None:
             importlib.import_module(name)
 
 
+# What a pytest that a test starts (pytester's, perfsuite ab's sides, a fleet's tasks) gets
+# besides its own options: no Hypothesis plugin.  The plugin imports all of Hypothesis when
+# a session ends (0.7 s of each such session), and none of them uses it.
+CHILD_ADDOPTS = "-p no:hypothesispytest"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _child_sessions_without_hypothesis() -> Iterator[None]:
+    """The sessions that tests start skip Hypothesis's plugin (:data:`CHILD_ADDOPTS`).
+
+    This session keeps it (the fuzz tests use it): the variable is set once its xdist
+    workers have started.  pytester drops the variable; ``_pytester_baselines`` sets it
+    again.
+    """
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        outer = os.environ.get("PYTEST_ADDOPTS", "")
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{outer} {CHILD_ADDOPTS}".strip())
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _pytester_baselines(request: pytest.FixtureRequest) -> None:
     """A pytester project starts as a checkout does: with an empty ``baselines/`` folder.
@@ -46,6 +67,7 @@ def _pytester_baselines(request: pytest.FixtureRequest) -> None:
             _frameworks_imported_once()
         request.getfixturevalue("pytester").mkdir("baselines")
         monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)  # pytester dropped the outer ones
         # A pytest the test starts is a session of its own, even when this one runs under
         # pytest-xdist (whose variables would switch pytest-benchmark off in it).
         for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
