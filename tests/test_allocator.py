@@ -65,7 +65,10 @@ def test_one(perf):
 """
     )
     try:
-        pytester.runpytest_subprocess("--perf-malloc-threshold", "32").assert_outcomes(passed=1)
+        # Its check sampled briefly through the seam (perfsuite.testing), without HTML.
+        pytester.runpytest_subprocess(
+            "--perf-malloc-threshold", "32", "-p", "perfsuite.testing", "--perf-html", "no"
+        ).assert_outcomes(passed=1)
     finally:
         allocator.pin(allocator.DEFAULT_MIB)
     (path,) = (pytester.path / "reports" / "slowgpu").glob("*.json")

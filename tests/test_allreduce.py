@@ -262,14 +262,20 @@ def test_framework_collectives_run_across_processes(
     assert curve["points"][0]["latency_us"] > 0
 
 
+# The launch timeout of the dead or hung rank: the wrapper strikes 1 s after the rank starts,
+# long before it; the 200 samples the ranks are asked for would outlast it (18 s on a 2-core
+# VM), so the launch ends by the rank's death or by the timeout, never by itself.
+HUNG_TIMEOUT_S = 6
+
+
 @needs_mpi
 @pytest.mark.parametrize(
     ("signal_name", "fragment"),
     # A killed rank: MPICH either aborts the job (a non-zero exit) or leaves the other rank
     # waiting until the launch timeout; both must end the check, clearly, in time.
     [
-        ("SIGKILL", ("exited with status", "no result within 10 s")),
-        ("SIGSTOP", ("no result within 10 s",)),
+        ("SIGKILL", ("exited with status", f"no result within {HUNG_TIMEOUT_S} s")),
+        ("SIGSTOP", (f"no result within {HUNG_TIMEOUT_S} s",)),
     ],
     ids=["rank-killed", "rank-hung"],
 )
@@ -281,13 +287,14 @@ def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
     start = time.monotonic()
     result = pytester.runpytest_subprocess(
         "-k", "mpi-cpu-2ranks-16MiB", "--perf-samples", "200", "--perf-launcher", launcher,
-        "--perf-allow-empty", "-p", "no:cacheprovider", "--perf-launch-timeout", "10",
+        "--perf-allow-empty", "-p", "no:cacheprovider",
+        "--perf-launch-timeout", str(HUNG_TIMEOUT_S),
     )  # fmt: skip
     elapsed = time.monotonic() - start
     result.assert_outcomes(failed=1)
     assert any(f in result.stdout.str() for f in fragment), result.stdout.str()[-2000:]
     assert "Traceback" not in result.stdout.str()
-    assert elapsed < 10 + 30, f"took {elapsed:.0f} s"
+    assert elapsed < HUNG_TIMEOUT_S + 30, f"took {elapsed:.0f} s"
     time.sleep(0.5)
     assert not _workers_left(), _workers_left()
 

@@ -116,9 +116,12 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     pytest.importorskip("tensorflow")
     pytester.makeini("[pytest]\nperf_quick = true\n")
     shutil.copy(ROOT / "suites" / "test_input_pipeline.py", pytester.path / "test_suite_ip.py")
+    # Real pipelines, training steps and reads, sampled briefly through the seam
+    # (perfsuite.testing), and no HTML: this test is about what the record holds.
     result = pytester.runpytest(
         "-k", "naive or interleave or input_bound or storage",
         "--perf-data-dir", str(pytester.path / "data"), "-p", "no:cacheprovider",
+        "-p", "perfsuite.testing", "--perf-html", "no",
     )  # fmt: skip
     result.assert_outcomes(passed=6)
     (path,) = (pytester.path / "reports").glob("*/*.json")

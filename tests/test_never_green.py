@@ -153,8 +153,18 @@ def test_sigint_mid_run_marks_the_record_incomplete(pytester: pytest.Pytester) -
     """A real Ctrl-C (SIGINT to the pytest process) after the first of three checks."""
     pytester.makeini("[pytest]\nperf_quick = true\nperf_hw = auto\n")
     pytester.makepyfile(test_f=SLOW_CHECKS)
+    # The first check sampled briefly through the seam (perfsuite.testing).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perf-save-baseline"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--perf-save-baseline",
+            "-p",
+            "perfsuite.testing",
+        ],
         cwd=pytester.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -364,7 +364,10 @@ def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pyteste
             "def test_toy(perf):", "@pytest.mark.parametrize('i', range(6))\ndef test_toy(perf, i):"
         )
     )
-    result = project.runpytest_subprocess("--hw=slowgpu", "-n", "2", "-p", "no:cacheprovider")
+    # Real workers, their checks sampled briefly through the seam (perfsuite.testing).
+    result = project.runpytest_subprocess(
+        "--hw=slowgpu", "-n", "2", "-p", "no:cacheprovider", "-p", "perfsuite.testing"
+    )
     result.assert_outcomes(passed=7)
     (record,) = records(project, "slowgpu")
     ids = sorted(r["id"] for r in record["results"])
@@ -399,7 +402,10 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
     pytester.makeconftest(
         "import sys\nsys.modules['tensorflow'] = sys.modules['torch'] = None  # not installed\n"
     )
-    result = pytester.runpytest_subprocess("--perf-quick", "-rs", "-p", "no:cacheprovider")
+    # The real numpy kernels, sampled briefly through the seam (perfsuite.testing).
+    result = pytester.runpytest_subprocess(
+        "--perf-quick", "-rs", "-p", "no:cacheprovider", "-p", "perfsuite.testing"
+    )
     result.assert_outcomes(passed=4, skipped=16)
     result.stdout.fnmatch_lines(
         [

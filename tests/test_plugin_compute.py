@@ -115,12 +115,18 @@ def test_gemm_and_conv_cases_record_roofline_and_flop_checks(pytester: pytest.Py
         'schema_version = 1\nname = "devcpu"\ndescription = "d"\nkind = "cpu"\nsource = "test"\n'
         "[memory]\nbandwidth_gbs = 40\n"
     )
+    # Real TensorFlow kernels, sampled briefly through the seam (perfsuite.testing), and no
+    # HTML: this test is about the record's roofline and FLOP checks.
     result = pytester.runpytest_subprocess(
         "--perf-quick",
         "--hw=devcpu",
         "--perf-profile-dir=profiles",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "perfsuite.testing",
+        "--perf-html",
+        "no",
         "-k",
         "tensorflow-cpu-fp32-1760x128x1760 or tensorflow-cpu-fp32-seed-128x128x16-n1-forward",
     )

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import shutil
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -224,19 +225,28 @@ def _report(name: str, **figures: float) -> None:
     print(f"{name}: " + json.dumps({k: round(v, 4) for k, v in figures.items()}))
 
 
+def _judged_on_the_better_of_two(
+    launch: Callable[[], scaling.RankTimes],
+    better: Callable[[scaling.RankTimes], float],
+    check: Callable[[scaling.RankTimes], None],
+) -> None:
+    """``check`` an injected run; when it fails, the better (by ``better``) of it and another.
+
+    Other work on a busy runner only ever lowers the efficiency ``better`` reads: of two
+    runs, the better was disturbed less.  A first run that passes needs no second.
+    """
+    first = launch()
+    try:
+        check(first)
+    except AssertionError:
+        check(max(first, launch(), key=better))
+
+
 @pytest.mark.integration
 @needs_ranks
 def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
     balanced: Balanced,
 ) -> None:
-    # Preemption by other work only ever lowers CE (it lands in the step, off the CPU-time
-    # compute): of two imbalanced runs, the one with the higher CE was disturbed less, as
-    # the better of the two balanced runs is the reference.
-    imbalanced = max(
-        (_launch(balanced.backend, imbalance=True) for _ in range(2)),
-        key=lambda r: _median(r, "communication_efficiency"),
-    )
-    lb, ce = _median(imbalanced, "load_balance"), _median(imbalanced, "communication_efficiency")
     ce0, noise = (
         max(_median(r, "communication_efficiency") for r in balanced.runs),
         balanced.noise("communication_efficiency"),
@@ -251,13 +261,26 @@ def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
         2 * max(s.compute) / (2 * max(s.compute) + s.seconds - max(s.compute))
         for s in balanced.runs[0].steps()
     )
-    _report(
-        f"{balanced.backend} imbalance", expected_lb=expected, lb=lb, lb_before=balanced.median("load_balance"),
-        ce=ce, ce_before=ce0, ce_predicted=predicted, ce_noise=noise,
-    )  # fmt: skip
-    assert abs(lb - expected) <= 0.05
-    margin = max(2 * noise, 0.05)
-    assert min(ce0, predicted) - margin <= ce <= max(ce0, predicted) + margin
+
+    def check(imbalanced: scaling.RankTimes) -> None:
+        lb = _median(imbalanced, "load_balance")
+        ce = _median(imbalanced, "communication_efficiency")
+        _report(
+            f"{balanced.backend} imbalance", expected_lb=expected, lb=lb, lb_before=balanced.median("load_balance"),
+            ce=ce, ce_before=ce0, ce_predicted=predicted, ce_noise=noise,
+        )  # fmt: skip
+        assert abs(lb - expected) <= 0.05
+        margin = max(2 * noise, 0.05)
+        assert min(ce0, predicted) - margin <= ce <= max(ce0, predicted) + margin
+
+    # Preemption by other work only ever lowers CE (it lands in the step, off the CPU-time
+    # compute): of two imbalanced runs, the one with the higher CE was disturbed less, as
+    # the better of the two balanced runs is the reference.
+    _judged_on_the_better_of_two(
+        lambda: _launch(balanced.backend, imbalance=True),
+        lambda r: _median(r, "communication_efficiency"),
+        check,
+    )
 
 
 @pytest.mark.integration
@@ -269,31 +292,35 @@ def test_a_communication_delay_moves_communication_efficiency_and_not_load_balan
     # noise (where the ranks' turns on the CPUs cost more than the allreduce itself).
     steps = balanced.runs[0].steps()
     delay_s = max(DELAY_MS / 1e3, 3 * statistics.median(s.seconds for s in steps))
-    # Contention only ever lowers the load balance (it stretches one rank's compute): of two
-    # delayed runs, the one with the higher LB was disturbed less, as the better of the two
-    # balanced runs is the reference.
-    delayed = max(
-        (_launch(balanced.backend, comm_delay_ms=delay_s * 1e3) for _ in range(2)),
-        key=lambda r: _median(r, "load_balance"),
-    )
-    lb, ce = _median(delayed, "load_balance"), _median(delayed, "communication_efficiency")
     lb0 = max(_median(r, "load_balance") for r in balanced.runs)
     ce0 = balanced.median("communication_efficiency")
     predicted = statistics.median(max(s.compute) / (s.seconds + delay_s) for s in steps)
     ce_noise, lb_noise = balanced.noise("communication_efficiency"), balanced.noise("load_balance")
-    _report(
-        f"{balanced.backend} delay", delay_ms=delay_s * 1e3, ce_predicted=predicted, ce=ce, ce_before=ce0,
-        ce_noise=ce_noise, lb=lb, lb_before=lb0, lb_noise=lb_noise,
-    )  # fmt: skip
-    # With D at least three balanced steps, CE falls to about a quarter: below half of
-    # either balanced run's, whatever the runner did between them.
-    assert ce < 0.5 * min(_median(r, "communication_efficiency") for r in balanced.runs)
-    assert abs(ce - predicted) <= max(0.1, 2 * ce_noise)
-    # The load balance stays within its noise: at least 0.1, the spread of a balanced
-    # run's load balance from one run to the next on a busy 2-core VM (0.87-0.99
-    # measured), and far less than the communication efficiency moved.
-    assert abs(lb - lb0) <= max(2 * lb_noise, 0.1)
-    assert ce0 - ce >= 3 * abs(lb - lb0)
+
+    def check(delayed: scaling.RankTimes) -> None:
+        lb, ce = _median(delayed, "load_balance"), _median(delayed, "communication_efficiency")
+        _report(
+            f"{balanced.backend} delay", delay_ms=delay_s * 1e3, ce_predicted=predicted, ce=ce, ce_before=ce0,
+            ce_noise=ce_noise, lb=lb, lb_before=lb0, lb_noise=lb_noise,
+        )  # fmt: skip
+        # With D at least three balanced steps, CE falls to about a quarter: below half of
+        # either balanced run's, whatever the runner did between them.
+        assert ce < 0.5 * min(_median(r, "communication_efficiency") for r in balanced.runs)
+        assert abs(ce - predicted) <= max(0.1, 2 * ce_noise)
+        # The load balance stays within its noise: at least 0.1, the spread of a balanced
+        # run's load balance from one run to the next on a busy 2-core VM (0.87-0.99
+        # measured), and far less than the communication efficiency moved.
+        assert abs(lb - lb0) <= max(2 * lb_noise, 0.1)
+        assert ce0 - ce >= 3 * abs(lb - lb0)
+
+    # Contention only ever lowers the load balance (it stretches one rank's compute): of two
+    # delayed runs, the one with the higher LB was disturbed less, as the better of the two
+    # balanced runs is the reference.
+    _judged_on_the_better_of_two(
+        lambda: _launch(balanced.backend, comm_delay_ms=delay_s * 1e3),
+        lambda r: _median(r, "load_balance"),
+        check,
+    )
 
 
 @pytest.mark.integration

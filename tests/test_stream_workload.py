@@ -111,7 +111,10 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
 
     suite = P(__file__).resolve().parents[1] / "suites" / "test_memory_bandwidth.py"
     sh.copy(suite, pytester.path / "test_suite_stream.py")
-    pytester.makeini("[pytest]\nperf_quick = true\n")
+    # The real kernels and the compiled C reference, sampled briefly through the seam
+    # (perfsuite.testing), and no HTML: this test is about the pairing and the record.
+    monkeypatch.setenv("PYTEST_PLUGINS", "perfsuite.testing")
+    pytester.makeini("[pytest]\nperf_quick = true\nperf_html = no\n")
     # Quick mode takes no reference unless asked (it never enters a verdict).
     plain = pytester.runpytest_subprocess(
         "-k", "numpy and triad", "-p", "no:cacheprovider", "--perf-report-dir", "plain"
@@ -122,7 +125,7 @@ def test_fidelity_against_a_bare_reference_is_computed_and_recorded(
     assert record["derived"]["fidelity"] == {}
     assert "bare_reference" not in record["results"][0]["context"]
     assert record["results"][0]["phases"]["reference_and_overhead"] >= 0
-    pytester.makeini("[pytest]\nperf_quick = true\nperf_fidelity = true\n")
+    pytester.makeini("[pytest]\nperf_quick = true\nperf_html = no\nperf_fidelity = true\n")
     result = pytester.runpytest_subprocess(
         "-k", "numpy and (triad or copy)", "-p", "no:cacheprovider"
     )

@@ -183,6 +183,8 @@ def test_xdist_siblings_are_not_foreign_load(
         "100",
         "--perf-sample-seconds",
         "0.01",
+        "--perf-html",  # the record is what this test reads
+        "no",
     )
     host = noise.assess(before, noise.snapshot(with_gpus=False))
     record = last_record(project)
