@@ -178,7 +178,7 @@ def materiality(
             for (r, _), c, sig in zip(family, comparisons, significant, strict=True):
                 total += 1
                 tol = r.baseline.tolerance or 0.05
-                with_rule += stats.decide(c, tolerance=tol, significant=sig)[0] == "regressed"
+                with_rule += stats.decide(c, tolerance=tol, significant=sig).verdict == "regressed"
                 worse = c.ratio < 1 if r.higher_is_better else c.ratio > 1
                 beyond = abs(math.log(c.ratio)) > -math.log1p(-tol)
                 without += bool(sig and worse and beyond and not c.few_samples)

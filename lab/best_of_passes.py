@@ -92,7 +92,7 @@ def two_level(
     ]
     significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
     return Counter(
-        stats.decide(c, tolerance=tol, significant=s)[0]
+        stats.decide(c, tolerance=tol, significant=s).verdict
         for c, s in zip(comparisons, significant, strict=True)
     )
 

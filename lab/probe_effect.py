@@ -144,18 +144,18 @@ def replay(
     )
     rows = []
     for r, entry, current, runs, change in judged.values():
-        guards = list(r.get("noise", {}).get("flags", [])) + link_flags[r["id"]]
+        flags = list(r.get("noise", {}).get("flags", [])) + link_flags[r["id"]]
         tol = float(r["baseline"].get("tolerance") or 0.05)
         raw = speed.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
         flag = speed.guard(change, tol, raw)
-        guards += [flag] if flag else []
+        flags += [flag] if flag else []
         comparison = stats.compare(
             current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior
         )
-        rows.append((comparison, tol, guards))
+        rows.append((comparison, tol, flags))
     significant = stats.correct([c.p_value for c, _, _ in rows], stats.ALPHA)
     return Counter(
-        stats.decide(c, tolerance=tol, significant=sig, guards=g)[0]
+        stats.decide(c, tolerance=tol, significant=sig, noise_flags=g).verdict
         for (c, tol, g), sig in zip(rows, significant, strict=True)
     )
 

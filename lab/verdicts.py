@@ -16,7 +16,7 @@ It runs the real suite in fresh processes and counts verdicts from the run recor
 
 Usage::
 
-    python lab/verdicts.py [--mode quick|full] [--reruns 10] [--backends numpy,tensorflow]
+    python lab/verdicts.py [--mode quick|default|full] [--reruns 10] [--backends numpy,tensorflow]
                                   [--select EXPR] [--deadline-s S] [--work DIR]
 
 ``--select`` narrows the suite with pytest's ``-k`` (on a GPU machine, say, ``"gpu and
@@ -26,8 +26,9 @@ power runs that would end past it (judged by the longest run so far; the baselin
 pinned runs always run); the A/A and power runs alternate after the baseline, so a deadline
 cuts both alike, and the tables say how many ran.
 
-``--mode full`` runs the quick suite's checks with the full-mode policy (``-m "not
-perf_full"``), so both modes are judged in a family of the same size.  It prints Markdown
+``--mode default`` runs the suite's default mode: the quick suite's checks with the
+full-mode policy, so quick and default are judged in a family of the same size.  ``--mode
+full`` runs ``--perf-full``: every case of each sweep.  It prints Markdown
 tables (the README and lab/measurements.md keep them) and writes everything under
 ``--work``.
 """
@@ -151,7 +152,8 @@ def tally(records: list[dict[str, Any]], base: dict[str, list[list[float]]]) -> 
             if not runs:
                 continue
             counts["perfsuite"][r["baseline"]["verdict"]] += 1
-            blind += bool(r["baseline"].get("blind"))
+            # "blind" in records of schema 1
+            blind += bool(r["baseline"].get("cannot_detect") or r["baseline"].get("blind"))
             hib = r["higher_is_better"]
             counts["pytest-benchmark"][pytest_benchmark_rule(r["samples"], runs[-1], hib)] += 1
             counts["asv"][asv_rule(r["samples"], runs[-1], hib)] += 1
@@ -165,7 +167,7 @@ def share(c: Counter[str], key: str, total: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=["quick", "full"], default="quick")
+    parser.add_argument("--mode", choices=["quick", "default", "full"], default="quick")
     parser.add_argument("--baseline-runs", type=int, default=5)
     parser.add_argument("--reruns", type=int, default=10)
     parser.add_argument("--power-runs", type=int, default=3)
@@ -199,7 +201,7 @@ def main() -> None:
     elif not (work / "baselines").is_dir():
         sys.exit(f"--reuse-baseline: no baseline under {work}")
     tag = f"-{args.reuse_baseline}" if args.reuse_baseline else ""
-    mode_args = ["--perf-quick"] if args.mode == "quick" else ["-m", "not perf_full"]
+    mode_args = {"quick": ["--perf-quick"], "default": [], "full": ["--perf-full"]}[args.mode]
     if args.backends:
         mode_args = [*mode_args, "--perf-backend", args.backends]
     # the selection narrows the suite's runs (the pinned runs are skipped with it)

@@ -7,8 +7,10 @@
 * ``perfsuite report RUN.json [--baseline RUN.json] [-o FILE]``: render the HTML report;
 * ``perfsuite history``: each check's trend over the run records, with change points;
 * ``perfsuite baseline accept RUN.json [-k TEXT]``: promote a run to its profile's baseline;
-* ``perfsuite fleet run [--nodes N | --hostfile FILE] -- PYTEST ARGS``: the suite on every node;
-* ``perfsuite fleet report DIR``: each node against its fleet, the slow ones to drain.
+* ``perfsuite fleet run [--nodes N | --nodelist H,H | --hostfile FILE] -- PYTEST ARGS``: the
+  suite on every node (or on those named);
+* ``perfsuite fleet report DIR [--confirm DIR2]``: each node against its fleet, the slow ones
+  to drain (confirmed by a rerun of them).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
+from perfsuite.report.explain import CORRECTION_NAMES
 from perfsuite.report.terminal import format_table, short_id, young_baseline_note
 from perfsuite.storage import same_file, write_json_atomic, write_text_atomic
 
@@ -131,9 +134,10 @@ def _compare(args: argparse.Namespace) -> int:
     print(
         f"profile: {profile}; {len(before)} {'session(s)' if args.passes > 1 else 'run(s)'} "
         "before; "
-        f"{stats.CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
+        f"{CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
-    judged = compared_record(b, rows, args.tolerance)
+    judged = compared_record(b, rows, args.tolerance, args.correction)
+    reasons = {r.id: r.baseline.reason for r in judged.results}
     by_id = {row.id: row for row in rows}
     rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
     table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
@@ -159,7 +163,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     for r in rows:
         if r.verdict != "ok":
-            print(f"{r.verdict}: {short_id(r.id)}: {r.reason}")
+            print(f"{r.verdict}: {short_id(r.id)}: {reasons[r.id]}")
     young = young_baseline_note(judged.results)
     if young:
         print(young.replace("Add runs with --perf-save-baseline", "Give more runs before"))
@@ -374,7 +378,10 @@ examples:
   perfsuite baseline accept reports/a100/RUN.json -k tensorflow
   perfsuite fleet run --nodes 64 --dir /shared/fleet -- suites/ --perf-quick
                                           the suite on 64 nodes, one record each
-  perfsuite fleet report /shared/fleet    the slow nodes, worst first: exit 1 when one is
+  perfsuite fleet report /shared/fleet    the slow nodes, worst first (unconfirmed), and the
+                                          command that reruns them into /shared/fleet/confirm
+  perfsuite fleet report /shared/fleet --confirm /shared/fleet/confirm
+                                          drain only the nodes slow again: exit 1 when one is
 
 exit status: 0 ok, 1 regression (compare, ab, history), a slow or failed node (fleet),
              2 usage error,
@@ -575,7 +582,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
 
     directory = Path(args.dir)
     rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
-    fleet = assess(directory, rule)
+    fleet = assess(directory, rule, confirm=tuple(Path(d) for d in args.confirm))
     drain = Path(args.drain) if args.drain else directory / "drain.json"
     html = Path(args.html) if args.html else directory / "fleet.html"
     try:
@@ -601,6 +608,7 @@ def _fleet_run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         launch_timeout_s=args.launch_timeout,
         launcher_args=tuple(args.launcher_arg),
+        nodelist=fleet_run.parse_nodelist(args.nodelist) if args.nodelist else (),
     )
     result = fleet_run.run(options)
     for line in fleet_run.summary_lines(result):
@@ -618,8 +626,10 @@ def _fleet_parser(sub: Any) -> None:
             "One task per node (srun inside an allocation, sbatch with a generated script "
             "outside one, mpiexec with --hostfile where there is no Slurm). Each task writes "
             "its run record into DIR, labelled with its node; a task that fails or hangs "
-            "(--timeout) is reported with its output and never stops the others. Exit "
-            "status: 0 every node wrote its record, 1 a node failed, 2 usage error."
+            "(--timeout) is reported with its output and never stops the others. To confirm a "
+            "report's flags, rerun its candidates with --nodelist into DIR/confirm (the report "
+            "prints the command). Exit status: 0 every node wrote its record, 1 a node failed, "
+            "2 usage error."
         ),
     )
     run.add_argument("--dir", required=True, help="the shared directory every node writes to")
@@ -634,6 +644,13 @@ def _fleet_parser(sub: Any) -> None:
         help="tasks per node, each labelled host-tINDEX (default 1)",
     )
     run.add_argument("--hostfile", default=None, help="hosts for mpiexec, one a line (no Slurm)")
+    run.add_argument(
+        "--nodelist",
+        default=None,
+        metavar="HOST,HOST",
+        help="only these hosts (srun -w, sbatch --nodelist, or these lines of --hostfile): "
+        "how a report's flagged nodes are run again to confirm them",
+    )
     run.add_argument(
         "--timeout",
         type=float,
@@ -664,13 +681,24 @@ def _fleet_parser(sub: Any) -> None:
         description=(
             "Compare every node (and GPU) with the median of its fleet, profile by profile. "
             "Readings a node's own run flagged (foreign load, a throttled GPU) are left out "
-            "and never drain it: it is listed to rerun. Writes DIR/drain.json (the nodes to "
-            "drain, and those to rerun) and DIR/fleet.html. Exit status: 0 no node flagged and "
-            "none to rerun, 1 a node slow or failed, 2 usage error, 3 a node to rerun and "
-            "none slow or failed."
+            "and never drain it: it is listed to rerun. One run's flags are unconfirmed: rerun "
+            "the flagged nodes (the report prints the command) and pass the rerun with "
+            "--confirm; only nodes slow again are drained. Writes DIR/drain.json (the nodes to "
+            "drain, those not confirmed, and those to rerun) and DIR/fleet.html. Exit status: 0 "
+            "no node flagged (or none confirmed) and none to rerun, 1 a node slow or failed, "
+            "2 usage error, 3 a node to rerun and none slow or failed."
         ),
     )
     rep.add_argument("dir", metavar="DIR", help="the fleet's shared directory of run records")
+    rep.add_argument(
+        "--confirm",
+        action="append",
+        default=[],
+        metavar="DIR2",
+        help="a rerun of the flagged nodes (fleet run --nodelist ... --dir DIR/confirm): each "
+        "is judged against DIR's fleet, and drained only when slow again; repeat for later "
+        "reruns, oldest first",
+    )
     rep.add_argument(
         "--alpha",
         type=_fraction,

@@ -11,7 +11,7 @@ from typing import Any
 from perfsuite import outcome, speed, stats, waivers
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
-from perfsuite.model import BaselineVerdict, Result, RunRecord
+from perfsuite.model import BaselineVerdict, Because, Result, RunRecord, Why
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -34,12 +34,17 @@ class Row:
     a_median: float
     b_median: float
     comparison: stats.Comparison
-    verdict: str
-    reason: str
+    decision: stats.Decision
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
-    guards: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
-    bounded: tuple[str, str] = ("", "")  # the link bound judged by, and why (stats.decide)
+    noise_flags: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
+    judged_against_bound: str = ""  # "slower"/"faster": see stats.decide
+    bound_because: str = ""  # with judged_against_bound: the link state B was measured in
+
+    @property
+    def verdict(self) -> str:
+        """The A/B verdict: ok, regressed, improved or noisy."""
+        return self.decision.verdict
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -263,22 +268,21 @@ def compare_runs(
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]
         tol = _tolerance(rb, tolerance)
-        guards = list(rb.noise.get("flags", ()))
+        flags = list(rb.noise.get("flags", ()))
         if node_id in link_flags:
-            guards.append(link_flags[node_id])
+            flags.append(link_flags[node_id])
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
         flag = speed.guard(judged[node_id][2], tol, raw)
         if flag:
-            guards.append(flag)
-        bounded = bounds.get(node_id, ("", ""))
-        verdict, reason = stats.decide(
+            flags.append(flag)
+        against_bound, bound_because = bounds.get(node_id, ("", ""))
+        decision = stats.decide(
             comparison,
             tolerance=tol,
             significant=sig,
-            guards=guards,
+            noise_flags=flags,
             alpha=alpha,
-            bound=bounded[0],
-            held=bounded[1],
+            judged_against_bound=against_bound,
         )
         a_median = float(
             math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
@@ -290,12 +294,12 @@ def compare_runs(
                 a_median,
                 rb.summary.median,
                 comparison,
-                verdict,
-                reason,
+                decision,
                 judged[node_id][2],
                 bool(sig),
-                tuple(guards),
-                bounded,
+                tuple(flags),
+                against_bound,
+                bound_because,
             )
         )
     a_ids = {r.id for record in before for r in record.results}
@@ -326,33 +330,38 @@ def _judged_samples(
     )
 
 
-def compared_record(b: RunRecord, rows: list[Row], tolerance: float | None = None) -> RunRecord:
+def compared_record(
+    b: RunRecord, rows: list[Row], tolerance: float | None = None, correction: str = ""
+) -> RunRecord:
     """Run B with each compared result's baseline verdict replaced by the A/B verdict.
 
-    ``tolerance`` is the one the comparison applied, when given (else B's own, as there).
+    ``tolerance`` is the one the comparison applied, when given (else B's own, as there);
+    ``correction`` the one it corrected with.  Each result is explained in words.
     """
+    from perfsuite.report.explain import explained
+
     by_id = {row.id: row for row in rows}
     results = []
     for r in b.results:
         row = by_id.get(r.id)
         if row is None:
-            fresh = replace(r, baseline=BaselineVerdict("new", reason="not in run A"))
-            results.append(fresh.with_outcome(outcome.of(fresh)))
+            fresh = replace(r, baseline=BaselineVerdict("new", why=Why(Because.NOT_IN_RUN_A)))
+            results.append(explained(fresh.with_outcome(outcome.of(fresh))))
             continue
         c = row.comparison
         verdict = stats.verdict_of(
             c,
-            row.verdict,
-            row.reason,
+            row.decision,
             tolerance=_tolerance(r, tolerance),
             baseline_median=row.a_median,
             significant=row.significant,
             family_size=len(rows),
-            guards=row.guards,
+            correction=correction,
+            noise_flags=row.noise_flags,
             final=True,
-            bound=row.bounded[0],
-            held=row.bounded[1],
+            judged_against_bound=row.judged_against_bound,
+            bound_because=row.bound_because,
         )
         judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
-        results.append(judged.with_outcome(outcome.of(judged), row.reason))
+        results.append(explained(judged.with_outcome(outcome.of(judged))))
     return replace(b, results=tuple(results))

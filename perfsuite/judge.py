@@ -21,13 +21,17 @@ from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload, measured_as
 from perfsuite.model import (
     BaselineFacts,
+    BaselineLimit,
     BaselineVerdict,
+    Because,
     FloorVerdict,
     LinkSubset,
     MachineChange,
     ModeDifference,
     ReferenceChange,
     Result,
+    Undetectable,
+    Why,
 )
 from perfsuite.settings import Settings
 from perfsuite.sources import ChildSource
@@ -47,7 +51,7 @@ class Plan:
     needed: int | None  # samples that would detect the tolerance; None if no count can
     tolerance: float
     tolerance_from: str
-    limited_by: str = ""  # where no count can: what in the baseline keeps it from it
+    limited_by: BaselineLimit | None = None  # where no count can: what in the baseline
     baseline_scatter: float | None = None  # the baseline's within-run sd (log), if any
 
 
@@ -107,7 +111,7 @@ class Judge:
         )
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
-        limited_by = "" if needed is not None else stats.baseline_limit(lv, tol)
+        limited_by = None if needed is not None else stats.baseline_limit(lv, tol)
         scatter = math.sqrt(lv.within_var)
         if isinstance(workload.source, ChildSource):
             # Child processes and ranks take the count they are given (--perf-samples).
@@ -199,8 +203,9 @@ class Judge:
         runs: Sequence[Sequence[float]] | None = every_run
         machines: list[Any] = entry.machines if entry else []
         compared = runs  # the baseline runs compared with, in the check's own unit
-        bounded: dict[str, Any] = {}  # the bound a check unlike every baseline run is judged by
-        guards = noise.get("flags", [])
+        # A check unlike every baseline run is judged against the runs that bound it that way.
+        against_bound, bound_because = "", ""
+        noise_flags = noise.get("flags", [])
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
@@ -220,9 +225,9 @@ class Judge:
                     tolerance=plan.tolerance,
                 )
                 if way:  # unlike any baseline run: judged against the runs that bound it
-                    bounded = {"bound": way, "held": flag}
+                    against_bound, bound_because = way, flag or ""
                 elif flag:
-                    guards = [*guards, flag]
+                    noise_flags = [*noise_flags, flag]
                 if same is not None:  # like with like, or the runs that bound it
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
@@ -238,7 +243,7 @@ class Judge:
                 judged = speed.adjust(values, change["now"], workload.higher_is_better)
                 runs = speed.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
                 flag = speed.guard(change, plan.tolerance, raw)
-                guards = [*guards, flag] if flag else guards
+                noise_flags = [*noise_flags, flag] if flag else noise_flags
         baseline = stats.baseline_verdict(
             judged,
             runs,
@@ -247,21 +252,19 @@ class Judge:
             baseline_run_id=entry.run_id if entry else "",
             family=self.family,
             alpha=self.settings.alpha,
-            guards=guards,
+            noise_flags=noise_flags,
             prior=self.baseline.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
             cautious=entry is None or len(entry.runs) < stats.MIN_RUNS,
-            **bounded,
+            judged_against_bound=against_bound,
+            bound_because=bound_because,
         )
         stored = self.baseline.get(node_id)
         if entry is None and stored is not None:  # a changed unit is another measurement
-            baseline = replace(
-                baseline,
-                reason=f"unit mismatch: the baseline measured this check in {stored.unit!r}, "
-                f"this run in {workload.unit!r}; judged as new (save a baseline to replace it)",
-            )
+            why = Why(Because.UNIT_CHANGED, baseline_unit=stored.unit)
+            baseline = replace(baseline, why=why)
         if entry is not None:
-            baseline = replace(baseline, blind=blind_note(baseline, plan, len(values)))
+            baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, len(values)))
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
@@ -327,29 +330,19 @@ class Judge:
         return result.with_outcome(outcome.of(result))
 
 
-def blind_note(verdict: BaselineVerdict, plan: Plan, n: int) -> str:
-    """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+def undetectable(verdict: BaselineVerdict, plan: Plan, n: int) -> Undetectable | None:
+    """Why a comparison of ``n`` samples cannot detect its tolerance; None when it can."""
     if verdict.detectable is None or verdict.detectable <= plan.tolerance:
-        return ""
-    family = verdict.family_size or 1
-    text = (
-        f"cannot detect a {plan.tolerance:.0%} change with {n} samples in a family of "
-        f"{family} (smallest detectable: {verdict.detectable:.0%})"
-    )
-    if plan.needed is not None and plan.needed > n:
-        return f"{text}; use --perf-samples {plan.needed}"
-    if plan.needed is not None:  # the baseline said n would do
-        own, then = verdict.within_run_sd, plan.baseline_scatter
-        if own and then is not None and own > then:
-            return (
-                f"{text}; this run's samples scattered more than the baseline's (sd {own:.1%} "
-                f"against {then:.1%}): rerun it, or take more samples (--perf-samples)"
-            )
-        return f"{text}; {n} samples left it just short: take more (--perf-samples)"
-    return (
-        f"{text}; more samples cannot help: the baseline's {verdict.baseline_runs} run(s) "
-        f"limit it ({plan.limited_by or 'their spread'}); accept more baseline runs "
-        "(--perf-baseline-runs) or raise the tolerance"
+        return None
+    return Undetectable(
+        tolerance=plan.tolerance,
+        samples=n,
+        family=verdict.family_size or 1,
+        detectable=verdict.detectable,
+        needed=plan.needed,
+        run_scatter_sd=verdict.within_run_sd,
+        baseline_scatter_sd=plan.baseline_scatter,
+        limited_by=plan.limited_by,
     )
 
 
@@ -363,10 +356,10 @@ def finalize(
 
     While the session runs, each check is judged when it ends, against the p-values seen so
     far (in its own process, under xdist); at the end, the family's correction is applied to
-    all of them at once (a step-up correction with a fixed family size can only add to what
-    was significant before).  A change that was beyond its tolerance and only lacked
-    significance becomes regressed (or improved); everything else keeps its verdict.  Returns
-    the results, final, and the ids whose outcome changed.
+    all of them at once (with a fixed family size, Holm's step-down and Benjamini-Hochberg's
+    step-up alike can only add to what was significant before).  A change that was beyond
+    its tolerance and only lacked significance becomes regressed (or improved); everything
+    else keeps its verdict.  Returns the results, final, and the ids whose outcome changed.
     """
     judged = [
         (i, r)
@@ -394,31 +387,30 @@ def finalize(
             )
             continue
         comparison = stats.comparison_of(b, len(r.samples))
-        verdict, reason = stats.decide(
+        decision = stats.decide(
             comparison,
             tolerance=b.tolerance or 0.0,
             significant=True,
-            guards=b.guards,
+            noise_flags=b.noise_flags,
             alpha=alpha,
-            bound=b.bound,
-            held=b.held,
+            judged_against_bound=b.judged_against_bound,
         )
-        if verdict != b.verdict:
-            reason += (
-                f"; significant once the session's whole family of {size} was in "
-                f"({stats.CORRECTION_NAMES[correction]}), after its test had ended"
-            )
+        why = decision.why
+        if decision.verdict != b.verdict:
+            why = replace(why, late=True)
         new = replace(
             r,
             baseline=replace(
                 b,
-                verdict=verdict,
-                reason=reason,
+                verdict=decision.verdict,
+                why=why,
+                reason="",  # explain words it again
                 significant=True,
                 final=True,
                 family_size=size,
+                correction=correction,
             ),
-            waiver=waivers.rejudged(r.waiver, verdict),
+            waiver=waivers.rejudged(r.waiver, decision.verdict),
         )
         new = new.with_outcome(outcome.of(new))
         if new.outcome != r.outcome:

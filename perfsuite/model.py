@@ -2,16 +2,24 @@
 
 Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that it can cross
 process boundaries (pytest-xdist workers) and land in JSON files.  The run record layout
-is a public contract: fields may be added, never renamed.
+is a public contract: fields may be added; renaming one takes a new ``SCHEMA_VERSION``, and
+the records of earlier versions stay readable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
-SCHEMA_VERSION = 1
+# Version 2 renamed three fields of a result's baseline verdict (RENAMED_IN_2), and stores
+# what keeps a comparison from detecting its tolerance typed (``cannot_detect``) where
+# version 1 held a sentence (``blind``); it added the verdict's typed ``why``.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # run records this perfsuite reads (a version 1 record upgraded)
+# A baseline verdict's fields renamed in version 2: the old name, the new one.
+RENAMED_IN_2 = {"guards": "noise_flags", "bound": "judged_against_bound", "held": "bound_because"}
 
 # The words a stored verdict may hold (the loaders refuse anything else).
 FLOOR_VERDICTS = ("pass", "fail", "no-reference")
@@ -24,10 +32,67 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def upgraded(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A run record's JSON with this version's field names (a version 1 record's renamed).
+
+    Parts that are not what a record holds are left as they are, for the checks to refuse.
+    """
+    out = dict(record)
+    results = out.get("results")
+    if isinstance(results, list):
+        out["results"] = [
+            {**r, "baseline": baseline_fields(r["baseline"])}
+            if isinstance(r, dict) and isinstance(r.get("baseline"), dict)
+            else r
+            for r in results
+        ]
+    return out
+
+
+def baseline_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored baseline verdict with this version's field names (version 1's accepted).
+
+    Version 1's ``blind`` was a sentence, which no typed ``cannot_detect`` can be read from:
+    it is dropped.
+    """
+    out = {k: v for k, v in data.items() if k != "blind"}
+    for old, new in RENAMED_IN_2.items():
+        if old in out:
+            value = out.pop(old)
+            out.setdefault(new, value)
+    return out
+
+
 def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
-    known = _known(BaselineVerdict, data)
-    known["guards"] = tuple(known.get("guards", ()))
+    known = _known(BaselineVerdict, baseline_fields(data))
+    known["noise_flags"] = tuple(known.get("noise_flags", ()))
+    if isinstance(known.get("why"), Mapping):
+        known["why"] = _why(known["why"])
+    if isinstance(known.get("cannot_detect"), Mapping):
+        known["cannot_detect"] = _undetectable(known["cannot_detect"])
     return BaselineVerdict(**known)
+
+
+def _why(data: Mapping[str, Any]) -> Why:
+    return Why(**{**_known(Why, data), "because": Because(data["because"])})
+
+
+def _undetectable(data: Mapping[str, Any]) -> Undetectable:
+    limit = data.get("limited_by")
+    if isinstance(limit, Mapping):
+        limit = BaselineLimit(**{**_known(BaselineLimit, limit), "kind": Limit(limit["kind"])})
+    return Undetectable(**{**_known(Undetectable, data), "limited_by": limit})
+
+
+def _plain(value: Any) -> Any:
+    """``asdict`` output as JSON's types: a word for an enum, a list for a tuple."""
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -68,6 +133,78 @@ class FloorVerdict:
     advisory: bool = False
 
 
+class Because(StrEnum):
+    """What a baseline verdict rests on (decided by ``stats.decide``, worded by ``explain``)."""
+
+    NO_BASELINE = "no-baseline"  # new: the baseline holds no runs of this check
+    UNIT_CHANGED = "unit-changed"  # new: the baseline measured the check in another unit
+    NOT_IN_RUN_A = "not-in-run-a"  # new: compare's run A did not measure the check
+    BEYOND_TOLERANCE = "beyond-tolerance"  # regressed or improved: beyond it, and significant
+    NOT_SIGNIFICANT = "not-significant"  # noisy: beyond it, not significant (or few samples)
+    NOISE_FLAGS = "noise-flags"  # noisy: beyond it, measured under the verdict's noise flags
+    WITHIN_SPREAD = "within-spread"  # beyond it, within the baseline's run-to-run spread
+    WITHIN_NOISE = "within-noise"  # ok: beyond it, within the noise the baseline shows
+    WITHIN_TOLERANCE = "within-tolerance"  # ok
+    NOT_BEYOND_BOUND = "not-beyond-bound"  # noisy: not beyond it the way the bounding runs are
+
+
+@dataclass(frozen=True)
+class Why:
+    """Why a baseline verdict is what it is: its ground, and the figures that qualify it.
+
+    Against the baseline runs that bound a check (``BaselineVerdict.judged_against_bound``),
+    a change is judged only that way, and anything but a change is *noisy*.
+    """
+
+    because: Because
+    # The fewer samples of the two sides, when fewer than a judgement needs.
+    fewest_samples: int | None = None
+    # The CI's width over the ratio, when too wide to rule out a change at the tolerance.
+    ci_width: float | None = None
+    # With WITHIN_NOISE: the change's p-value under the baseline's own noise alone, and the
+    # level it stayed above.
+    noise_p: float | None = None
+    alpha: float | None = None
+    late: bool = False  # significant only once the session's whole family was in
+    baseline_unit: str = ""  # with UNIT_CHANGED: the unit the baseline measured the check in
+
+
+class Limit(StrEnum):
+    """What in a baseline keeps every sample count from detecting a check's tolerance."""
+
+    SPREAD = "spread"  # a run's median lies further from their centre than the tolerance
+    WITHIN_RUN_SCATTER = "within-run-scatter"  # the scatter of the samples within its runs
+    UNKNOWN_SPREAD = "unknown-spread"  # one run: its run-to-run spread is unknown
+    CAUTIOUS_SPREAD = "cautious-spread"  # too few runs: the cautious run-to-run spread
+    RUN_TO_RUN = "run-to-run"  # the run-to-run spread of its runs
+    BORROWED_RUN_TO_RUN = "borrowed-run-to-run"  # the run-to-run spread of the other checks
+
+
+@dataclass(frozen=True)
+class BaselineLimit:
+    """What limits a baseline's comparisons, with its figure."""
+
+    kind: Limit
+    # SPREAD: the largest distance of a run's median from the centre (a fraction); the
+    # others: a standard deviation (log scale); None for UNKNOWN_SPREAD.
+    value: float | None
+    runs: int  # the baseline's runs
+
+
+@dataclass(frozen=True)
+class Undetectable:
+    """A comparison that cannot detect its tolerance, with what keeps it from it."""
+
+    tolerance: float
+    samples: int  # this run's
+    family: int  # the family it was judged in, when it was judged
+    detectable: float  # the smallest change it can detect (a fraction)
+    needed: int | None  # samples that would detect the tolerance; None when no count can
+    run_scatter_sd: float | None  # this run's within-run sd (log scale)
+    baseline_scatter_sd: float | None  # the baseline's within-run sd (log scale)
+    limited_by: BaselineLimit | None = None  # where no count can: what in the baseline
+
+
 @dataclass(frozen=True)
 class BaselineVerdict:
     """The result against the stored baseline of the same profile."""
@@ -77,7 +214,8 @@ class BaselineVerdict:
     tolerance: float | None = None
     baseline_median: float | None = None
     baseline_run_id: str = ""
-    reason: str = ""
+    reason: str = ""  # why, in words (report.explain writes it from ``why``)
+    why: Why | None = None  # None in records written before it was stored
     ci_low: float | None = None  # confidence interval of the ratio
     ci_high: float | None = None
     p_value: float | None = None  # the two-level Student's t test, two-sided
@@ -89,14 +227,21 @@ class BaselineVerdict:
     between_run_sd: float | None = None  # log scale; None when the spread is unknown
     within_run_sd: float | None = None  # log scale
     run_spread: float | None = None  # largest distance of a baseline run from its centre
-    between_source: str = ""  # runs, runs+prior, prior or unknown
+    between_source: str = ""  # runs, runs+prior, prior, cautious or unknown (stats.Levels)
     detectable: float | None = None  # smallest slowdown detectable at the family threshold
-    family_size: int | None = None  # the family (BH or Holm) this verdict was judged in
+    family_size: int | None = None  # the family this verdict was judged in
+    correction: str = ""  # the family's correction: fdr (Benjamini-Hochberg) or holm
     threshold: float | None = None  # the family's first (strictest) threshold
-    blind: str = ""  # why this comparison cannot detect its tolerance; empty when it can
-    guards: tuple[str, ...] = ()  # noise flags that made a change "noisy" whatever its p-value
-    bound: str = ""  # "slower"/"faster": judged against the baseline runs that bound it
-    held: str = ""  # why a bound comparison cannot clear the check (the link's state)
+    cannot_detect: Undetectable | None = None  # None when it can detect its tolerance
+    # Noise flags the check was measured under: a change beyond the tolerance stays "noisy"
+    # whatever its p-value (foreign load, a machine that moved, the CPUs' link state).
+    noise_flags: tuple[str, ...] = ()
+    # "slower"/"faster": the check's CPU link state was unlike every baseline run's, so it was
+    # judged only against the baseline runs that bound it that way (the runs in the state
+    # where it runs slowest, or fastest); "" when compared like with like.
+    judged_against_bound: str = ""
+    # With judged_against_bound: why like was not compared with like (the link's state).
+    bound_because: str = ""
     final: bool = False  # significance decided over the session's whole family
 
 
@@ -275,6 +420,7 @@ class Result:
         data = asdict(self)
         del data["facts"]
         data["params"] = dict(self.params)
+        data["baseline"] = _plain(data["baseline"])
         data["context"] = {**self.context, **self.facts.to_context()}
         data["noise"] = dict(self.noise)
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
@@ -353,7 +499,7 @@ class RunRecord:
     results: tuple[Result, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSION  # the layout it is in (one read is upgraded)
     derived: Mapping[str, Any] = field(default_factory=dict)  # roofline, knob speedups
     incomplete: str = ""
     crashed: tuple[Crash, ...] = ()
@@ -376,7 +522,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        """Rebuild a run record (the caller has checked ``schema_version``)."""
+        """Rebuild a run record, in this version's layout (the caller checked its version)."""
         return cls(
             run_id=data["run_id"],
             created=data["created"],
@@ -385,7 +531,7 @@ class RunRecord:
             results=tuple(Result.from_dict(r) for r in data.get("results", ())),
             settings=dict(data.get("settings", {})),
             duration_s=data.get("duration_s"),
-            schema_version=int(data["schema_version"]),
+            schema_version=SCHEMA_VERSION,
             derived=dict(data.get("derived", {})),
             incomplete=str(data.get("incomplete", "")),
             crashed=tuple(Crash.from_dict(c) for c in data.get("crashed", ())),

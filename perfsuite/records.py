@@ -10,10 +10,11 @@ from perfsuite.errors import StorageError
 from perfsuite.model import (
     BASELINE_VERDICTS,
     FLOOR_VERDICTS,
-    SCHEMA_VERSION,
+    READABLE_VERSIONS,
     Crash,
     Result,
     RunRecord,
+    upgraded,
 )
 from perfsuite.outcome import CHOOSABLE
 from perfsuite.storage import is_plain_name, read_json
@@ -39,14 +40,19 @@ def load_record(path: Path) -> RunRecord:
     """Load and check one run record: every field's type, every sample, the profile's name.
 
     Anything a later step would trip over is a StorageError naming the file and the entry.
+    A record of an earlier version is read in this version's layout (:func:`model.upgraded`).
     """
-    data = read_json(path, "run record", SCHEMA_VERSION, max_bytes=MAX_RECORD_BYTES)
+    data = read_json(path, "run record", READABLE_VERSIONS, max_bytes=MAX_RECORD_BYTES)
+    data = upgraded(data)
     check_record(data, str(path))
     return RunRecord.from_dict(data)
 
 
 def check_record(data: Mapping[str, Any], where: str) -> None:
-    """Raise StorageError unless ``data`` is a run record perfsuite can use whole."""
+    """Raise StorageError unless ``data`` is a run record perfsuite can use whole.
+
+    ``data`` has this version's field names (see :func:`model.upgraded`).
+    """
     check_fields(RunRecord, data, where)
     name = data["hardware_profile"].get("name")
     if not is_plain_name(name):

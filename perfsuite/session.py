@@ -28,7 +28,7 @@ from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge, finalize
 from perfsuite.model import Crash, Result, RunRecord
-from perfsuite.report.explain import explain
+from perfsuite.report.explain import explained
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.storage import check_writable, same_file, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
@@ -210,8 +210,8 @@ class PerfSession:
         return changed
 
     def explained(self, result: Result) -> Result:
-        """The result with the sentence that explains its outcome (pytest, reports)."""
-        return result.with_outcome(result.outcome, explain(result, self.profile.name))
+        """The result with the sentences that explain its verdict and outcome (pytest, reports)."""
+        return explained(result, self.profile.name)
 
     def record(self, environment: Mapping[str, Any]) -> RunRecord:
         """Assemble the run record of everything collected so far."""

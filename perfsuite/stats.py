@@ -28,10 +28,15 @@ beyond the baseline's own run-to-run spread, the largest distance of a baseline 
 centre) and **significant** after the family's correction for many comparisons
 (Benjamini-Hochberg by default, or Holm): :class:`SequentialFamily` while the checks run,
 then the whole family at once when the session ends (``judge.finalize``).  A material change
-that is not significant is *noisy* (inconclusive) only when the check's own, uncorrected test
-would reject at the family's alpha; otherwise it is within the run-to-run noise, and *ok*.
-:func:`detectable` gives the smallest change a comparison can detect at a threshold, before
-anything is measured.
+that is not significant is *noisy* (inconclusive) when the check alone, uncorrected and with
+the baseline's own variances (the new run assumed as noisy as the baseline's runs), would
+reject at the family's alpha; otherwise it is within the run-to-run noise the baseline
+shows, and *ok*, unless noise flags, too few samples or a young baseline's assumed spread
+keep it *noisy*.  :func:`detectable` gives the smallest change a comparison can detect at a
+threshold, before anything is measured.
+
+This module takes numbers and returns numbers and typed findings (:class:`Decision`,
+:class:`~perfsuite.model.Why`); :mod:`perfsuite.report.explain` puts them in words.
 """
 
 from __future__ import annotations
@@ -44,7 +49,15 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
-from perfsuite.model import BaselineVerdict, FloorVerdict, Summary
+from perfsuite.model import (
+    BaselineLimit,
+    BaselineVerdict,
+    Because,
+    FloorVerdict,
+    Limit,
+    Summary,
+    Why,
+)
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -52,8 +65,8 @@ POWER = 0.8  # the power at which the smallest detectable change is quoted
 MIN_SAMPLES = 3
 # A run median varies pi/2 times as much as a run mean (the median's asymptotic efficiency).
 MEDIAN_FACTOR = math.pi / 2
-# Within tolerance, a CI wider than this many tolerances (+-2 tolerances around the ratio
-# by default) cannot rule out a change at the tolerance: the reason says so (and the
+# An ok verdict whose CI is wider than this many tolerances (+-2 tolerances around the ratio
+# by default) cannot rule out a change at the tolerance: its why says so (``ci_width``; the
 # comparison's detectability, reported apart, says what it could have seen).
 DISPERSION_WIDTH = 4.0
 # A baseline of fewer runs than this cannot show its own run-to-run spread: one run shows
@@ -408,8 +421,8 @@ def detectable(
     return 1 - math.exp(-effect)
 
 
-def baseline_limit(lv: Levels, tolerance: float) -> str:
-    """What in a baseline keeps any sample count from detecting ``tolerance``, as a phrase.
+def baseline_limit(lv: Levels, tolerance: float) -> BaselineLimit:
+    """What in a baseline keeps any sample count from detecting ``tolerance``.
 
     The parts of :meth:`Levels.variance` that more samples of the new run cannot shrink:
     the scatter within the baseline's runs (through its centre) and the run-to-run spread
@@ -417,26 +430,18 @@ def baseline_limit(lv: Levels, tolerance: float) -> str:
     within the runs' own spread counts.
     """
     if lv.spread and 1 - math.exp(-lv.spread) > tolerance:
-        return (
-            f"a run's median lies up to +-{_pct(lv.spread)} from their centre, and no change "
-            "within that counts"
-        )
+        return BaselineLimit(Limit.SPREAD, math.exp(lv.spread) - 1, lv.runs)
     within = MEDIAN_FACTOR * lv.within_var * lv.mean_inv_n / lv.runs
     between = (lv.between_var or 0.0) * (1 + 1 / lv.runs)
     if within > between:
-        return (
-            f"the scatter within their runs, sd {math.sqrt(lv.within_var):.1%}; longer samples "
-            "(--perf-sample-seconds) may steady it"
-        )
+        return BaselineLimit(Limit.WITHIN_RUN_SCATTER, math.sqrt(lv.within_var), lv.runs)
     if lv.between_var is None:
-        return "their run-to-run spread, unknown with one run"
+        return BaselineLimit(Limit.UNKNOWN_SPREAD, None, lv.runs)
     if lv.between_source == "cautious":
-        return (
-            f"{lv.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
-            f"{CAUTIOUS_BETWEEN_SD:.0%} until the baseline has {MIN_RUNS}"
-        )
-    borrowed = " (borrowed from the other checks)" if lv.between_source == "prior" else ""
-    return f"their run-to-run spread, sd {math.sqrt(lv.between_var):.1%}{borrowed}"
+        return BaselineLimit(Limit.CAUTIOUS_SPREAD, CAUTIOUS_BETWEEN_SD, lv.runs)
+    borrowed = lv.between_source == "prior"
+    kind = Limit.BORROWED_RUN_TO_RUN if borrowed else Limit.RUN_TO_RUN
+    return BaselineLimit(kind, math.sqrt(lv.between_var), lv.runs)
 
 
 def samples_needed(
@@ -450,7 +455,6 @@ def samples_needed(
 
 
 CORRECTIONS = ("fdr", "holm")
-CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
 DEFAULT_CORRECTION = "fdr"
 
 
@@ -541,8 +545,12 @@ class SequentialFamily:
         return correct(self.p_values, self.alpha, self.m, self.correction)[-1]
 
 
-def _pct(log_distance: float) -> str:
-    return f"{math.exp(log_distance) - 1:.1%}"
+@dataclass(frozen=True)
+class Decision:
+    """A baseline verdict and why (see :func:`decide`)."""
+
+    verdict: str
+    why: Why
 
 
 def decide(
@@ -550,12 +558,11 @@ def decide(
     *,
     tolerance: float,
     significant: bool,
-    guards: Sequence[str] = (),
+    noise_flags: Sequence[str] = (),
     alpha: float = ALPHA,
-    bound: str = "",
-    held: str = "",
-) -> tuple[str, str]:
-    """Turn a comparison into a verdict and the reason for it.
+    judged_against_bound: str = "",
+) -> Decision:
+    """Turn a comparison into a verdict and why.
 
     A change beyond the tolerance is *regressed* (or *improved*) when it is significant
     after the family's correction.  When it is not, it is *noisy* only if the check alone
@@ -564,90 +571,61 @@ def decide(
     ``alpha`` with the baseline's own within- and between-run variances, the new run assumed
     as noisy as the baseline's runs) lies within the baseline's run-to-run noise, like one
     within the spread of its run medians, and is *ok*; whether the check could have seen a
-    change at its tolerance is reported apart (``detectable``).  A
-    guarded change (measured under foreign load, in another link state, on a machine that
-    moved) beyond the tolerance and the spread stays *noisy* whatever its p-value.
+    change at its tolerance is reported apart (``detectable``).  A change measured under
+    ``noise_flags`` (foreign load, another link state, a machine that moved) beyond the
+    tolerance and the spread stays *noisy* whatever its p-value; so does one with too few
+    samples.
 
-    ``bound`` ("slower" or "faster") says the baseline runs compared with only bound the
-    check (``speed.link_bound``; ``held`` says why like was not compared with like): a
-    significant change that way, beyond the tolerance and the spread, is a change;
-    anything else is *noisy*, never *ok*, since the runs like the check's would have lain
-    further that way.
+    ``judged_against_bound`` ("slower" or "faster") says the baseline runs compared with only
+    bound the check (``speed.link_bound``): a significant change that way, beyond the
+    tolerance and the spread, is a change; anything else is *noisy*, never *ok*, since the
+    runs like the check's would have lain further that way.
     """
     c = comparison
-    stat = f"ratio {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}], p={c.p_value:.2g}"
-    few = f"; only {min(c.n_current, c.n_baseline)} samples" if c.few_samples else ""
-    runs = (
-        f"; {c.runs} baseline run(s), between-run spread unknown"
-        if c.between_sd is None
-        else f"; {c.runs} baseline run(s), judged with a cautious run-to-run spread "
-        f"(sd {CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has {MIN_RUNS}"
-        if c.between_source == "cautious"
-        else f"; {c.runs} baseline run(s)"
-    )
+    few = min(c.n_current, c.n_baseline) if c.few_samples else None
     worse, better = c.ratio < 1 - tolerance, c.ratio > 1 + tolerance
     within_spread = c.spread is not None and abs(math.log(c.ratio)) <= c.spread
     # Within the noise the baseline itself shows: judged with the baseline's variances only,
     # so a new run that is itself far noisier than the baseline's is not cleared by its own
-    # scatter.  A guard says the comparison's model does not hold (foreign load, another link
-    # state, a machine that moved): then nothing is cleared as noise either.
+    # scatter.  A noise flag says the comparison's model does not hold (foreign load, another
+    # link state, a machine that moved): then nothing is cleared as noise either.
     p_noise = c.p_baseline_noise
     # A young baseline's noise is assumed (the cautious spread), not shown: it clears nothing.
     within_noise = (
-        not (guards or significant or c.few_samples)
+        not (noise_flags or significant or c.few_samples)
         and p_noise is not None
         and p_noise > alpha
         and c.between_source != "cautious"
     )
-    if bound:
-        moved = "slower" if c.ratio < 1 else "faster"
-        changed = worse if bound == "slower" else better
-        if changed and significant and not (c.few_samples or guards or within_spread):
-            return ("regressed" if worse else "improved"), (
-                f"{moved} beyond {tolerance:.0%} ({stat}){runs}; against the baseline runs "
-                "that bound it"
-            )
-        why = (
-            "not significant"
-            if changed and not significant
-            else "within their run-to-run spread"
+    if judged_against_bound:
+        changed = worse if judged_against_bound == "slower" else better
+        if changed and significant and not (c.few_samples or noise_flags or within_spread):
+            return Decision("regressed" if worse else "improved", Why(Because.BEYOND_TOLERANCE))
+        because = (
+            Because.NOT_SIGNIFICANT
+            if changed and (not significant or (c.few_samples and not within_spread))
+            else Because.WITHIN_SPREAD
             if changed and within_spread
-            else f"not {bound} beyond {tolerance:.0%}"
+            else Because.NOISE_FLAGS
+            if changed
+            else Because.NOT_BEYOND_BOUND
         )
-        measured = "; ".join([*guards, held]) or "in another link state"
-        return "noisy", (
-            f"{moved} ({stat}) but measured {measured}; against the baseline runs that bound "
-            f"it: {why}{few}{runs}"
-        )
+        return Decision("noisy", Why(because, fewest_samples=few))
     if (worse or better) and not within_spread and not within_noise:
-        direction = "slower" if worse else "faster"
-        if guards:
-            return "noisy", f"{direction} ({stat}) but measured {'; '.join(guards)}"
+        if noise_flags:
+            return Decision("noisy", Why(Because.NOISE_FLAGS))
         if not significant or c.few_samples:
-            return "noisy", (
-                f"{direction} beyond {tolerance:.0%} but not significant ({stat}){few}{runs}"
-            )
-        return (
-            "regressed" if worse else "improved"
-        ), f"{direction} beyond {tolerance:.0%} ({stat}){runs}"
+            return Decision("noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=few))
+        return Decision("regressed" if worse else "improved", Why(Because.BEYOND_TOLERANCE))
     width = (c.ci_high - c.ci_low) / c.ratio
-    wide = (
-        f"; CI width {width:.0%} is too wide to rule out a {tolerance:.0%} change"
-        if width > DISPERSION_WIDTH * tolerance
-        else ""
-    )
+    wide = width if width > DISPERSION_WIDTH * tolerance else None
     if (worse or better) and within_spread:
-        return "ok", (
-            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
-            f"baseline's own run-to-run spread (+-{_pct(c.spread or 0.0)}) ({stat}){runs}{wide}"
-        )
+        return Decision("ok", Why(Because.WITHIN_SPREAD, ci_width=wide))
     if worse or better:
-        return "ok", (
-            f"{'slower' if worse else 'faster'} beyond {tolerance:.0%} but within the "
-            f"run-to-run noise the baseline shows (p={p_noise:.2g} > {alpha:g} for this "
-            f"check alone, with the baseline's variances) ({stat}){runs}{wide}"
+        return Decision(
+            "ok", Why(Because.WITHIN_NOISE, ci_width=wide, noise_p=p_noise, alpha=alpha)
         )
-    return "ok", f"within {tolerance:.0%} ({stat}){few}{runs}{wide}"
+    return Decision("ok", Why(Because.WITHIN_TOLERANCE, fewest_samples=few, ci_width=wide))
 
 
 def baseline_verdict(
@@ -659,22 +637,23 @@ def baseline_verdict(
     baseline_run_id: str = "",
     family: SequentialFamily | None = None,
     alpha: float = ALPHA,
-    guards: Sequence[str] = (),
+    noise_flags: Sequence[str] = (),
     prior: Prior = Prior(),
-    bound: str = "",
-    held: str = "",
+    judged_against_bound: str = "",
+    bound_because: str = "",
     cautious: bool = True,
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
 
     ``cautious``: judge a baseline of fewer than :data:`MIN_RUNS` runs with the cautious
     spread (off where the runs compared are a subset of a baseline that has enough).
+    ``judged_against_bound``: see :func:`decide`; ``bound_because`` says why (stored).
 
     The verdict also says the smallest slowdown the comparison could detect at the family's
     first threshold (``detectable``).
     """
     if not baseline_runs or not any(len(r) for r in baseline_runs):
-        return BaselineVerdict("new", tolerance=tolerance, reason="no baseline for this check")
+        return BaselineVerdict("new", tolerance=tolerance, why=Why(Because.NO_BASELINE))
     runs = [r for r in baseline_runs if len(r)]
     lv = levels(runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious)
     c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
@@ -683,59 +662,58 @@ def baseline_verdict(
         lv, len(current), threshold, current=current, higher_is_better=higher_is_better
     )
     significant = family.add(c.p_value) if family else c.p_value <= alpha
-    verdict, reason = decide(
+    decision = decide(
         c,
         tolerance=tolerance,
         significant=significant,
-        guards=guards,
+        noise_flags=noise_flags,
         alpha=family.alpha if family else alpha,
-        bound=bound,
-        held=held,
+        judged_against_bound=judged_against_bound,
     )
     medians = [float(np.median(r)) for r in runs]
     centre = float(np.exp(np.mean(np.log(medians))))
     return verdict_of(
         c,
-        verdict,
-        reason,
+        decision,
         tolerance=tolerance,
         baseline_median=centre,
         significant=significant,
         family_size=family.m if family else 1,
-        guards=guards,
+        correction=family.correction if family else "",
+        noise_flags=noise_flags,
         baseline_run_id=baseline_run_id,
         detectable=detect,
         threshold=threshold,
-        bound=bound,
-        held=held,
+        judged_against_bound=judged_against_bound,
+        bound_because=bound_because,
     )
 
 
 def verdict_of(
     c: Comparison,
-    verdict: str,
-    reason: str,
+    decision: Decision,
     *,
     tolerance: float | None,
     baseline_median: float,
     significant: bool,
     family_size: int,
-    guards: Sequence[str],
+    noise_flags: Sequence[str],
+    correction: str = "",
     baseline_run_id: str = "",
     detectable: float | None = None,
     threshold: float | None = None,
     final: bool = False,
-    bound: str = "",
-    held: str = "",
+    judged_against_bound: str = "",
+    bound_because: str = "",
 ) -> BaselineVerdict:
     """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(
-        verdict,
+        decision.verdict,
         ratio=c.ratio,
         tolerance=tolerance,
         baseline_median=baseline_median,
         baseline_run_id=baseline_run_id,
-        reason=reason,
+        why=decision.why,
         ci_low=c.ci_low,
         ci_high=c.ci_high,
         p_value=c.p_value,
@@ -749,9 +727,10 @@ def verdict_of(
         between_source=c.between_source,
         detectable=detectable,
         family_size=family_size,
+        correction=correction,
         threshold=threshold,
-        guards=tuple(guards),
+        noise_flags=tuple(noise_flags),
         final=final,
-        bound=bound,
-        held=held,
+        judged_against_bound=judged_against_bound,
+        bound_because=bound_because,
     )

@@ -12,7 +12,8 @@ profile module, which check each value they read):
   ``NaN``, no ``1e400``, no ``10**400``);
 * :func:`check_fields`: a mapping holds the fields of a frozen dataclass of :mod:`model` with
   the types its annotations name (a ``float`` field takes a finite number, a ``str`` field
-  text, a ``Mapping[str, Any]`` field an object with text keys, and so on).
+  text, a ``Mapping[str, Any]`` field an object with text keys, a ``StrEnum`` field one of
+  its words, and so on).
 
 Anything else is a :class:`~perfsuite.errors.StorageError` naming the file and the entry:
 one line, never a traceback.
@@ -21,6 +22,7 @@ one line, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 import types
@@ -163,6 +165,11 @@ def check_value(value: Any, hint: Any, where: str) -> None:
     if hint is str:
         if not isinstance(value, str) or len(value) > MAX_TEXT:
             raise StorageError(f"{where}: expected text, got {_describe(value)}")
+        return
+    if isinstance(hint, type) and issubclass(hint, enum.StrEnum):
+        if not isinstance(value, str) or value not in {m.value for m in hint}:
+            words = ", ".join(m.value for m in hint)
+            raise StorageError(f"{where}: expected one of {words}, got {_describe(value)}")
         return
     if hint is bool:
         if not isinstance(value, bool):

@@ -153,7 +153,7 @@ def test_one_slow_node_is_named_and_no_other(
     assert drained(drain) == ["node05"]
     assert "SLOW, worst first:" in out and "node05" in out
     assert "test_triad[numpy] 0.7" in out  # 0.7 slow, within its node's scatter
-    assert out.rstrip().endswith("(1 node slow) of 8 nodes (exit 1)")
+    assert out.rstrip().endswith("(1 unconfirmed slow node) of 8 nodes (exit 1)")
 
 
 def test_a_homogeneous_fleet_flags_nothing(
@@ -208,7 +208,8 @@ def test_drain_list_names_node_reason_and_figures(tmp_path: Path) -> None:
     (entry,) = drain["drain"]  # type: ignore[misc]
     assert entry["node"] == "node01" and entry["host"] == "node01"
     assert entry["profile"] == "cpu-node" and entry["gpu_index"] is None
-    assert entry["reason"].startswith("slow: test_")
+    assert entry["reason"].startswith("slow, unconfirmed: test_")
+    assert entry["confirmed"] is False
     assert entry["reason"].endswith("and 2 more checks")
     assert {c["check"].rsplit("::")[-1] for c in entry["checks"]} == {
         "test_triad[numpy]",
@@ -522,7 +523,7 @@ def test_a_clean_slow_node_beside_a_loaded_one_is_still_drained(
     assert code == 1
     assert drained(drain) == ["node01"] and drained(drain, "rerun") == ["node05"]
     assert out.rstrip().endswith(
-        "NODES TO DRAIN (1 node slow, 1 to rerun, slow only at readings their runs flagged) "
+        "NODES TO DRAIN (1 unconfirmed slow node, 1 to rerun, slow only at readings their runs flagged) "
         "of 8 nodes (exit 1)"
     )
 
@@ -639,3 +640,347 @@ def test_the_page_marks_tainted_cells_and_lists_the_rerun(tmp_path: Path) -> Non
     page = (tmp_path / "fleet.html").read_text()
     assert "grey, hatched: flagged by its own run, left out" in page
     assert "Rerun, not drained" in page and "node06" in page
+
+
+# Confirmation: one run's flags are candidates; a rerun of them decides.
+
+
+def rerun(
+    directory: Path, i: int, factor: float = 1.0, facts: dict[str, object] | None = None,
+    profile: str = "cpu-node", level: float = 100.0,
+) -> None:  # fmt: skip
+    """Node ``i`` of :func:`fleet` measured again into ``directory`` (its scatter kept)."""
+    f = math.exp(SCATTER[i % len(SCATTER)]) * factor
+    write_record(
+        directory,
+        f"node{i:02d}",
+        [
+            result("test_triad[numpy]", level * f, noise=facts),
+            result("test_gemm[fp32]", 3 * level * f, noise=facts),
+            result("test_latency[8B]", 5.0 / f, higher_is_better=False, noise=facts),
+        ],
+        profile=profile,
+    )
+
+
+def confirm_report(directory: Path, *extra: str) -> tuple[int, dict[str, object]]:
+    return report(directory, "--confirm", str(directory / "confirm"), *extra)
+
+
+def test_unconfirmed_flags_say_so_and_print_the_rerun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --confirm: judged as before, but one run's flags, with the way to confirm them.
+
+    The rerun command has the first run's own options, on the candidates only.
+    """
+    fleet(tmp_path, 8, slow={2: 0.7, 5: 0.6}, noisy={5: loaded()})
+    asked = fleet_run.Options(tmp_path, ("suites/", "-k", "triad or gemm"), timeout_s=600,
+                              launcher_args=("--partition=cpu",))  # fmt: skip
+    write_json_atomic(tmp_path / "nodes" / fleet_run.MANIFEST, asked.to_dict())
+    code, drain = report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1 and drained(drain) == ["node02"] and drained(drain, "rerun") == ["node05"]
+    c = drain["confirmation"]
+    run_cmd = (
+        f"perfsuite fleet run --nodelist node02,node05 --dir {tmp_path}/confirm --timeout 600 "
+        "--launcher-arg=--partition=cpu -- suites/ -k 'triad or gemm'"
+    )
+    report_cmd = f"perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm"
+    assert c == {"confirmed": False, "directories": [], "nodelist": ["node02", "node05"],  # type: ignore[comparison-overlap]
+                 "commands": [run_cmd, report_cmd]}  # fmt: skip
+    assert "UNCONFIRMED: one run's flags" in out
+    assert f"  {run_cmd}\n  {report_cmd}\n" in out
+    assert out.rstrip().endswith(
+        "NODES TO DRAIN (1 unconfirmed slow node, 1 to rerun, slow only at readings their "
+        "runs flagged) of 8 nodes (exit 1)"
+    )
+
+
+def test_a_confirmed_node_is_drained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet(tmp_path, 8, slow={5: 0.7})
+    rerun(tmp_path / "confirm", 5, 0.72)
+    code, drain = confirm_report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1 and drained(drain) == ["node05"]
+    assert drain["not_confirmed"] == [] and drain["rerun"] == []
+    (entry,) = drain["drain"]  # type: ignore[misc]
+    assert entry["confirmed"] is True
+    assert entry["reason"].startswith("slow, confirmed by a rerun: test_")
+    assert entry["rerun_record"].startswith(str(tmp_path / "confirm" / "records" / "node05"))
+    for check in entry["checks"]:
+        assert check["state"] == "confirmed"
+        assert check["first"]["ratio"] == pytest.approx(0.7, rel=0.03)
+        assert check["rerun"]["ratio"] == pytest.approx(0.72, rel=0.03)
+        assert check["rerun"]["z"] < -5 and check["rerun"]["taint"] == []
+    assert drain["confirmation"] == {  # type: ignore[comparison-overlap]
+        "confirmed": True, "directories": [str(tmp_path / "confirm")], "nodelist": [],
+        "commands": [],
+    }  # fmt: skip
+    assert "SLOW, confirmed by the rerun, worst first:" in out
+    assert "test_triad[numpy] 0.71x then 0.73x (z -" in out
+    assert out.rstrip().endswith(
+        "NODES TO DRAIN (1 node confirmed slow by a rerun) of 8 nodes (exit 1)"
+    )
+
+
+def test_an_unconfirmed_node_is_not_drained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slow once, like its fleet in the rerun: listed as not confirmed, exit 0."""
+    fleet(tmp_path, 8, slow={5: 0.7})
+    rerun(tmp_path / "confirm", 5)
+    code, drain = confirm_report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 0 and drained(drain) == [] and drained(drain, "not_confirmed") == ["node05"]
+    (entry,) = drain["not_confirmed"]  # type: ignore[misc]
+    assert entry["confirmed"] is False and entry["reason"].startswith("not confirmed: test_")
+    assert {c["state"] for c in entry["checks"]} == {"cleared"}
+    assert "NOT CONFIRMED, not drained" in out
+    assert out.rstrip().endswith("FLEET OK (1 flagged but not confirmed) of 8 nodes (exit 0)")
+
+
+def test_only_a_check_it_was_flagged_at_confirms_it(tmp_path: Path) -> None:
+    """Slow at the triad in the first run, at the latency in the rerun: not the same check."""
+    fleet(tmp_path, 8)
+    write_record(
+        tmp_path,
+        "node08",
+        [result("test_triad[numpy]", 60.0), result("test_gemm[fp32]", 300.0),
+         result("test_latency[8B]", 5.0, higher_is_better=False)],
+    )  # fmt: skip
+    write_record(
+        tmp_path / "confirm",
+        "node08",
+        [result("test_triad[numpy]", 100.0), result("test_gemm[fp32]", 300.0),
+         result("test_latency[8B]", 8.0, higher_is_better=False)],
+    )  # fmt: skip
+    code, drain = confirm_report(tmp_path)
+    assert code == 0 and drained(drain, "not_confirmed") == ["node08"]
+    (check,) = drain["not_confirmed"][0]["checks"]  # type: ignore[index]
+    assert check["check"].endswith("test_triad[numpy]") and check["state"] == "cleared"
+
+
+def test_a_tainted_rerun_asks_for_another_and_never_drains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet(tmp_path, 8, slow={5: 0.7})
+    rerun(tmp_path / "confirm", 5, 0.7, loaded(1.3))
+    code, drain = confirm_report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 3 and drained(drain) == [] and drained(drain, "rerun") == ["node05"]
+    (entry,) = drain["rerun"]  # type: ignore[misc]
+    assert entry["reason"].startswith("rerun again: test_")
+    assert "under foreign load (1.30 cores of other work or steal)" in entry["reason"]
+    for check in entry["checks"]:
+        assert check["state"] == "rerun" and check["rerun"]["taint"] == ["foreign-load"]
+    assert drain["confirmation"]["nodelist"] == ["node05"]  # type: ignore[index]
+    again = f"perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm --confirm {tmp_path}/confirm-2"
+    assert drain["confirmation"]["commands"][1] == again  # type: ignore[index]
+    assert "RERUN AGAIN, not drained" in out and "slow again, measured under foreign load" in out
+    assert out.rstrip().endswith(
+        "INCONCLUSIVE (no node confirmed, 1 to rerun again) of 8 nodes (exit 3)"
+    )
+    # A second rerun, quiet and slow again, settles it: the latest rerun counts.
+    rerun(tmp_path / "confirm-2", 5, 0.7)
+    code, drain = report(tmp_path, "--confirm", str(tmp_path / "confirm"),
+                         "--confirm", str(tmp_path / "confirm-2"))  # fmt: skip
+    assert code == 1 and drained(drain) == ["node05"]
+
+
+def test_a_tainted_rerun_within_the_tolerance_clears() -> None:
+    """Load only slows: a flagged rerun reading like its fleet's clears, as in the first run."""
+    values = 100.0 * np.exp(np.array(SCATTER[:8]))[:, np.newaxis]
+    values[5, 0] = 70.0
+    hib = np.array([True])
+    first = judge.judge(values, hib)
+    again = np.full(values.shape, np.nan)
+    again[5, 0] = 99.0
+    c = judge.confirm(first, again, hib, tainted=np.isfinite(again))
+    assert c.state[5, 0] == judge.Recheck.TAINTED and c.family == 0
+    assert [(r.unit, r.verdict) for r in judge.rechecked_units(c)] == [(5, judge.Verdict.CLEARED)]
+
+
+def test_a_candidate_missing_from_the_rerun_is_not_cleared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet(tmp_path, 8, slow={2: 0.7, 5: 0.65})
+    rerun(tmp_path / "confirm", 2)
+    code, drain = confirm_report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 3
+    assert drained(drain, "not_confirmed") == ["node02"] and drained(drain, "rerun") == ["node05"]
+    (entry,) = drain["rerun"]  # type: ignore[misc]
+    assert entry["reason"].startswith("rerun again: test_") and "not measured" in entry["reason"]
+    assert entry["rerun_record"] == ""
+    assert {c["state"] for c in entry["checks"]} == {"missing"}
+    assert "not in the rerun" in out
+    assert drain["confirmation"]["nodelist"] == ["node05"]  # type: ignore[index]
+    assert out.rstrip().endswith(
+        "INCONCLUSIVE (no node confirmed, 1 flagged but not confirmed, 1 to rerun again) of 8 "
+        "nodes (exit 3)"
+    )
+
+
+def test_a_node_that_failed_in_the_rerun_stays_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every task of the rerun failed: no records there, and the node is drained as failed."""
+    fleet(tmp_path, 8, slow={5: 0.7})
+    hung = NodeStatus(0, "node05", "node05", failed="timed out after 60 s (killed)",
+                      log=str(tmp_path / "confirm" / "nodes" / "task-0.log"))  # fmt: skip
+    write_json_atomic(tmp_path / "confirm" / "nodes" / "task-0.json", hung.to_dict())
+    code, drain = confirm_report(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1 and drained(drain) == ["node05"] and drain["rerun"] == []
+    (entry,) = drain["drain"]  # type: ignore[misc]
+    assert entry["reason"] == "failed in the rerun: timed out after 60 s (killed)"
+    assert "FAILED in the rerun: task 0 (node05 on node05)" in out
+    assert out.rstrip().endswith("NODES TO DRAIN (1 failed) of 8 nodes (exit 1)")
+
+
+def test_a_report_of_the_fleet_never_reads_its_reruns(tmp_path: Path) -> None:
+    """DIR/confirm and DIR/confirm-2 hold reruns: not the fleet's records (no duplicate)."""
+    fleet(tmp_path, 6)
+    rerun(tmp_path / "confirm", 1)
+    rerun(tmp_path / "confirm-2", 1)
+    (m,) = aggregate.load(tmp_path, workers=1)
+    assert len(m.units) == 6
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("empty", "no run records and no fleet task statuses in it"),
+        ("absent", "no such directory"),
+        ("profile", "node 'node05' ran as profile 'gpu-b', but as 'cpu-node' in"),
+        ("stranger", "node 'node42' has no record in"),
+        ("itself", "that is the fleet's own run, not a rerun of it"),
+    ],
+)
+def test_a_bad_rerun_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: str, message: str
+) -> None:
+    fleet(tmp_path, 8, slow={5: 0.7})
+    target = tmp_path / "confirm"
+    if setup == "empty":
+        target.mkdir()
+    elif setup == "profile":
+        rerun(target, 5, profile="gpu-b")
+    elif setup == "stranger":
+        rerun(target, 42)
+    elif setup == "itself":
+        target = tmp_path
+    err = one_line_error(capsys, ["fleet", "report", str(tmp_path), "--confirm", str(target)])
+    assert message in err
+
+
+def test_confirm_judges_the_candidates_against_the_first_fleet() -> None:
+    """The first run's median and spread place the rerun; Holm spans the candidate cells."""
+    rng = np.random.default_rng(3)
+    logs = rng.normal(0.0, 0.02, (40, 5))
+    logs[7, 2] += math.log(0.7)
+    logs[11, :] += math.log(0.75)
+    hib = np.array([True, False, True, True, False])
+    values = 100.0 * np.exp(np.where(hib, logs, -logs))
+    first = judge.judge(values, hib)
+    assert sorted(s.unit for s in judge.slow_units(first)) == [7, 11]
+    again = values.copy()  # every node measured again, identically
+    again[11] = 100.0 * np.exp(np.where(hib, 0.0, -0.0))  # node 11 now reads the fleet's level
+    c = judge.confirm(first, again, hib)
+    assert c.family == int(first.flagged.sum()) == 6
+    assert c.confirmed.sum() == 1 and c.confirmed[7, 2]
+    assert c.state[0, 0] == judge.Recheck.NONE  # not a candidate: never judged
+    assert c.ratio[7, 2] == pytest.approx(first.ratio[7, 2])
+    verdicts = {r.unit: r.verdict for r in judge.rechecked_units(c)}
+    assert verdicts == {7: judge.Verdict.CONFIRMED, 11: judge.Verdict.CLEARED}
+    with pytest.raises(ValueError, match="shape"):
+        judge.confirm(first, again[:5], hib)
+
+
+# --nodelist: the candidates run again, and only they.
+
+
+def test_nodelist_inside_an_allocation_is_srun_w(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "64"}
+    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    p = fleet_run.plan(options, env)
+    assert p.nodes == 2 and p.tasks == 2
+    assert p.command[:8] == ("srun", "--kill-on-bad-exit=0", "--ntasks-per-node=1", "-N", "2",
+                             "-n", "2", "-w") and p.command[8] == "n03,n17"  # fmt: skip
+
+
+def test_nodelist_outside_one_is_in_the_batch_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sbatch").write_text("#!/bin/sh\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    p = fleet_run.plan(options)
+    script = (tmp_path / "d" / "nodes" / "fleet.sbatch").read_text()
+    assert p.nodes == 2 and "#SBATCH --nodes=2" in script
+    assert "#SBATCH --nodelist=n03,n17" in script
+
+
+def test_nodelist_picks_lines_of_the_hostfile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet_run, "_mpiexec", lambda: "mpiexec")
+    (tmp_path / "hosts").write_text("n01.cluster:4\nn03.cluster\nn17.cluster # gpu\n")
+    options = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+                                nodelist=("n17", "n03.cluster"))  # fmt: skip
+    p = fleet_run.plan(options)
+    picked = tmp_path / "d" / "nodes" / "hostfile"
+    assert picked.read_text() == "n03.cluster\nn17.cluster\n"
+    assert p.command[:7] == ("mpiexec", "-f", str(picked), "-ppn", "1", "-n", "2")
+    bad = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+                            nodelist=("n99",))  # fmt: skip
+    with pytest.raises(PerfsuiteError, match="n99 not in the hostfile"):
+        fleet_run.plan(bad)
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "message"),
+    [("node[01-03]", "scontrol show hostnames"), ("n1,,n2", "separated by commas"),
+     ("n1,n1", "names a host twice")],
+)  # fmt: skip
+def test_a_bad_nodelist_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nodelist: str, message: str
+) -> None:
+    err = one_line_error(capsys, run_args(tmp_path, "--nodelist", nodelist))
+    assert message in err
+
+
+def test_a_rerun_names_the_report_that_judges_it(tmp_path: Path) -> None:
+    fleet(tmp_path, 3)
+    status = NodeStatus(0, "node01", "node01", record="r.json")
+    result_ = fleet_run.FleetRun(
+        fleet_run.Plan("srun", 1, 1, ("srun",)), (status,), 1.0, tmp_path / "confirm"
+    )
+    last = fleet_run.summary_lines(result_)[-1]
+    assert last.endswith(f"next: perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm")
+    (tmp_path / "confirm").mkdir()
+    assert fleet_run.next_report(tmp_path / "confirm-2") == [
+        "perfsuite", "fleet", "report", str(tmp_path), "--confirm", str(tmp_path / "confirm"),
+        "--confirm", str(tmp_path / "confirm-2"),
+    ]  # fmt: skip
+    assert fleet_run.next_report(tmp_path) == ["perfsuite", "fleet", "report", str(tmp_path)]
+
+
+def test_the_page_shows_the_confirmation(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    fleet(tmp_path, 8, slow={2: 0.7, 5: 0.6})
+    rerun(tmp_path / "confirm", 2)
+    rerun(tmp_path / "confirm", 5, 0.6)
+    assert main(["fleet", "report", str(tmp_path), "--confirm", str(tmp_path / "confirm")]) == 1
+    page = (tmp_path / "fleet.html").read_text()
+    assert "<h2>Confirmation by rerun</h2>" in page
+    assert "Slow, confirmed by the rerun: drained" in page and "Not confirmed: not drained" in page
+    assert "NODES TO DRAIN (1 node confirmed slow by a rerun, 1 flagged but not confirmed)" in page

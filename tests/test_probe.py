@@ -21,6 +21,7 @@ from perfsuite.judge import Judge
 from perfsuite.measure import Measurement, Workload
 from perfsuite.model import (
     BaselineVerdict,
+    Because,
     FloorVerdict,
     LinkSubset,
     MachineChange,
@@ -28,7 +29,7 @@ from perfsuite.model import (
     Summary,
     Work,
 )
-from perfsuite.report.explain import explain
+from perfsuite.report import explain
 from perfsuite.settings import Settings
 from perfsuite.tolerances import Tolerances
 
@@ -198,8 +199,8 @@ CENTRE = float(np.exp(np.mean(np.log(LEVELS))))
 
 
 def explained(result: Result) -> Result:
-    """The result with the sentence the session attaches after judging."""
-    return result.with_outcome(result.outcome, explain(result))
+    """The result with the sentences the session attaches after judging."""
+    return explain.explained(result)
 
 
 def judge_once(tmp_path: Path, drop: float, machine_drop: float, probed: bool = True) -> Result:
@@ -305,11 +306,12 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
 
     before = [record(f"a{i}", level, level) for i, level in enumerate(LEVELS)]
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.8, CENTRE))
-    assert rows[0].verdict == "regressed", rows[0].reason
+    assert rows[0].verdict == "regressed", rows[0].decision
     assert rows[0].machine is not None and rows[0].machine["ratio"] == pytest.approx(1.0)
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.55, CENTRE * 0.7))
     assert rows[0].verdict == "noisy"
-    assert "the machine itself ran -30%" in rows[0].reason
+    assert rows[0].decision.why.because is Because.NOISE_FLAGS
+    assert "the machine itself ran -30%" in rows[0].noise_flags[-1]
 
 
 def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_did() -> None:
@@ -317,20 +319,18 @@ def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_
     from perfsuite.report.explain import machine_note
     from perfsuite.report.html import render
 
-    def moved(node_id: str, ratio: float, component: str, reason: str = "") -> Result:
+    def moved(node_id: str, ratio: float, component: str, flag: str = "") -> Result:
         r = result(node_id, [10.0, 11.0], reading(25.0, 9.0))
         change = MachineChange(component, ratio, 5)
-        return replace(
-            r,
-            facts=replace(r.facts, machine_change=change),
-            baseline=BaselineVerdict("noisy" if reason else "ok", ratio=1.0, reason=reason),
-        )
+        flags = (flag,) * bool(flag)
+        verdict = BaselineVerdict("noisy" if flag else "ok", ratio=1.0, noise_flags=flags)
+        return replace(r, facts=replace(r.facts, machine_change=change), baseline=verdict)
 
     quiet = [moved("a", 0.98, "memory"), moved("b", 1.03, "compute")]
     assert machine_note(quiet) == ""
     slow = [
         moved("a", 0.70, "memory"),
-        moved("b", 0.75, "compute", reason="slower but measured while the machine itself ran"),
+        moved("b", 0.75, "compute", flag="while the machine itself ran -25% against its runs"),
         moved("c", 0.71, "compute"),
     ]
     note = machine_note(slow)
@@ -515,7 +515,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
     # Across both states and faster than the near state's runs: no link explains that.
     quicker = judged(12.0, 25.0, before=6.0)
     assert quicker.baseline.verdict == "improved", quicker.message
-    assert quicker.baseline.bound == "faster"
+    assert quicker.baseline.judged_against_bound == "faster"
 
 
 def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
@@ -531,9 +531,9 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     states = [(25, 25.0), (55, 6.0), (25, 24.0), (56, 5.9), (25, 26.0)]
     before = [record(f"a{i}", latency, link) for i, (latency, link) in enumerate(states)]
     rows, _, _ = compare_runs(before, record("b", 30.0, 25.0))
-    assert rows[0].verdict == "regressed", rows[0].reason
+    assert rows[0].verdict == "regressed", rows[0].decision
     rows, _, _ = compare_runs(before, record("b", 55.0, 6.0))
-    assert rows[0].verdict == "ok", rows[0].reason
+    assert rows[0].verdict == "ok", rows[0].decision
 
     def stream(run_id: str, rate: float, link: float, before: float | None = None) -> RunRecord:
         r = stream_like(list(rate * (1 + 0.01 * rng.standard_normal(10))), link, before)
@@ -541,9 +541,9 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
     near = [stream(f"a{i}", 30.0, link) for i, link in enumerate([25.0, 24.0, 26.0, 23.0])]
     rows, _, _ = compare_runs(near, stream("b", 20.0, 6.0, before=25.0))
-    assert rows[0].verdict == "regressed", rows[0].reason
+    assert rows[0].verdict == "regressed", rows[0].decision
     rows, _, _ = compare_runs(near, stream("b", 45.0, 6.0, before=25.0))
-    assert rows[0].verdict == "noisy", rows[0].reason
+    assert rows[0].verdict == "noisy", rows[0].decision
     # Faster than the near state's runs, measured across both states: improved.
     across = collective(list(12.0 * (1 + 0.01 * rng.standard_normal(10))), 25.0)
     machine = {**linked(25.0, before=6.0), "component": "cache"}
@@ -551,7 +551,9 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
         "b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, context={"machine": machine}),)
     )
     rows, _, _ = compare_runs(before, b)
-    assert rows[0].verdict == "improved" and rows[0].bounded[0] == "faster", rows[0].reason
+    assert rows[0].verdict == "improved" and rows[0].judged_against_bound == "faster", rows[
+        0
+    ].decision
 
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:

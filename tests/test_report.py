@@ -174,8 +174,10 @@ def test_html_can_be_switched_off(pytester: pytest.Pytester) -> None:
 
 
 def test_fixture_records_are_current() -> None:
+    from perfsuite.model import SCHEMA_VERSION
+
     data = json.loads((FIXTURES / "report-run.json").read_text())
-    assert data["schema_version"] == 1 and data["derived"]["roofline"]["points"]
+    assert data["schema_version"] == SCHEMA_VERSION and data["derived"]["roofline"]["points"]
 
 
 def test_bad_html_option_is_a_usage_error(pytester: pytest.Pytester) -> None:

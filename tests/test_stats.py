@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from perfsuite import stats
+from perfsuite.model import BaselineVerdict, Because, Why
+from perfsuite.report.explain import verdict_reason as reason
 
 
 def test_summary_of_samples() -> None:
@@ -64,7 +66,7 @@ def test_one_run_baseline_is_judged_with_a_cautious_spread() -> None:
     assert c.runs == 1 and c.between_sd == stats.CAUTIOUS_BETWEEN_SD
     assert c.between_source == "cautious"
     v = stats.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
-    assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in v.reason
+    assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in reason(v)
     raw = stats.levels([samples(6)], higher_is_better=True, cautious=False)
     assert raw.between_var is None and raw.between_source == "unknown"
 
@@ -90,7 +92,8 @@ def test_a_young_baseline_never_calls_a_run_to_run_shift_a_regression() -> None:
 def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
     base = [[m, m * 1.01, m * 0.99, m, m] for m in (100.0, 88.0, 112.0, 95.0, 105.0)]
     v = stats.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
-    assert v.verdict == "ok" and "run-to-run spread" in v.reason
+    assert v.verdict == "ok" and v.why is not None and v.why.because is Because.WITHIN_SPREAD
+    assert "run-to-run spread" in reason(v)
 
 
 def test_prior_fitted_across_checks_moderates_few_runs() -> None:
@@ -118,8 +121,9 @@ def test_verdicts(scale: float, cv: float, expected: str) -> None:
         higher_is_better=True,
         tolerance=0.05,
     )
-    assert v.verdict == expected, v.reason
-    assert v.p_value is not None and v.ci_low is not None and v.reason
+    assert v.verdict == expected, reason(v)
+    assert v.p_value is not None and v.ci_low is not None and reason(v)
+    assert v.reason == ""  # deciding words nothing: report.explain does
 
 
 def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
@@ -130,7 +134,7 @@ def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
         family=family,
     )  # fmt: skip
     assert v.p_value is not None and v.p_value < stats.ALPHA
-    assert v.verdict == "noisy" and "not significant" in v.reason
+    assert v.verdict == "noisy" and "not significant" in reason(v)
 
 
 @pytest.mark.parametrize(
@@ -148,21 +152,39 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
         ratio=0.85, ci_low=0.6, ci_high=1.2, p_value=p_value, n_current=5, n_baseline=25,
         runs=5, spread=0.05, between_sd=0.1, p_baseline_noise=p_value,
     )  # fmt: skip
-    verdict, reason = stats.decide(c, tolerance=0.05, significant=significant)
-    assert verdict == expected, reason
+    decision = stats.decide(c, tolerance=0.05, significant=significant)
+    assert decision.verdict == expected, decision
     if expected == "ok":
-        assert "run-to-run noise" in reason and "p=0.3" in reason
+        width = (1.2 - 0.6) / 0.85  # wider than 4 tolerances: it cannot rule a change out
+        assert decision.why == Why(
+            Because.WITHIN_NOISE, ci_width=width, noise_p=0.3, alpha=stats.ALPHA
+        )
+        words = reason(verdict_of(c, decision))
+        assert "run-to-run noise" in words and "p=0.3" in words
     # with a family alpha of 0.5, p=0.3 is evidence the family could not confirm
-    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5)[0] == "noisy"
+    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5).verdict == "noisy"
     # two samples are never enough to call a change noise, either
     few = dataclasses.replace(c, n_current=2, p_value=0.3, p_baseline_noise=0.3)
-    assert stats.decide(few, tolerance=0.05, significant=False)[0] == "noisy"
+    assert stats.decide(few, tolerance=0.05, significant=False) == stats.Decision(
+        "noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=2)
+    )
     # nor a run whose own scatter, not the baseline's noise, makes the p-value large
     scattered = dataclasses.replace(c, p_value=0.3, p_baseline_noise=0.001)
-    assert stats.decide(scattered, tolerance=0.05, significant=False)[0] == "noisy"
+    assert stats.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
     # nor is a p-value measured under a guard (the comparison's model does not hold)
-    guarded = stats.decide(c, tolerance=0.05, significant=False, guards=["under foreign load"])
-    assert guarded[0] == "noisy" and "foreign load" in guarded[1]
+    flags = ["under foreign load"]
+    guarded = stats.decide(c, tolerance=0.05, significant=False, noise_flags=flags)
+    assert guarded == stats.Decision("noisy", Why(Because.NOISE_FLAGS))
+    assert "foreign load" in reason(verdict_of(c, guarded, noise_flags=flags))
+
+
+def verdict_of(
+    c: stats.Comparison, decision: stats.Decision, noise_flags: list[str] | None = None
+) -> BaselineVerdict:
+    return stats.verdict_of(
+        c, decision, tolerance=0.05, baseline_median=1.0, significant=False, family_size=1,
+        noise_flags=noise_flags or [],
+    )  # fmt: skip
 
 
 def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
@@ -172,16 +194,16 @@ def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
     load = ["under foreign load (1.00 cores of other work or steal)"]
     for scale in (0.8, 1.25):
         v = stats.baseline_verdict(
-            samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, guards=load
+            samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, noise_flags=load
         )
-        assert v.verdict == "noisy" and "foreign load" in v.reason
+        assert v.verdict == "noisy" and "foreign load" in reason(v)
 
 
 def test_few_samples_are_judged_on_what_exists_and_marked() -> None:
     v = stats.baseline_verdict(
         [80.0, 81.0], [[100.0, 101.0]], higher_is_better=True, tolerance=0.05
     )
-    assert v.few_samples and "only 2 samples" in v.reason
+    assert v.few_samples and "only 2 samples" in reason(v)
     assert v.verdict == "noisy"  # two against two is never enough to call a regression
 
 
@@ -269,7 +291,7 @@ def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
     assert any_rejection / runs <= stats.ALPHA + 3 * np.sqrt(stats.ALPHA / runs)
 
 
-def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None:
+def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() -> None:
     """Sequential BH left the first of four equal p-values noisy; the whole family does not.
 
     A guarded change stays noisy whatever its p-value, and nothing that was significant is
@@ -283,11 +305,11 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     prior = stats.fit_prior([stats.run_variance(baseline, True)] * 3, [4] * 3)
     family = stats.SequentialFamily(4, alpha=0.2)
     results = []
-    for i, guards in enumerate(([], [], ["under foreign load"], [])):
+    for i, flags in enumerate(([], [], ["under foreign load"], [])):
         current = [500.0 * (1 + 0.002 * k) for k in range(5)]
         verdict = stats.baseline_verdict(
             current, baseline, higher_is_better=True, tolerance=0.3, family=family,
-            guards=guards, prior=prior,
+            noise_flags=flags, prior=prior,
         )  # fmt: skip
         r = Result(
             id=f"t[{i}]", check="rate", params={}, metric="rate", unit="1/s",
@@ -305,8 +327,13 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
     assert changed == ["t[0]"]
     assert [r.outcome for r in final] == ["regressed", "regressed", "noisy", "regressed"]
     assert all(r.baseline.final for r in final)
-    assert "whole family of 4" in final[0].baseline.reason
-    assert final[2].baseline.guards == ("under foreign load",)
+    assert final[0].baseline.why is not None and final[0].baseline.why.late
+    assert final[0].baseline.correction == "fdr" and final[0].baseline.family_size == 4
+    assert reason(final[0].baseline).endswith(
+        "; significant once the session's whole family of 4 was in (Benjamini-Hochberg), "
+        "after its test had ended"
+    )
+    assert final[2].baseline.noise_flags == ("under foreign load",)
     # Final already: nothing changes a second time.
     again, changed = finalize(final, alpha=0.2, correction="fdr")
     assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]
@@ -314,47 +341,83 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_guards() -> None
 
 def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
     """Scatter within the runs, the run-to-run spread, or the runs' own span: the one that binds."""
+    from perfsuite.model import BaselineLimit, Limit
+    from perfsuite.report.explain import limit_words
+
+    def limit(lv: stats.Levels, tolerance: float) -> BaselineLimit:
+        found = stats.baseline_limit(lv, tolerance)
+        assert found.runs == lv.runs
+        return found
+
     # the H100's power-capped GEMM: every run follows the same course, the medians agree
     course = [325.0, 332.0, 355.0, 364.0, 363.0]
     scattered = stats.levels([course] * 5, higher_is_better=True)
-    assert stats.baseline_limit(scattered, 0.05).startswith("the scatter within their runs, sd")
-    assert "--perf-sample-seconds" in stats.baseline_limit(scattered, 0.05)
+    assert limit(scattered, 0.05).kind is Limit.WITHIN_RUN_SCATTER
+    assert limit(scattered, 0.05).value == pytest.approx(np.sqrt(scattered.within_var))
+    words = limit_words(limit(scattered, 0.05))
+    assert words.startswith("the scatter within their runs, sd")
+    assert "--perf-sample-seconds" in words
     # tight runs whose medians move apart
     drifting = stats.levels(
         [[m * (1 + 0.001 * j) for j in range(5)] for m in (100.0, 104.0, 97.0, 103.0, 96.0)],
         higher_is_better=True,
     )
-    assert stats.baseline_limit(drifting, 0.2).startswith("their run-to-run spread, sd")
-    assert stats.baseline_limit(drifting, 0.02).startswith(
+    assert limit(drifting, 0.2).kind is Limit.RUN_TO_RUN
+    assert limit_words(limit(drifting, 0.2)).startswith("their run-to-run spread, sd")
+    assert limit(drifting, 0.02).kind is Limit.SPREAD
+    assert limit(drifting, 0.02).value == pytest.approx(0.041, abs=5e-4)
+    assert limit_words(limit(drifting, 0.02)).startswith(
         "a run's median lies up to +-4.1% from their centre"
     )
     single = stats.levels([course], higher_is_better=True, cautious=False)
-    assert stats.baseline_limit(single, 0.5).startswith("the scatter within their runs")
+    assert limit_words(limit(single, 0.5)).startswith("the scatter within their runs")
     steady = stats.levels([[100.0] * 5], higher_is_better=True, cautious=False)
-    assert stats.baseline_limit(steady, 0.5) == "their run-to-run spread, unknown with one run"
+    assert limit(steady, 0.5) == BaselineLimit(Limit.UNKNOWN_SPREAD, None, 1)
+    assert limit_words(limit(steady, 0.5)) == "their run-to-run spread, unknown with one run"
     young = stats.levels([[100.0] * 5], higher_is_better=True)
-    assert stats.baseline_limit(young, 0.05).startswith("1 baseline run(s) cannot show")
+    assert limit(young, 0.05) == BaselineLimit(Limit.CAUTIOUS_SPREAD, 0.25, 1)
+    assert limit_words(limit(young, 0.05)) == (
+        "1 baseline run(s) cannot show their run-to-run spread, taken as sd 25% until the "
+        "baseline has 3"
+    )
 
 
 def test_a_blind_note_says_what_would_help() -> None:
     """More samples where they would do; this run's scatter; or what in the baseline binds."""
-    from perfsuite.judge import Plan, blind_note
-    from perfsuite.model import BaselineVerdict
+    from perfsuite.judge import Plan, undetectable
+    from perfsuite.model import BaselineLimit, Limit, Undetectable
+    from perfsuite.report.explain import cannot_detect_note
 
     blind = BaselineVerdict("ok", detectable=0.12, family_size=19, baseline_runs=5)
     blind = dataclasses.replace(blind, within_run_sd=0.06)
 
-    def plan(needed: int | None, scatter: float | None = 0.02, limit: str = "") -> Plan:
+    def plan(
+        needed: int | None, scatter: float | None = 0.02, limit: BaselineLimit | None = None
+    ) -> Plan:
         return Plan(5, 5, 0.04, needed, 0.05, "option", limit, scatter)
 
-    assert blind_note(dataclasses.replace(blind, detectable=0.04), plan(5), 5) == ""
-    assert blind_note(blind, plan(9), 5).endswith("; use --perf-samples 9")
-    assert "scattered more than the baseline's (sd 6.0% against 2.0%)" in blind_note(
-        blind, plan(5), 5
+    def note(verdict: BaselineVerdict, plan: Plan) -> str:
+        return cannot_detect_note(
+            dataclasses.replace(verdict, cannot_detect=undetectable(verdict, plan, 5))
+        )
+
+    assert undetectable(dataclasses.replace(blind, detectable=0.04), plan(5), 5) is None
+    assert note(dataclasses.replace(blind, detectable=0.04), plan(5)) == ""
+    assert undetectable(blind, plan(9), 5) == Undetectable(0.05, 5, 19, 0.12, 9, 0.06, 0.02)
+    assert note(blind, plan(9)) == (
+        "cannot detect a 5% change with 5 samples in a family of 19 (smallest detectable: 12%)"
+        "; use --perf-samples 9"
     )
-    assert blind_note(blind, plan(5, scatter=0.08), 5).endswith(
+    assert "scattered more than the baseline's (sd 6.0% against 2.0%)" in note(blind, plan(5))
+    assert note(blind, plan(5, scatter=0.08)).endswith(
         "5 samples left it just short: take more (--perf-samples)"
     )
-    assert "limit it (their run-to-run spread, sd 9.0%)" in blind_note(
-        blind, plan(None, limit="their run-to-run spread, sd 9.0%"), 5
+    spread = BaselineLimit(Limit.RUN_TO_RUN, 0.09, 5)
+    assert note(blind, plan(None, limit=spread)).endswith(
+        "more samples cannot help: the baseline's 5 run(s) limit it (their run-to-run "
+        "spread, sd 9.0%); accept more baseline runs (--perf-baseline-runs) or raise the "
+        "tolerance"
     )
+    borrowed = BaselineLimit(Limit.BORROWED_RUN_TO_RUN, 0.09, 5)
+    assert "sd 9.0% (borrowed from the other checks))" in note(blind, plan(None, limit=borrowed))
+    assert "limit it (their spread)" in note(blind, plan(None))

@@ -210,3 +210,73 @@ def test_a_named_pipe_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(StorageError, match="not a regular file"):
         read_json(fifo, "run record", 1)
+
+
+def test_a_word_field_takes_only_its_words() -> None:
+    from enum import StrEnum
+
+    from perfsuite.validate import check_value
+
+    class Side(StrEnum):
+        SLOWER = "slower"
+        FASTER = "faster"
+
+    check_value("slower", Side, "x.side")
+    check_value(None, Side | None, "x.side")
+    for bad in ("sideways", 1, ["slower"], {"slower": 1}):
+        with pytest.raises(StorageError, match="expected one of slower, faster"):
+            check_value(bad, Side, "x.side")
+
+
+def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> None:
+    from perfsuite.model import Because, Why
+    from perfsuite.records import load_record
+
+    why = Why(Because.WITHIN_NOISE, ci_width=0.4, noise_p=0.3, alpha=0.05)
+    r = replace(result("t", (1.0, 2.0)), baseline=BaselineVerdict("ok", ratio=0.9, why=why))
+    record = RunRecord("r1", "2026-01-01T00:00:00+00:00", {"name": "cpu"}, {}, (r,))
+    path = write_json_atomic(tmp_path / "cpu" / "r1.json", record.to_dict())
+    stored = json.loads(path.read_text())["results"][0]["baseline"]["why"]
+    assert stored["because"] == "within-noise" and stored["noise_p"] == 0.3
+    assert load_record(path) == record
+    data = json.loads(path.read_text())
+    data["results"][0]["baseline"]["why"]["because"] = "within-reason"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match=r"baseline\.why\.because: expected one of"):
+        load_record(path)
+
+
+def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_2(
+    tmp_path: Path,
+) -> None:
+    from perfsuite.model import SCHEMA_VERSION
+    from perfsuite.records import load_record
+
+    data = json.loads((FIXTURES / "run-record-v1.json").read_text())
+    assert data["schema_version"] == 1 and SCHEMA_VERSION == 2
+    data["results"][0]["baseline"].update(
+        guards=["under foreign load"],
+        bound="slower",
+        held="while the CPUs' link changed state",
+        blind="cannot detect a 5% change with 5 samples",  # a sentence: not read
+    )
+    path = tmp_path / "cpu" / "old.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    verdict = load_record(path).results[0].baseline
+    assert verdict.noise_flags == ("under foreign load",)
+    assert verdict.judged_against_bound == "slower"
+    assert verdict.bound_because == "while the CPUs' link changed state"
+    assert verdict.cannot_detect is None and verdict.why is None
+    written = load_record(path).to_dict()
+    assert written["schema_version"] == 2
+    stored = written["results"][0]["baseline"]
+    assert not {"guards", "bound", "held", "blind"} & set(stored)
+    assert stored["noise_flags"] == ["under foreign load"]
+    again = write_json_atomic(tmp_path / "cpu" / "new.json", written)
+    assert load_record(again).results[0].baseline == verdict
+    # An old name is checked as the new one is.
+    data["results"][0]["baseline"]["guards"] = "under foreign load"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match=r"baseline\.noise_flags: expected a list"):
+        load_record(path)

@@ -508,7 +508,11 @@ def test_more_samples_where_the_baseline_needs_them_or_a_plain_warning(
     # A tolerance no amount of samples can reach: said plainly, in terminal and record.
     result = project.runpytest("-k", "slow", "--perf-tolerance=0.001")
     slow = by_name(last_record(project))["slow"]
-    assert slow["baseline"]["blind"].startswith("cannot detect a 0% change with")
+    blind = slow["baseline"]["cannot_detect"]
+    assert blind["tolerance"] == 0.001 and blind["needed"] is None
+    assert blind["limited_by"]["kind"] in {"spread", "within-run-scatter", "run-to-run"}
+    assert blind["detectable"] > 0.001 and blind["samples"] == len(slow["samples"])
+    assert "cannot detect a 0% change with" in slow["message"]
     result.stdout.fnmatch_lines(["detectability: 1 of 1 compared check(s) cannot detect*"])
 
 

@@ -30,11 +30,14 @@ import numpy as np
 
 from perfsuite import noise
 from perfsuite.errors import StorageError
-from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, SCHEMA_VERSION
+from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, READABLE_VERSIONS
 from perfsuite.storage import read_text_bounded
 
 # Where ``perfsuite fleet run`` keeps each task's status and output, beside the records.
 NODES_DIR = "nodes"
+# Where the reruns that confirm a report's flags go, inside the fleet's directory: CONFIRM_DIR,
+# then CONFIRM_DIR-2, ...; never read as the fleet's own records.
+CONFIRM_DIR = "confirm"
 # Files the fleet report writes into DIR; never read back as records.
 OUTPUTS = ("drain.json",)
 _GPU = re.compile(r"gpu:(\d+)")
@@ -177,12 +180,19 @@ def digest_path(record: Path) -> Path:
     return record.with_name(record.name[: -len(".json")] + DIGEST_SUFFIX)
 
 
+def is_confirm_dir(name: str) -> bool:
+    """Whether a folder of a fleet's directory holds a rerun: ``confirm``, ``confirm-2``, ..."""
+    return name == CONFIRM_DIR or (
+        name.startswith(f"{CONFIRM_DIR}-") and name[len(CONFIRM_DIR) + 1 :].isdigit()
+    )
+
+
 def record_paths(directory: Path) -> list[Path]:
-    """The run records under ``directory``: not the node folder, digests or outputs."""
+    """The run records under ``directory``: not the node folder, reruns, digests or outputs."""
     found = []
     for root, dirs, files in os.walk(directory):
         if Path(root) == directory:
-            dirs[:] = [d for d in dirs if d != NODES_DIR]
+            dirs[:] = [d for d in dirs if d != NODES_DIR and not is_confirm_dir(d)]
         dirs.sort()
         found += [
             Path(root, f)
@@ -251,10 +261,10 @@ def digest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise StorageError(f"{where}: not a run record (a JSON {type(data).__name__})")
     found = data.get("schema_version")
-    if found != SCHEMA_VERSION or isinstance(found, bool):
+    if found not in READABLE_VERSIONS or isinstance(found, bool):
+        readable = " or ".join(map(str, READABLE_VERSIONS))
         raise StorageError(
-            f"{where}: run record has schema_version {found!r}, this perfsuite reads "
-            f"{SCHEMA_VERSION}"
+            f"{where}: run record has schema_version {found!r}, this perfsuite reads {readable}"
         )
     run_id = _text(data, "run_id", where)
     profile = _text(_object(data, "hardware_profile", where), "name", f"{where}: hardware_profile")
@@ -579,4 +589,80 @@ def _matrix(profile: str, rows: list[_Row], keys: list[tuple[str, str, str, bool
     units = tuple(r.unit for r in rows)
     return Matrix(
         profile, units, checks, values, within, floors, baselines, taint, foreign, throttle
+    )
+
+
+def align(first: Matrix, again: Matrix) -> tuple[Matrix, np.ndarray]:
+    """``again``'s readings laid over ``first``'s units x checks, and which units it has.
+
+    A unit is matched by its node label and GPU index, a check by its id, metric, unit and
+    direction; a cell ``again`` lacks is NaN (taint 0), and a unit it lacks keeps ``first``'s
+    :class:`Unit` (whose record then is not a rerun's: see the returned mask).
+    """
+    rows = {(u.label, u.gpu_index): i for i, u in enumerate(again.units)}
+    cols = {c: k for k, c in enumerate(again.checks)}
+    r = np.array([rows.get((u.label, u.gpu_index), -1) for u in first.units], dtype=np.intp)
+    k = np.array([cols.get(c, -1) for c in first.checks], dtype=np.intp)
+    present = r >= 0
+    cell = present[:, np.newaxis] & (k >= 0)[np.newaxis, :]
+    ix = np.ix_(np.maximum(r, 0), np.maximum(k, 0))
+
+    def take(a: np.ndarray, empty: float) -> np.ndarray:
+        if not a.size:
+            return np.full(cell.shape, empty, dtype=a.dtype)
+        out: np.ndarray = np.where(cell, a[ix], np.array(empty, dtype=a.dtype))
+        return out
+
+    units = tuple(again.units[i] if i >= 0 else u for i, u in zip(r, first.units, strict=True))
+    laid = Matrix(
+        first.profile,
+        units,
+        first.checks,
+        take(again.values, np.nan),
+        take(again.within, np.nan),
+        take(again.floors, -1),
+        take(again.baselines, -1),
+        take(again.taint, 0),
+        take(again.foreign_cores, np.nan),
+        take(again.throttle, 0),
+    )
+    return laid, present
+
+
+def blank(first: Matrix) -> Matrix:
+    """``first``'s units x checks with no reading: what a rerun of none of them gives."""
+    shape = first.values.shape
+    return Matrix(
+        first.profile,
+        first.units,
+        first.checks,
+        np.full(shape, np.nan),
+        np.full(shape, np.nan),
+        np.full(shape, -1, dtype=first.floors.dtype),
+        np.full(shape, -1, dtype=first.baselines.dtype),
+        np.zeros(shape, dtype=first.taint.dtype),
+        np.full(shape, np.nan),
+        np.zeros(shape, dtype=first.throttle.dtype),
+    )
+
+
+def overlay(base: Matrix, top: Matrix, present: np.ndarray) -> Matrix:
+    """``base`` with the rows of the units ``top`` has (``present``) taken from ``top``."""
+    rows = present[:, np.newaxis]
+
+    def pick(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.where(rows, b, a)
+        return out
+
+    return Matrix(
+        base.profile,
+        tuple(t if here else b for b, t, here in zip(base.units, top.units, present, strict=True)),
+        base.checks,
+        pick(base.values, top.values),
+        pick(base.within, top.within),
+        pick(base.floors, top.floors),
+        pick(base.baselines, top.baselines),
+        pick(base.taint, top.taint),
+        pick(base.foreign_cores, top.foreign_cores),
+        pick(base.throttle, top.throttle),
     )

@@ -2,6 +2,11 @@
 
 Only this module joins the store (:mod:`perfsuite.fleet.aggregate`, the task statuses) to the
 judge (:mod:`perfsuite.fleet.judge`); the reports read what it returns.
+
+With reruns (``--confirm``), the candidates (the units the first run flagged or asked to
+rerun) are judged again on their rerun readings against the first run's fleet
+(:func:`perfsuite.fleet.judge.confirm`); only those confirmed are drained.  Several reruns
+may be given, in order: a node's latest rerun is the one judged.
 """
 
 from __future__ import annotations
@@ -9,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
+from perfsuite.fleet.run import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
 
 
@@ -23,11 +31,22 @@ class ProfileFleet:
     judgement: judge.Judgement
     slow: tuple[judge.SlowUnit, ...]
     rerun: tuple[judge.RerunUnit, ...]  # to measure again; none of them flagged
+    # With reruns: their readings over the first run's units x checks, which units they
+    # measured, the judgement of the candidates on them, and each candidate's verdict (one
+    # missing because its rerun task failed is left out: it is failed).
+    again: aggregate.Matrix | None = None
+    remeasured: np.ndarray | None = None  # bool per unit: a rerun has its record
+    confirmation: judge.Confirmation | None = None
+    rechecked: tuple[judge.Rechecked, ...] = ()
 
     @property
     def judged(self) -> bool:
         """Whether enough units share this profile to judge any of them."""
         return len(self.matrix.units) >= judge.MIN_UNITS
+
+    def verdict_of(self, *verdicts: judge.Verdict) -> tuple[judge.Rechecked, ...]:
+        """The candidates whose rerun gave one of ``verdicts``."""
+        return tuple(r for r in self.rechecked if r.verdict in verdicts)
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,9 @@ class Fleet:
     rule: judge.Rule
     profiles: tuple[ProfileFleet, ...]
     failed: tuple[NodeStatus, ...]  # tasks of the fleet run that wrote no record
+    confirm: tuple[Path, ...] = ()  # the reruns judged, in order; () when unconfirmed
+    failed_again: tuple[NodeStatus, ...] = ()  # tasks of the reruns that wrote no record
+    asked: Options | None = None  # what the first fleet run was asked, when it kept it
 
     @property
     def nodes(self) -> int:
@@ -45,28 +67,56 @@ class Fleet:
         return len({u.label for p in self.profiles for u in p.matrix.units})
 
     @property
+    def confirmed(self) -> bool:
+        """Whether a rerun confirmed the flags (else they are one run's)."""
+        return bool(self.confirm)
+
+    @property
     def flagged(self) -> int:
-        """Units flagged slow, over every profile."""
+        """Units the first run flagged slow, over every profile."""
         return sum(len(p.slow) for p in self.profiles)
 
     @property
+    def drained(self) -> int:
+        """Units slow: confirmed by a rerun, or (unconfirmed) flagged by the first run."""
+        if not self.confirmed:
+            return self.flagged
+        return sum(len(p.verdict_of(judge.Verdict.CONFIRMED)) for p in self.profiles)
+
+    @property
     def rerun(self) -> int:
-        """Units to measure again (their slow-looking readings were tainted), none flagged."""
-        return sum(len(p.rerun) for p in self.profiles)
+        """Units to measure again (a tainted slow-looking reading, or no rerun of a flag)."""
+        if not self.confirmed:
+            return sum(len(p.rerun) for p in self.profiles)
+        again = (judge.Verdict.RERUN, judge.Verdict.MISSING, judge.Verdict.UNJUDGED)
+        return sum(len(p.verdict_of(*again)) for p in self.profiles)
+
+    @property
+    def failures(self) -> tuple[NodeStatus, ...]:
+        """The tasks that wrote no record, in the first run or a rerun."""
+        return self.failed + self.failed_again
 
     @property
     def exit_status(self) -> int:
-        """1 when a node is flagged or failed; else 3 when one must be rerun; else 0.
+        """1 when a node is slow or failed; else 3 when one must be rerun; else 0.
 
         3 is the CLI's "inconclusive": a fleet with a reading it could not judge is no pass.
         """
-        if self.flagged or self.failed:
+        if self.drained or self.failures:
             return outcome.EXIT_REGRESSED
         return outcome.EXIT_INCONCLUSIVE if self.rerun else outcome.EXIT_OK
 
 
-def assess(directory: Path, rule: judge.Rule, workers: int | None = None) -> Fleet:
-    """Read the fleet's records and task statuses under ``directory``, and judge them."""
+def assess(
+    directory: Path,
+    rule: judge.Rule,
+    workers: int | None = None,
+    confirm: tuple[Path, ...] = (),
+) -> Fleet:
+    """Read the fleet's records and task statuses under ``directory``, and judge them.
+
+    ``confirm``: reruns of its candidates, each a fleet run's directory, oldest first.
+    """
     matrices = aggregate.load(directory, workers)
     labels = sorted({u.label for m in matrices for u in m.units})
     if len(labels) == 1 and max(len(m.units) for m in matrices) < judge.MIN_UNITS:
@@ -85,4 +135,88 @@ def assess(directory: Path, rule: judge.Rule, workers: int | None = None) -> Fle
         j = judge.judge(m.values, m.higher_is_better, m.within, rule, m.tainted)
         profiles.append(ProfileFleet(m, j, tuple(judge.slow_units(j)), tuple(judge.rerun_units(j))))
     failed = tuple(s for s in read_statuses(directory) if s.failed)
-    return Fleet(directory, rule, tuple(profiles), failed)
+    asked = read_manifest(directory)
+    if not confirm:
+        return Fleet(directory, rule, tuple(profiles), failed, asked=asked)
+    again, failed_again = _reruns(directory, matrices, failed, confirm, workers)
+    gone = {s.label for s in failed_again if s.label}
+    confirmed = []
+    for p in profiles:
+        laid, remeasured = _latest(p.matrix, again)
+        c = judge.confirm(p.judgement, laid.values, p.matrix.higher_is_better, laid.tainted)
+        kept = tuple(r for r in judge.rechecked_units(c)
+                     if not (r.verdict == judge.Verdict.MISSING
+                             and p.matrix.units[r.unit].label in gone))  # fmt: skip
+        confirmed.append(
+            ProfileFleet(p.matrix, p.judgement, p.slow, p.rerun, laid, remeasured, c, kept)
+        )
+    return Fleet(directory, rule, tuple(confirmed), failed, confirm, failed_again, asked)
+
+
+def _reruns(
+    directory: Path,
+    first: list[aggregate.Matrix],
+    failed: tuple[NodeStatus, ...],
+    confirm: tuple[Path, ...],
+    workers: int | None,
+) -> tuple[list[list[aggregate.Matrix]], tuple[NodeStatus, ...]]:
+    """Each rerun's matrices (oldest first) and failed tasks, checked against the first run.
+
+    A rerun must be of this fleet: every node it measured has a record (or a failed task) in
+    the first run, of the same hardware profile.
+    """
+    profile_of = {u.label: m.profile for m in first for u in m.units}
+    failed_first = {s.label for s in failed}
+    out: list[list[aggregate.Matrix]] = []
+    failed_again: list[NodeStatus] = []
+    for d in confirm:
+        if d.resolve() == directory.resolve():
+            raise PerfsuiteError(f"--confirm {d}: that is the fleet's own run, not a rerun of it")
+        if not d.is_dir():
+            raise PerfsuiteError(f"--confirm {d}: no such directory")
+        statuses = read_statuses(d)
+        if not aggregate.record_paths(d):
+            if not statuses:
+                raise PerfsuiteError(
+                    f"--confirm {d}: no run records and no fleet task statuses in it: run "
+                    "the flagged nodes again into it (perfsuite fleet run --nodelist ...)"
+                )
+            out.append([])  # every task of the rerun failed
+        else:
+            rerun = aggregate.load(d, workers)
+            for m in rerun:
+                for u in m.units:
+                    was = profile_of.get(u.label)
+                    if was is None and u.label not in failed_first:
+                        raise PerfsuiteError(
+                            f"--confirm {d}: node {u.label!r} has no record in {directory}: "
+                            "not a rerun of this fleet"
+                        )
+                    if was is not None and was != m.profile:
+                        raise PerfsuiteError(
+                            f"--confirm {d}: node {u.label!r} ran as profile {m.profile!r}, "
+                            f"but as {was!r} in {directory}: a rerun must measure the same "
+                            "hardware"
+                        )
+            out.append(rerun)
+        failed_again += [s for s in statuses if s.failed]
+    return out, tuple(failed_again)
+
+
+def _latest(
+    first: aggregate.Matrix, reruns: list[list[aggregate.Matrix]]
+) -> tuple[aggregate.Matrix, np.ndarray]:
+    """The reruns' readings over ``first``'s units x checks, and which units they measured.
+
+    A unit measured by several reruns keeps its latest.
+    """
+    laid = aggregate.blank(first)
+    remeasured = np.zeros(len(first.units), dtype=bool)
+    for rerun in reruns:
+        for m in rerun:
+            if m.profile != first.profile:
+                continue
+            top, present = aggregate.align(first, m)
+            laid = aggregate.overlay(laid, top, present)
+            remeasured |= present
+    return laid, remeasured

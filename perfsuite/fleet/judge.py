@@ -20,6 +20,13 @@ cannot move its fleet, and out of the Holm family, which spans the untainted cel
 tainted cell is never flagged.  Nor is it a pass: one that misses the untainted fleet's
 median by more than ``tolerance``, or whose check is left with too few untainted figures to
 judge, asks for its node to be measured again (:attr:`Cell.RERUN`).
+
+One run's flags are candidates.  With heavy-tailed noise a large healthy fleet always has a
+node that reads 10% off by chance, which no single-run rule can tell from a slow node; a
+slow node is slow again.  :func:`confirm` judges a rerun of the candidate units against the
+first run's fleet (its median, spread and degrees of freedom: the candidates are too few to
+be a fleet), with Holm over the candidate cells alone: a unit is confirmed when its rerun is
+significantly and materially slow at a check it was flagged (or asked to rerun) at.
 """
 
 from __future__ import annotations
@@ -288,3 +295,172 @@ def worst_first(j: Judgement) -> np.ndarray:
     flagged = j.flagged.any(axis=1)
     rerun = j.rerun.any(axis=1)
     return np.lexsort((lowest, ~rerun, ~flagged))
+
+
+# Stage 2: a rerun of the flagged nodes, judged against the first run's fleet.
+
+
+class Recheck(enum.IntEnum):
+    """What a rerun made of one candidate cell (:attr:`Confirmation.state`).
+
+    A candidate cell is one the first run flagged, or asked to rerun.
+    """
+
+    NONE = 0  # not a candidate cell
+    MISSING = 1  # the rerun did not measure it
+    UNJUDGED = 2  # the first run had too few untainted figures to judge its check
+    CLEARED = 3  # judged against the first run's fleet, and not slow again
+    CONFIRMED = 4  # slow again: significant after Holm over the candidate cells, and material
+    TAINTED = 5  # flagged by the rerun's own run, and within the tolerance: not slow
+    RERUN = 6  # flagged by the rerun's own run, and it reads slow: measure it again
+
+
+class Verdict(enum.IntEnum):
+    """What the rerun made of a candidate unit, from its candidate cells (best evidence first).
+
+    CONFIRMED when any cell is; else RERUN when any is; else MISSING, else UNJUDGED when
+    any is; CLEARED only when every candidate cell was measured again and is not slow.
+    """
+
+    CONFIRMED = 0  # drain it
+    RERUN = 1  # measure it again
+    MISSING = 2  # the rerun lacks a candidate cell: not cleared
+    UNJUDGED = 3  # a candidate check the first run could not judge
+    CLEARED = 4  # not confirmed: not drained
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The candidate units' rerun readings judged against the first run's fleet.
+
+    Arrays are over the first run's units x checks.  ``ratio`` and ``z`` place each rerun
+    reading against the first run's median and spread of its check (oriented: below 1 and
+    negative are slow), NaN where there is no rerun reading or no first-run median; they are
+    given for every rerun reading, but only candidate cells are judged.
+    """
+
+    candidate: np.ndarray  # bool: the first run flagged the cell, or asked to rerun it
+    ratio: np.ndarray
+    z: np.ndarray
+    confirmed: np.ndarray  # bool: untainted, significant after Holm, and material
+    family: int  # candidate cells judged (measured again, untainted, of a judged check)
+    z_threshold: float  # the least extreme z Holm rejected at; -inf when nothing was
+    tainted: np.ndarray  # bool: the rerun's own run flagged the reading
+    state: np.ndarray  # int8: each cell's Recheck
+
+    @property
+    def units(self) -> np.ndarray:
+        """Indices of the candidate units."""
+        return np.flatnonzero(self.candidate.any(axis=1))
+
+    @property
+    def verdicts(self) -> np.ndarray:
+        """Each unit's :class:`Verdict`; -1 for a unit that is no candidate."""
+        s = self.state
+        out = np.full(s.shape[0], -1, dtype=np.int8)
+        for verdict, cell in (
+            (Verdict.CLEARED, None),
+            (Verdict.UNJUDGED, Recheck.UNJUDGED),
+            (Verdict.MISSING, Recheck.MISSING),
+            (Verdict.RERUN, Recheck.RERUN),
+            (Verdict.CONFIRMED, Recheck.CONFIRMED),
+        ):  # weakest first: each later one overrides
+            hit = self.candidate.any(axis=1) if cell is None else (s == cell).any(axis=1)
+            out[hit] = verdict
+        return out
+
+
+@dataclass(frozen=True)
+class Rechecked:
+    """A candidate unit after its rerun: its verdict, and its candidate cells.
+
+    ``checks`` are ordered confirmed first, then by the rerun's ratio (lowest first, cells
+    without one last); ``worst_ratio`` is the first of them's, NaN when none has one.
+    """
+
+    unit: int
+    verdict: Verdict
+    checks: tuple[int, ...]
+    worst_ratio: float
+
+
+def confirm(
+    first: Judgement,
+    values: np.ndarray,
+    higher_is_better: np.ndarray,
+    tainted: np.ndarray | None = None,
+) -> Confirmation:
+    """Judge a rerun of the candidate units against the first run's fleet.
+
+    ``values`` (and ``tainted``) are the rerun's figures over the first run's units x checks,
+    NaN where a unit was not measured again.  The candidates are too few to be a fleet of
+    their own: each rerun reading is placed against its check's median and spread from the
+    first run, with the first run's Student-t tails, and Holm's step-down runs over the
+    candidate cells alone at ``first.rule.alpha``.  A cell is confirmed when its rerun
+    reading is untainted, significant and misses the first run's median by more than the
+    tolerance: slow again, the same way.  A tainted rerun reading is never confirmed; it
+    asks for another rerun when it misses the median by more than the tolerance.
+    """
+    rule = first.rule
+    hib = np.asarray(higher_is_better, dtype=bool)
+    values = np.asarray(values, dtype=float)
+    if values.shape != first.flagged.shape:
+        raise ValueError(f"rerun figures of shape {values.shape}, not {first.flagged.shape}")
+    candidate = first.flagged | first.rerun
+    logs = oriented_logs(values, hib)
+    logs = np.where(np.isfinite(logs), logs, np.nan)
+    measured = np.isfinite(logs)
+    tainted = (
+        np.zeros(values.shape, dtype=bool)
+        if tainted is None
+        else np.asarray(tainted, dtype=bool) & measured
+    )
+    centre = oriented_logs(first.median[np.newaxis, :], hib)[0]
+    judged = first.count >= MIN_UNITS
+    with np.errstate(all="ignore"):
+        z = (logs - centre) / first.spread
+        ratio = np.exp(logs - centre)
+    clean = candidate & measured & ~tainted & judged[np.newaxis, :]
+    df = np.maximum(MAD_DF * (first.count - 1), MIN_DF)
+    p = special.stdtr(df[np.newaxis, :], np.where(clean, z, np.nan))
+    cut = holm_threshold(p, rule.alpha)
+    material = ratio < 1.0 - rule.tolerance
+    confirmed = np.isfinite(p) & (p <= cut) & material
+    z_cut = float(np.nanmax(np.where(p <= cut, z, np.nan))) if cut > 0 else -math.inf
+    on_judged = candidate & measured & judged[np.newaxis, :]
+    state = np.full(values.shape, Recheck.NONE, dtype=np.int8)
+    state[candidate & ~measured] = Recheck.MISSING
+    state[candidate & measured & ~judged[np.newaxis, :]] = Recheck.UNJUDGED
+    state[clean] = Recheck.CLEARED
+    state[confirmed] = Recheck.CONFIRMED
+    state[on_judged & tainted] = Recheck.TAINTED
+    state[on_judged & tainted & material] = Recheck.RERUN
+    return Confirmation(
+        candidate=candidate,
+        ratio=ratio,
+        z=z,
+        confirmed=confirmed,
+        family=int(np.isfinite(p).sum()),
+        z_threshold=z_cut,
+        tainted=tainted,
+        state=state,
+    )
+
+
+def rechecked_units(c: Confirmation) -> list[Rechecked]:
+    """Every candidate unit with its verdict: by verdict (confirmed first), then worst first."""
+    verdicts = c.verdicts
+    out = []
+    for u in c.units:
+        cols = np.flatnonzero(c.candidate[u])
+        ratios = np.where(np.isnan(c.ratio[u, cols]), np.inf, c.ratio[u, cols])
+        cols = cols[np.lexsort((ratios, ~c.confirmed[u, cols]))]
+        out.append(
+            Rechecked(
+                unit=int(u),
+                verdict=Verdict(int(verdicts[u])),
+                checks=tuple(int(k) for k in cols),
+                worst_ratio=float(c.ratio[u, cols[0]]),
+            )
+        )
+    return sorted(out, key=lambda r: (r.verdict, math.isnan(r.worst_ratio), r.worst_ratio, r.unit))

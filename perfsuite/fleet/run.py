@@ -7,6 +7,11 @@ Three launchers, chosen by where perfsuite runs:
   ``srun`` (the script and the batch output are kept in ``DIR/nodes/``);
 * with ``--hostfile`` (no Slurm): ``mpiexec -f HOSTFILE -ppn T -n N*T`` (MPICH's hydra).
 
+``--nodelist`` runs on the named hosts only (``srun -w``, ``#SBATCH --nodelist``, or the
+hostfile's lines for them): how the nodes a report flagged are measured again to confirm
+them.  What each fleet run was asked is kept in ``DIR/nodes/fleet-run.json``, so that the
+report can print the exact command that reruns its flagged nodes.
+
 Each task runs :mod:`perfsuite.fleet.node`, which keeps its own timeout and always exits 0,
 so one failed node never stops the others; the launcher as a whole is bounded too.  A task
 that says it wrote its record, where the record never arrives here, means the directory is
@@ -26,10 +31,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
-from perfsuite.fleet.aggregate import NODES_DIR
+from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
@@ -37,6 +43,10 @@ from perfsuite.storage import check_writable, write_json_atomic, write_text_atom
 NODE_MODULE = "perfsuite.fleet.node"
 # Seconds the launcher gets beyond a node's timeout by default (queueing, start-up).
 LAUNCH_GRACE_S = 300.0
+DEFAULT_TIMEOUT_S = 1800.0
+# What a fleet run was asked, kept beside the tasks' statuses.
+MANIFEST = "fleet-run.json"
+MANIFEST_VERSION = 1
 
 
 class FleetError(PerfsuiteError):
@@ -52,9 +62,58 @@ class Options:
     nodes: int | None = None
     tasks_per_node: int = 1
     hostfile: Path | None = None
-    timeout_s: float = 1800.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     launch_timeout_s: float | None = None
     launcher_args: tuple[str, ...] = ()
+    nodelist: tuple[str, ...] = ()  # only these hosts (short or full names); () for all
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``DIR/nodes/fleet-run.json`` keeps: enough to run the same on other nodes."""
+        return {
+            "schema_version": MANIFEST_VERSION,
+            "pytest_args": list(self.pytest_args),
+            "tasks_per_node": self.tasks_per_node,
+            "hostfile": None if self.hostfile is None else str(self.hostfile.absolute()),
+            "timeout_s": self.timeout_s,
+            "launcher_args": list(self.launcher_args),
+            "nodelist": list(self.nodelist),
+        }
+
+
+def read_manifest(directory: Path) -> Options | None:
+    """What the fleet run in ``directory`` was asked; None when it kept no (readable) record."""
+    try:
+        d = json.loads((directory / NODES_DIR / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(d, dict) or d.get("schema_version") != MANIFEST_VERSION:
+            return None
+        return Options(
+            directory=directory,
+            pytest_args=tuple(str(a) for a in d["pytest_args"]),
+            tasks_per_node=int(d["tasks_per_node"]),
+            hostfile=None if d.get("hostfile") is None else Path(str(d["hostfile"])),
+            timeout_s=float(d["timeout_s"]),
+            launcher_args=tuple(str(a) for a in d.get("launcher_args", [])),
+            nodelist=tuple(str(h) for h in d.get("nodelist", [])),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def parse_nodelist(text: str) -> tuple[str, ...]:
+    """Comma-separated host names, as a fleet report prints them; FleetError otherwise."""
+    names = tuple(n.strip() for n in text.split(","))
+    if "[" in text or any(not n or any(c.isspace() for c in n) for n in names):
+        raise FleetError(
+            f"--nodelist {text!r}: give host names separated by commas (node03,node17); "
+            "a Slurm range expands with: scontrol show hostnames 'node[01-04]' | paste -sd,"
+        )
+    if len(set(names)) != len(names):
+        raise FleetError(f"--nodelist {text!r}: names a host twice")
+    return names
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0]
 
 
 @dataclass(frozen=True)
@@ -134,15 +193,23 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
     env = os.environ if environ is None else environ
     t = options.tasks_per_node
     node = _node_command(options)
+    chosen = options.nodelist
+    if chosen and options.nodes is not None and options.nodes != len(chosen):
+        raise FleetError(f"--nodes {options.nodes}, but --nodelist names {len(chosen)} hosts")
     if options.hostfile is not None:
         hosts = read_hostfile(options.hostfile)
+        hostfile = options.hostfile
+        if chosen:
+            hosts = _chosen_hosts(hosts, chosen, options.hostfile)
+            hostfile = options.directory / NODES_DIR / "hostfile"
+            write_text_atomic(hostfile, "".join(f"{h}\n" for h in hosts))
         n = options.nodes or len(hosts)
         if n > len(hosts):
             raise FleetError(
                 f"--nodes {n}: the hostfile {options.hostfile} names only {len(hosts)} hosts"
             )
         mpiexec = _mpiexec()
-        command = [mpiexec, "-f", str(options.hostfile), "-ppn", str(t), "-n", str(n * t)]
+        command = [mpiexec, "-f", str(hostfile), "-ppn", str(t), "-n", str(n * t)]
         return Plan("mpiexec", n, n * t, (*command, *options.launcher_args, *node))
     # Several tasks per node share its CPUs (several GPUs of a node, or a test on one host):
     # Slurm is told to overcommit rather than to refuse more tasks than CPUs.
@@ -152,20 +219,21 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
         if shutil.which("srun") is None:
             raise FleetError("inside a Slurm allocation, but srun is not on PATH")
         have = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
-        n = options.nodes or have
+        n = len(chosen) or options.nodes or have
         if n > have:
             raise FleetError(
                 f"--nodes {n}: the allocation (job {env['SLURM_JOB_ID']}) has only {have} node(s)"
             )
-        command = [*srun, "-N", str(n), "-n", str(n * t), *options.launcher_args, *node]
+        where = ["-w", ",".join(chosen)] if chosen else []
+        command = [*srun, "-N", str(n), "-n", str(n * t), *where, *options.launcher_args, *node]
         return Plan("srun", n, n * t, tuple(command))
     if shutil.which("sbatch") is not None:
-        if options.nodes is None:
+        if options.nodes is None and not chosen:
             raise FleetError(
-                "outside a Slurm allocation: say how many nodes with --nodes N (or run inside "
-                "salloc/sbatch)"
+                "outside a Slurm allocation: say how many nodes with --nodes N, or which with "
+                "--nodelist (or run inside salloc/sbatch)"
             )
-        n = options.nodes
+        n = len(chosen) or options.nodes or 0
         cluster = _slurm_nodes()
         if cluster is not None and n > cluster:
             raise FleetError(f"--nodes {n}: the Slurm cluster has only {cluster} node(s)")
@@ -174,6 +242,17 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
         "no Slurm here (not inside an allocation, no sbatch on PATH) and no --hostfile: "
         "give a hostfile for mpiexec, or run on a Slurm cluster"
     )
+
+
+def _chosen_hosts(hosts: list[str], chosen: tuple[str, ...], hostfile: Path) -> list[str]:
+    """The hostfile's hosts that ``--nodelist`` names (by full or short name), in its order."""
+    names = set(chosen)
+    picked = [h for h in dict.fromkeys(hosts) if h in names or _short(h) in names]
+    known = set(hosts) | {_short(h) for h in hosts}
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise FleetError(f"--nodelist: {', '.join(unknown)} not in the hostfile {hostfile}")
+    return picked
 
 
 def _mpiexec() -> str:
@@ -198,6 +277,7 @@ def _sbatch_plan(options: Options, n: int, srun: list[str], node: list[str]) -> 
             "# Written by perfsuite fleet run: one task per node, each runs the suite once.",
             f"#SBATCH --nodes={n}",
             f"#SBATCH --ntasks={n * options.tasks_per_node}",
+            *([f"#SBATCH --nodelist={','.join(options.nodelist)}"] if options.nodelist else []),
             *(["#SBATCH --overcommit"] if options.tasks_per_node > 1 else []),
             f"#SBATCH --time={minutes}",
             f"#SBATCH --output={output}",
@@ -243,6 +323,7 @@ def run(options: Options) -> FleetRun:
     for stale in (directory / NODES_DIR).glob("task-*.json"):
         stale.unlink()
     p = plan(options)
+    write_json_atomic(directory / NODES_DIR / MANIFEST, options.to_dict())
     limit = options.launch_timeout_s or options.timeout_s + LAUNCH_GRACE_S
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -321,6 +402,23 @@ def summary_lines(result: FleetRun) -> list[str]:
     lines.append(
         f"perfsuite fleet run: {len(result.statuses) - len(result.failed)} of "
         f"{len(result.statuses)} tasks wrote their records in {result.seconds:g} s; next: "
-        f"perfsuite fleet report {result.directory}"
+        + shlex.join(next_report(result.directory))
     )
     return lines
+
+
+def next_report(directory: Path) -> list[str]:
+    """The report that judges a fleet run: of its fleet, with every rerun so far, when a rerun.
+
+    A rerun lives in ``FLEET/confirm`` or ``FLEET/confirm-N``: the report judges ``FLEET``
+    with ``confirm``, ``confirm-2``, ... up to this one, those that exist, oldest first.
+    """
+    d, first = directory, directory.parent
+    if not is_confirm_dir(d.name) or not (first / RECORDS_DIR).is_dir():
+        return ["perfsuite", "fleet", "report", str(d)]
+    last = int(d.name.rpartition("-")[2]) if d.name != CONFIRM_DIR else 1
+    earlier = [first / (CONFIRM_DIR if k == 1 else f"{CONFIRM_DIR}-{k}") for k in range(1, last)]
+    command = ["perfsuite", "fleet", "report", str(first)]
+    for rerun in [e for e in earlier if e.is_dir()] + [d]:
+        command += ["--confirm", str(rerun)]
+    return command

@@ -9,10 +9,164 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 
-from perfsuite import outcome, probe
+from perfsuite import outcome, probe, stats
 from perfsuite.judge import CHANGED, reference_moved
-from perfsuite.model import LinkSubset, Result
+from perfsuite.model import BaselineLimit, BaselineVerdict, Because, Limit, LinkSubset, Result
+
+CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
+
+
+def explained(result: Result, profile: str = "") -> Result:
+    """The result with its verdict's reason and the line that explains its outcome.
+
+    A verdict read from a record that predates ``why`` keeps the reason it was stored with.
+    """
+    base = result.baseline
+    if base.why is not None:
+        base = replace(base, reason=verdict_reason(base, result.unit))
+        result = replace(result, baseline=base)
+    return result.with_outcome(result.outcome, explain(result, profile))
+
+
+def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
+    """Why a baseline verdict is what it is, in words (from its typed ``why``).
+
+    ``unit``: the unit this run measured the check in (for a unit the baseline did not use).
+    """
+    why, b = verdict.why, verdict
+    if why is None:
+        return b.reason
+    if why.because is Because.NO_BASELINE:
+        return "no baseline for this check"
+    if why.because is Because.NOT_IN_RUN_A:
+        return "not in run A"
+    if why.because is Because.UNIT_CHANGED:
+        return (
+            f"unit mismatch: the baseline measured this check in {why.baseline_unit!r}, "
+            f"this run in {unit!r}; judged as new (save a baseline to replace it)"
+        )
+    ratio, tolerance = b.ratio or 1.0, b.tolerance or 0.0
+    stat = (
+        f"ratio {ratio:.3f} [{_figure(b.ci_low, ratio):.3f}, {_figure(b.ci_high, ratio):.3f}], "
+        f"p={_figure(b.p_value, 1.0):.2g}"
+    )
+    few = f"; only {why.fewest_samples} samples" if why.fewest_samples is not None else ""
+    runs = (
+        f"; {b.baseline_runs} baseline run(s), between-run spread unknown"
+        if b.between_run_sd is None
+        else f"; {b.baseline_runs} baseline run(s), judged with a cautious run-to-run spread "
+        f"(sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has {stats.MIN_RUNS}"
+        if b.between_source == "cautious"
+        else f"; {b.baseline_runs} baseline run(s)"
+    )
+    wide = (
+        f"; CI width {why.ci_width:.0%} is too wide to rule out a {tolerance:.0%} change"
+        if why.ci_width is not None
+        else ""
+    )
+    late = (
+        f"; significant once the session's whole family of {b.family_size} was in "
+        f"({CORRECTION_NAMES.get(b.correction, b.correction)}), after its test had ended"
+        if why.late
+        else ""
+    )
+    moved = "slower" if ratio < 1 else "faster"
+    beyond = f"{moved} beyond {tolerance:.0%}"
+    if b.judged_against_bound:
+        if why.because is Because.BEYOND_TOLERANCE:
+            return f"{beyond} ({stat}){runs}; against the baseline runs that bound it{late}"
+        measured = (
+            "; ".join(x for x in (*b.noise_flags, b.bound_because) if x) or "in another link state"
+        )
+        because = {
+            Because.NOT_SIGNIFICANT: "not significant",
+            Because.WITHIN_SPREAD: "within their run-to-run spread",
+            Because.NOISE_FLAGS: f"{beyond}, but not measured cleanly",
+        }.get(why.because, f"not {b.judged_against_bound} beyond {tolerance:.0%}")
+        return (
+            f"{moved} ({stat}) but measured {measured}; against the baseline runs that bound "
+            f"it: {because}{few}{runs}{late}"
+        )
+    if why.because is Because.NOISE_FLAGS:
+        return f"{moved} ({stat}) but measured {'; '.join(b.noise_flags)}{late}"
+    if why.because is Because.NOT_SIGNIFICANT:
+        return f"{beyond} but not significant ({stat}){few}{runs}{late}"
+    if why.because is Because.BEYOND_TOLERANCE:
+        return f"{beyond} ({stat}){runs}{late}"
+    if why.because is Because.WITHIN_SPREAD:
+        spread = b.run_spread or 0.0
+        return (
+            f"{beyond} but within the baseline's own run-to-run spread (+-{spread:.1%}) "
+            f"({stat}){runs}{wide}{late}"
+        )
+    if why.because is Because.WITHIN_NOISE:
+        return (
+            f"{beyond} but within the run-to-run noise the baseline shows "
+            f"(p={why.noise_p or 0.0:.2g} > {why.alpha or 0.0:g} for this check alone, with the "
+            f"baseline's variances) ({stat}){runs}{wide}{late}"
+        )
+    return f"within {tolerance:.0%} ({stat}){few}{runs}{wide}{late}"
+
+
+def cannot_detect_note(verdict: BaselineVerdict) -> str:
+    """Why a comparison cannot detect its tolerance, with what would help; or ""."""
+    blind = verdict.cannot_detect
+    if blind is None:
+        return ""
+    n = blind.samples
+    text = (
+        f"cannot detect a {blind.tolerance:.0%} change with {n} samples in a family of "
+        f"{blind.family} (smallest detectable: {blind.detectable:.0%})"
+    )
+    if blind.needed is not None and blind.needed > n:
+        return f"{text}; use --perf-samples {blind.needed}"
+    if blind.needed is not None:  # the baseline said n would do
+        own, then = blind.run_scatter_sd, blind.baseline_scatter_sd
+        if own and then is not None and own > then:
+            return (
+                f"{text}; this run's samples scattered more than the baseline's (sd {own:.1%} "
+                f"against {then:.1%}): rerun it, or take more samples (--perf-samples)"
+            )
+        return f"{text}; {n} samples left it just short: take more (--perf-samples)"
+    limit = blind.limited_by
+    runs = limit.runs if limit is not None else verdict.baseline_runs
+    return (
+        f"{text}; more samples cannot help: the baseline's {runs} run(s) "
+        f"limit it ({limit_words(limit) if limit else 'their spread'}); accept more baseline "
+        "runs (--perf-baseline-runs) or raise the tolerance"
+    )
+
+
+def limit_words(limit: BaselineLimit) -> str:
+    """What in a baseline keeps any sample count from detecting a tolerance, as a phrase."""
+    value = limit.value or 0.0
+    if limit.kind is Limit.SPREAD:
+        return (
+            f"a run's median lies up to +-{value:.1%} from their centre, and no change "
+            "within that counts"
+        )
+    if limit.kind is Limit.WITHIN_RUN_SCATTER:
+        return (
+            f"the scatter within their runs, sd {value:.1%}; longer samples "
+            "(--perf-sample-seconds) may steady it"
+        )
+    if limit.kind is Limit.UNKNOWN_SPREAD:
+        return "their run-to-run spread, unknown with one run"
+    if limit.kind is Limit.CAUTIOUS_SPREAD:
+        return (
+            f"{limit.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
+            f"{value:.0%} until the baseline has {stats.MIN_RUNS}"
+        )
+    borrowed = (
+        " (borrowed from the other checks)" if limit.kind is Limit.BORROWED_RUN_TO_RUN else ""
+    )
+    return f"their run-to-run spread, sd {value:.1%}{borrowed}"
+
+
+def _figure(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def link_note(link: LinkSubset) -> str:
@@ -76,7 +230,7 @@ def explain(result: Result, profile: str = "") -> str:
             f"{base.baseline_runs} baseline run(s))"
         )
     elif base.verdict == "noisy":
-        parts.append(f"noisy: {base.reason}")
+        parts.append(f"noisy: {verdict_reason(base, result.unit)}")
     change = result.facts.machine_change
     if change is not None and base.verdict in CHANGED:
         parts.append(
@@ -95,8 +249,9 @@ def explain(result: Result, profile: str = "") -> str:
             f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
             "differently in the two modes; rerun in the baseline's mode to confirm"
         )
-    if base.blind:
-        parts.append(base.blind)
+    blind = cannot_detect_note(base)
+    if blind:
+        parts.append(blind)
     if kind == "waived":
         parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
     return "; ".join(parts)
@@ -113,7 +268,11 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
         change = r.facts.machine_change
         if change is not None:
             moves.setdefault(change.component, []).append(change.ratio)
-    held = sum("the machine itself ran" in r.baseline.reason for r in results)
+    held = sum(
+        r.baseline.verdict == "noisy"
+        and any("the machine itself ran" in flag for flag in r.baseline.noise_flags)
+        for r in results
+    )
     medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}
     if not held and all(abs(m - 1) <= quiet_within for m in medians.values()):
         return ""

@@ -7,6 +7,11 @@ shows the worst nodes, the tables name the flagged ones, and the rest are one li
 Nodes whose slow-looking readings their own runs flagged (foreign load, a throttled GPU) are
 never drained: they are listed to rerun, in the terminal, on the page and in the drain
 list's ``rerun`` entries.
+
+One run's flags are unconfirmed: the report says so, and prints the commands that rerun the
+candidates and judge the rerun.  With ``--confirm``, the confirmed nodes are drained, those
+not confirmed are listed apart (``not_confirmed``), and those whose rerun settled nothing are
+listed to rerun again.
 """
 
 from __future__ import annotations
@@ -14,16 +19,20 @@ from __future__ import annotations
 import datetime as dt
 import html as html_mod
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfsuite import noise
 from perfsuite.fleet import judge as fj
-from perfsuite.fleet.aggregate import Taint
+from perfsuite.fleet.aggregate import CONFIRM_DIR, Matrix, Taint, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
+from perfsuite.fleet.run import DEFAULT_TIMEOUT_S
+from perfsuite.fleet.status import NodeStatus
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
 
@@ -73,7 +82,10 @@ def _throttle_reasons(mask: int) -> list[str]:
 
 def taint_text(p: ProfileFleet, unit: int, col: int) -> str:
     """Why the unit's own run flagged its reading of a check, in words."""
-    m = p.matrix
+    return _taint_words(p.matrix, unit, col)
+
+
+def _taint_words(m: Matrix, unit: int, col: int) -> str:
     taint = Taint(int(m.taint[unit, col]))
     words = []
     if Taint.FOREIGN_LOAD in taint:
@@ -197,7 +209,9 @@ def _health_counts(p: ProfileFleet) -> tuple[int, int]:
 
 def verdict_line(fleet: Fleet) -> str:
     """The last line: how many slow, failed and to rerun, and the exit status."""
-    parts = [f"{_n(fleet.flagged, 'node')} slow"] if fleet.flagged else []
+    if fleet.confirmed:
+        return _confirmed_verdict_line(fleet)
+    parts = [_n(fleet.flagged, "unconfirmed slow node")] if fleet.flagged else []
     if fleet.failed:
         parts.append(f"{len(fleet.failed)} failed")
     if parts:
@@ -215,12 +229,366 @@ def verdict_line(fleet: Fleet) -> str:
     )
 
 
+# Confirmation: the commands that rerun the candidates, and what their rerun made of them.
+
+# How the drain list names what a rerun made of a candidate cell.
+RECHECK_NAMES = {
+    fj.Recheck.MISSING: "missing",
+    fj.Recheck.UNJUDGED: "unjudged",
+    fj.Recheck.CLEARED: "cleared",
+    fj.Recheck.CONFIRMED: "confirmed",
+    fj.Recheck.TAINTED: "tainted",
+    fj.Recheck.RERUN: "rerun",
+}
+# The cell that gives a candidate its verdict.
+_LEAD = {
+    fj.Verdict.CONFIRMED: fj.Recheck.CONFIRMED,
+    fj.Verdict.RERUN: fj.Recheck.RERUN,
+    fj.Verdict.MISSING: fj.Recheck.MISSING,
+    fj.Verdict.UNJUDGED: fj.Recheck.UNJUDGED,
+}
+_AGAIN = (fj.Verdict.RERUN, fj.Verdict.MISSING)  # a rerun of these may settle them
+
+
+def node_name(unit: Unit) -> str:
+    """How Slurm and a hostfile name a unit's node: its host's short name, else its label."""
+    return unit.host.split(".")[0] if unit.host else unit.label
+
+
+def rerun_hosts(fleet: Fleet) -> list[str]:
+    """The nodes to run again: the candidates (unconfirmed), or those a rerun left unsettled."""
+    if fleet.confirmed:
+        units = [(p, r.unit) for p in fleet.profiles for r in p.verdict_of(*_AGAIN)]
+    else:
+        units = [(p, s.unit) for p in fleet.profiles for s in p.slow]
+        units += [(p, r.unit) for p in fleet.profiles for r in p.rerun]
+    return sorted({node_name(p.matrix.units[u]) for p, u in units})
+
+
+def next_confirm_dir(fleet: Fleet) -> Path:
+    """Where the next rerun goes: ``DIR/confirm``, then ``DIR/confirm-2``, ..."""
+    k = len(fleet.confirm)
+    return fleet.directory / (CONFIRM_DIR if not k else f"{CONFIRM_DIR}-{k + 1}")
+
+
+def rerun_commands(fleet: Fleet) -> list[str]:
+    """The commands that run the nodes of :func:`rerun_hosts` again and judge that rerun.
+
+    The first run's options come from its ``fleet-run.json``; without it, ``PYTEST_ARGS``
+    stands for its pytest arguments.
+    """
+    hosts = rerun_hosts(fleet)
+    if not hosts:
+        return []
+    target = next_confirm_dir(fleet)
+    run = ["perfsuite", "fleet", "run", "--nodelist", ",".join(hosts), "--dir", str(target)]
+    a = fleet.asked
+    if a is None:
+        run_text = shlex.join(run) + " -- PYTEST_ARGS"
+    else:
+        run += ["--tasks-per-node", str(a.tasks_per_node)] if a.tasks_per_node != 1 else []
+        run += ["--timeout", f"{a.timeout_s:g}"] if a.timeout_s != DEFAULT_TIMEOUT_S else []
+        run += ["--hostfile", str(a.hostfile)] if a.hostfile is not None else []
+        run += [f"--launcher-arg={x}" for x in a.launcher_args]
+        run_text = shlex.join([*run, "--", *a.pytest_args])
+    report = ["perfsuite", "fleet", "report", str(fleet.directory)]
+    for d in (*fleet.confirm, target):
+        report += ["--confirm", str(d)]
+    default = fj.Rule()
+    r = fleet.rule
+    report += ["--alpha", f"{r.alpha:g}"] if r.alpha != default.alpha else []
+    report += ["--tolerance", f"{r.tolerance:g}"] if r.tolerance != default.tolerance else []
+    report += ["--min-spread", f"{r.min_spread:g}"] if r.min_spread != default.min_spread else []
+    return [run_text, shlex.join(report)]
+
+
+def _rerun_advice(fleet: Fleet) -> str:
+    n = len(rerun_hosts(fleet))
+    if fleet.confirmed:
+        return f"to settle the {_n(n, 'node')} left to rerun, run them again and judge it:"
+    return (
+        f"UNCONFIRMED: one run's flags, which noise alone raises in a large fleet; before "
+        f"draining, run the {_n(n, 'candidate node')} again and judge the rerun against this "
+        "fleet (a slow node is slow again):"
+    )
+
+
+def confirm_line(fleet: Fleet) -> str:
+    """How the reruns were judged."""
+    r = fleet.rule
+    candidates = sum(len(p.rechecked) for p in fleet.profiles)
+    family = sum(p.confirmation.family for p in fleet.profiles if p.confirmation is not None)
+    return (
+        f"confirm: {_n(candidates, 'candidate unit')} (flagged, or to rerun) measured again in "
+        f"{', '.join(str(d) for d in fleet.confirm)}, each rerun reading against this fleet's "
+        f"median and spread, Holm over the {family} candidate cells measured again at alpha "
+        f"{r.alpha:g}: a unit is drained only when its rerun is slow again, significantly "
+        f"and by more than {r.tolerance:.0%}, at a check it was flagged at; a rerun reading "
+        "its own run flagged is never confirmed"
+    )
+
+
+def _confirmed_verdict_line(fleet: Fleet) -> str:
+    cleared = sum(len(p.verdict_of(fj.Verdict.CLEARED)) for p in fleet.profiles)
+    parts = [f"{_n(fleet.drained, 'node')} confirmed slow by a rerun"] if fleet.drained else []
+    if fleet.failures:
+        parts.append(f"{len(fleet.failures)} failed")
+    if parts:
+        word = "NODES TO DRAIN"
+    elif fleet.rerun:
+        word = "INCONCLUSIVE"
+        parts.append("no node confirmed")
+    else:
+        word = "FLEET OK"
+    if cleared:
+        parts.append(f"{cleared} flagged but not confirmed")
+    if fleet.rerun:
+        parts.append(f"{fleet.rerun} to rerun again")
+    return (
+        f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
+        f"{_n(fleet.nodes + len(fleet.failed), 'node')} (exit {fleet.exit_status})"
+    )
+
+
+def rechecked_rows(fleet: Fleet, *verdicts: fj.Verdict) -> list[tuple[ProfileFleet, fj.Rechecked]]:
+    """The candidates of every profile whose rerun gave one of ``verdicts``, worst first."""
+    rows = [(p, r) for p in fleet.profiles for r in p.verdict_of(*verdicts)]
+    return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
+
+
+def _lead(p: ProfileFleet, r: fj.Rechecked) -> int:
+    """The check that gives the candidate its verdict (its worst, when cleared)."""
+    c = p.confirmation
+    assert c is not None
+    cell = _LEAD.get(r.verdict)
+    found = [k for k in r.checks if cell is None or c.state[r.unit, k] == cell]
+    return found[0]
+
+
+def _lead_first(r: fj.Rechecked, lead: int) -> list[int]:
+    return [lead, *(k for k in r.checks if k != lead)]
+
+
+def _rerun_words(p: ProfileFleet, unit: int, col: int) -> str:
+    """What the rerun read at a candidate cell, in words."""
+    c, a = p.confirmation, p.again
+    assert c is not None and a is not None
+    state = fj.Recheck(int(c.state[unit, col]))
+    if state == fj.Recheck.MISSING:
+        return "not measured"
+    if state == fj.Recheck.UNJUDGED:
+        return f"not judged (the first run had fewer than {fj.MIN_UNITS} untainted figures)"
+    text = f"{_times(float(c.ratio[unit, col]))} (z {float(c.z[unit, col]):.1f})"
+    return text + (" flagged by its run" if c.tainted[unit, col] else "")
+
+
+def _pair(p: ProfileFleet, unit: int, col: int) -> str:
+    """A candidate cell: its figure over the fleet median in the first run, then the rerun."""
+    first = float(p.judgement.ratio[unit, col])
+    return (
+        f"{short_id(p.matrix.checks[col].id)} {_times(first) if math.isfinite(first) else '-'}"
+        f" then {_rerun_words(p, unit, col)}"
+    )
+
+
+def _why_again(p: ProfileFleet, r: fj.Rechecked) -> str:
+    """Why a candidate is to rerun after its rerun."""
+    if r.verdict == fj.Verdict.RERUN:
+        c, a = p.confirmation, p.again
+        assert c is not None and a is not None
+        cols = [k for k in r.checks if c.state[r.unit, k] == fj.Recheck.RERUN]
+        words = "; ".join(dict.fromkeys(_taint_words(a, r.unit, k) for k in cols))
+        return f"slow again, measured {words}"
+    if r.verdict == fj.Verdict.MISSING:
+        remeasured = p.remeasured is not None and bool(p.remeasured[r.unit])
+        return "its rerun lacks a check it was flagged at" if remeasured else "not in the rerun"
+    return "a check the first run could not judge: run the whole fleet again"
+
+
+def _confirmed_lines(fleet: Fleet) -> list[str]:
+    """The candidates after their rerun: confirmed, not confirmed, to rerun again."""
+    lines: list[str] = []
+    sections = (
+        (
+            (fj.Verdict.CONFIRMED,),
+            "SLOW, confirmed by the rerun, worst first:",
+            "slow again at (figure / fleet median: first run, then rerun)",
+        ),
+        (
+            (fj.Verdict.CLEARED,),
+            "NOT CONFIRMED, not drained: flagged by one run, not slow again in the rerun:",
+            "at (figure / fleet median: first run, then rerun)",
+        ),
+        (
+            (fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED),
+            "RERUN AGAIN, not drained: the rerun settled nothing:",
+            "at (figure / fleet median: first run, then rerun)",
+        ),
+    )
+    for verdicts, title, at in sections:
+        rows = rechecked_rows(fleet, *verdicts)
+        if not rows:
+            continue
+        lines.append(title)
+        again = verdicts[0] != fj.Verdict.CONFIRMED and verdicts[0] != fj.Verdict.CLEARED
+        head = ("node", "profile", "rerun", *(("why",) if again else ()), at)
+        table: list[tuple[str, ...]] = [head]
+        for p, r in rows[:TERMINAL_ROWS]:
+            lead = _lead(p, r)
+            checks = _lead_first(r, lead)
+            cells = [_pair(p, r.unit, k) for k in checks[:3]]
+            more = f"; {len(checks) - 3} more" if len(checks) > 3 else ""
+            table.append(
+                (p.matrix.units[r.unit].name, p.matrix.profile, _worst(r.worst_ratio),
+                 *((_why_again(p, r),) if again else ()), "; ".join(cells) + more)
+            )  # fmt: skip
+        lines += ["  " + line for line in format_table(table)]
+        if len(rows) > TERMINAL_ROWS:
+            lines.append(f"  ... {len(rows) - TERMINAL_ROWS} more in the drain list")
+    if not any(p.rechecked for p in fleet.profiles):
+        lines.append("nothing to confirm: the first run flagged no node and asked none to rerun")
+    return lines
+
+
+def _confirm_check(p: ProfileFleet, unit: int, col: int) -> dict[str, Any]:
+    m, j, c, a = p.matrix, p.judgement, p.confirmation, p.again
+    assert c is not None and a is not None
+
+    def reading(src: Matrix, ratio: float, z: float) -> dict[str, Any]:
+        taint = Taint(int(src.taint[unit, col]))
+        return {
+            "value": _finite(float(src.values[unit, col])),
+            "ratio": _finite(round(ratio, 4)),
+            "z": _finite(round(z, 2)),
+            "taint": [name for kind, name in TAINT_NAMES.items() if kind in taint],
+        }
+
+    return {
+        "check": m.checks[col].id,
+        "unit": m.checks[col].unit,
+        "higher_is_better": m.checks[col].higher_is_better,
+        "fleet_median": _finite(float(j.median[col])),
+        "state": RECHECK_NAMES[fj.Recheck(int(c.state[unit, col]))],
+        "first": reading(m, float(j.ratio[unit, col]), float(j.z[unit, col])),
+        "rerun": reading(a, float(c.ratio[unit, col]), float(c.z[unit, col])),
+    }
+
+
+def _rechecked_entry(p: ProfileFleet, r: fj.Rechecked) -> dict[str, Any]:
+    m, j, c = p.matrix, p.judgement, p.confirmation
+    assert c is not None and p.again is not None
+    unit = m.units[r.unit]
+    lead = _lead(p, r)
+    name = short_id(m.checks[lead].id)
+    first, again = float(j.ratio[r.unit, lead]), float(c.ratio[r.unit, lead])
+    was = f"{first:.2f}x in the first run" if math.isfinite(first) else "tainted in the first run"
+    more = f"; and {len(r.checks) - 1} more checks" if len(r.checks) > 1 else ""
+    if r.verdict == fj.Verdict.CONFIRMED:
+        reason = (
+            f"slow, confirmed by a rerun: {name} at {again:.2f}x the fleet median "
+            f"(z {float(c.z[r.unit, lead]):.1f}), {was}"
+        )
+    elif r.verdict == fj.Verdict.CLEARED:
+        rerun = f"{again:.2f}x" if math.isfinite(again) else "within the tolerance"
+        reason = f"not confirmed: {name} at {rerun} the fleet median in the rerun, {was}"
+    elif r.verdict == fj.Verdict.RERUN:
+        reason = (
+            f"rerun again: {name} at {again:.2f}x the fleet median in the rerun, measured "
+            f"{_taint_words(p.again, r.unit, lead)}"
+        )
+    else:
+        reason = f"rerun again: {name}: {_rerun_words(p, r.unit, lead)}"
+    remeasured = p.remeasured is not None and bool(p.remeasured[r.unit])
+    return {
+        "node": unit.label,
+        "host": unit.host,
+        "gpu_index": unit.gpu_index,
+        "gpu_serial": unit.gpu_serial,
+        "profile": m.profile,
+        "reason": reason + more,
+        "confirmed": r.verdict == fj.Verdict.CONFIRMED,
+        "checks": [
+            _confirm_check(p, r.unit, k) for k in (lead, *(k for k in r.checks if k != lead))
+        ],
+        "record": unit.record,
+        "rerun_record": p.again.units[r.unit].record if remeasured else "",
+    }
+
+
+def _failed_entry(f: NodeStatus, again: bool) -> dict[str, Any]:
+    return {
+        "node": f.label,
+        "host": f.host,
+        "gpu_index": None,
+        "gpu_serial": "",
+        "profile": "",
+        "reason": f"failed{' in the rerun' if again else ''}: {f.failed}",
+        "confirmed": None,
+        "checks": [],
+        "record": f.record,
+        "task": f.task,
+        "log": f.log,
+    }
+
+
+def confirmation(fleet: Fleet) -> dict[str, Any]:
+    """The drain list's ``confirmation``: whether a rerun confirmed it, and how to rerun."""
+    return {
+        "confirmed": fleet.confirmed,
+        "directories": [str(d) for d in fleet.confirm],
+        "nodelist": rerun_hosts(fleet),
+        "commands": rerun_commands(fleet),
+    }
+
+
 def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
     """Everything the terminal shows."""
     lines = [f"fleet {fleet.directory}: {_n(fleet.nodes, 'node')} with records, "
              f"{_n(len(fleet.profiles), 'profile')} (each judged apart)"]  # fmt: skip
     lines += [rule_line(fleet)]
+    if fleet.confirmed:
+        lines.append(confirm_line(fleet))
     lines += [profile_line(p) for p in fleet.profiles]
+    lines += _confirmed_lines(fleet) if fleet.confirmed else _first_run_lines(fleet)
+    for p in fleet.profiles:
+        floors, regressed = _health_counts(p)
+        for h in health(p, limit=5):
+            what = []
+            if h.below_floor:
+                what.append(f"below its floor at {', '.join(h.below_floor[:3])}")
+            if h.regressed:
+                what.append(f"regressed against its baseline at {', '.join(h.regressed[:3])}")
+            lines.append(f"{h.name}: {'; '.join(what)}")
+        if floors > 5 or regressed > 5:
+            lines.append(
+                f"{p.matrix.profile}: {floors} units below a floor, {regressed} regressed in all "
+                "(the page lists them)"
+            )
+    for f in fleet.failed:
+        lines.append(
+            f"FAILED: task {f.task} ({f.label or '?'} on {f.host or '?'}): {f.failed}"
+            + (f"; output: {f.log}" if f.log else "")
+        )
+    for f in fleet.failed_again:
+        lines.append(
+            f"FAILED in the rerun: task {f.task} ({f.label or '?'} on {f.host or '?'}): "
+            f"{f.failed}" + (f"; output: {f.log}" if f.log else "")
+        )
+    commands = rerun_commands(fleet)
+    if commands:
+        lines.append(_rerun_advice(fleet))
+        lines += ["  " + c for c in commands]
+    if drain:
+        lines.append(f"drain list: {drain}")
+    if page:
+        lines.append(f"page: {page}")
+    lines.append(verdict_line(fleet))
+    return lines
+
+
+def _first_run_lines(fleet: Fleet) -> list[str]:
+    """The slow units and those to rerun, as one run judged them."""
+    lines: list[str] = []
     rows = slow_rows(fleet)
     if rows:
         lines.append("SLOW, worst first:")
@@ -256,30 +624,6 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
             lines.append(
                 f"  ... {len(reruns) - TERMINAL_ROWS} more to rerun in the drain list's rerun"
             )
-    for p in fleet.profiles:
-        floors, regressed = _health_counts(p)
-        for h in health(p, limit=5):
-            what = []
-            if h.below_floor:
-                what.append(f"below its floor at {', '.join(h.below_floor[:3])}")
-            if h.regressed:
-                what.append(f"regressed against its baseline at {', '.join(h.regressed[:3])}")
-            lines.append(f"{h.name}: {'; '.join(what)}")
-        if floors > 5 or regressed > 5:
-            lines.append(
-                f"{p.matrix.profile}: {floors} units below a floor, {regressed} regressed in all "
-                "(the page lists them)"
-            )
-    for f in fleet.failed:
-        lines.append(
-            f"FAILED: task {f.task} ({f.label or '?'} on {f.host or '?'}): {f.failed}"
-            + (f"; output: {f.log}" if f.log else "")
-        )
-    if drain:
-        lines.append(f"drain list: {drain}")
-    if page:
-        lines.append(f"page: {page}")
-    lines.append(verdict_line(fleet))
     return lines
 
 
@@ -326,58 +670,24 @@ def _rerun_entry(p: ProfileFleet, r: fj.RerunUnit) -> dict[str, Any]:
 def drain_list(fleet: Fleet) -> dict[str, Any]:
     """What schedulers act on: each node to drain, with the reason (as NHC gives them).
 
-    ``rerun`` lists the nodes to measure again instead: they look slow only at readings
-    their own runs flagged, which drain nothing.
+    Unconfirmed (no rerun judged), ``drain`` holds one run's flags, each ``"confirmed":
+    false``, and ``confirmation`` the commands that rerun them and judge the rerun.  With
+    reruns, ``drain`` holds the confirmed ones, and ``not_confirmed`` those the rerun did not
+    confirm.  ``rerun`` lists the nodes to measure again instead: slow only at readings their
+    own runs flagged, or (with reruns) left unsettled by them.  Failed tasks, of the first
+    run or a rerun, are drained.
     """
-    entries: list[dict[str, Any]] = []
-    for p, s in slow_rows(fleet):
-        m, j = p.matrix, p.judgement
-        unit = m.units[s.unit]
-        checks = [
-            {
-                "check": m.checks[c].id,
-                "unit": m.checks[c].unit,
-                "higher_is_better": m.checks[c].higher_is_better,
-                "value": float(m.values[s.unit, c]),
-                "fleet_median": float(j.median[c]),
-                "ratio": round(float(j.ratio[s.unit, c]), 4),
-                "z": round(float(j.z[s.unit, c]), 2),
-            }
-            for c in s.checks
-        ]
-        worst = checks[0]
-        worst_id = m.checks[s.checks[0]].id
-        entries.append(
-            {
-                "node": unit.label,
-                "host": unit.host,
-                "gpu_index": unit.gpu_index,
-                "gpu_serial": unit.gpu_serial,
-                "profile": m.profile,
-                "reason": (
-                    f"slow: {short_id(worst_id)} at {worst['ratio']:.2f}x the fleet "
-                    f"median (z {worst['z']:.1f})"
-                    + (f" and {len(checks) - 1} more checks" if len(checks) > 1 else "")
-                ),
-                "checks": checks,
-                "record": unit.record,
-            }
-        )
-    for f in fleet.failed:
-        entries.append(
-            {
-                "node": f.label,
-                "host": f.host,
-                "gpu_index": None,
-                "gpu_serial": "",
-                "profile": "",
-                "reason": f"failed: {f.failed}",
-                "checks": [],
-                "record": f.record,
-                "task": f.task,
-                "log": f.log,
-            }
-        )
+    if fleet.confirmed:
+        drain = [_rechecked_entry(p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CONFIRMED)]
+        cleared = [_rechecked_entry(p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CLEARED)]
+        again = rechecked_rows(fleet, fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED)
+        rerun = [_rechecked_entry(p, r) for p, r in again]
+    else:
+        drain = [_slow_entry(p, s) for p, s in slow_rows(fleet)]
+        cleared = []
+        rerun = [_rerun_entry(p, r) for p, r in rerun_rows(fleet)]
+    drain += [_failed_entry(f, again=False) for f in fleet.failed]
+    drain += [_failed_entry(f, again=True) for f in fleet.failed_again]
     return {
         "schema_version": DRAIN_VERSION,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -388,8 +698,44 @@ def drain_list(fleet: Fleet) -> dict[str, Any]:
             "min_spread": fleet.rule.min_spread,
             "correction": "holm",
         },
-        "drain": entries,
-        "rerun": [_rerun_entry(p, r) for p, r in rerun_rows(fleet)],
+        "confirmation": confirmation(fleet),
+        "drain": drain,
+        "not_confirmed": cleared,
+        "rerun": rerun,
+    }
+
+
+def _slow_entry(p: ProfileFleet, s: fj.SlowUnit) -> dict[str, Any]:
+    m, j = p.matrix, p.judgement
+    unit = m.units[s.unit]
+    checks = [
+        {
+            "check": m.checks[c].id,
+            "unit": m.checks[c].unit,
+            "higher_is_better": m.checks[c].higher_is_better,
+            "value": float(m.values[s.unit, c]),
+            "fleet_median": float(j.median[c]),
+            "ratio": round(float(j.ratio[s.unit, c]), 4),
+            "z": round(float(j.z[s.unit, c]), 2),
+        }
+        for c in s.checks
+    ]
+    worst = checks[0]
+    worst_id = m.checks[s.checks[0]].id
+    return {
+        "node": unit.label,
+        "host": unit.host,
+        "gpu_index": unit.gpu_index,
+        "gpu_serial": unit.gpu_serial,
+        "profile": m.profile,
+        "reason": (
+            f"slow, unconfirmed: {short_id(worst_id)} at {worst['ratio']:.2f}x the fleet "
+            f"median (z {worst['z']:.1f})"
+            + (f" and {len(checks) - 1} more checks" if len(checks) > 1 else "")
+        ),
+        "confirmed": False,
+        "checks": checks,
+        "record": unit.record,
     }
 
 
@@ -524,7 +870,7 @@ def _rest_line(p: ProfileFleet) -> str:
     )
 
 
-def _profile_section(p: ProfileFleet) -> str:
+def _profile_section(p: ProfileFleet, confirmed: bool = False) -> str:
     import matplotlib
 
     esc = html_mod.escape
@@ -546,7 +892,11 @@ def _profile_section(p: ProfileFleet) -> str:
                 )
                 for s in p.slow[:PAGE_ROWS]
             ]
-            parts.append("<h3>Slow, worst first</h3>")
+            parts.append(
+                "<h3>Flagged by the first run, worst first (their reruns: below)</h3>"
+                if confirmed
+                else "<h3>Slow, worst first (unconfirmed: one run's flags)</h3>"
+            )
             parts.append(_table(("node", "GPU", "worst", "checks", "slow at"), rows))
             if len(p.slow) > PAGE_ROWS:
                 parts.append(f"<p>... {len(p.slow) - PAGE_ROWS} more in the drain list.</p>")
@@ -590,15 +940,49 @@ def _profile_section(p: ProfileFleet) -> str:
     return "".join(parts)
 
 
+def _confirm_section(fleet: Fleet) -> str:
+    """The candidates after their reruns, and the commands that (re)run them."""
+    esc = html_mod.escape
+    parts = []
+    if fleet.confirmed:
+        parts.append(f"<h2>Confirmation by rerun</h2><p>{esc(confirm_line(fleet))}.</p>")
+        for verdicts, title in (
+            ((fj.Verdict.CONFIRMED,), "Slow, confirmed by the rerun: drained"),
+            ((fj.Verdict.CLEARED,), "Not confirmed: not drained"),
+            (
+                (fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED),
+                "Rerun again: the rerun settled nothing",
+            ),
+        ):
+            rows = [
+                (
+                    p.matrix.units[r.unit].name,
+                    p.matrix.profile,
+                    _worst(r.worst_ratio),
+                    "; ".join(_pair(p, r.unit, k) for k in _lead_first(r, _lead(p, r))[:5]),
+                )
+                for p, r in rechecked_rows(fleet, *verdicts)[:PAGE_ROWS]
+            ]
+            if rows:
+                parts.append(f"<h3>{esc(title)}</h3>")
+                head = ("node", "profile", "rerun", "first run, then rerun (figure / median)")
+                parts.append(_table(head, rows))
+    commands = rerun_commands(fleet)
+    if commands:
+        parts.append(f"<p>{esc(_rerun_advice(fleet))}</p><pre>{esc(chr(10).join(commands))}</pre>")
+    return "".join(parts)
+
+
 def page(fleet: Fleet) -> str:
     """The self-contained HTML page."""
     esc = html_mod.escape
     failed = "".join(
         f"<h3>task {f.task} ({esc(f.label)} on {esc(f.host)}): {esc(f.failed)}</h3>"
         f"<p>output: {esc(f.log)}</p><pre>{esc(f.output_tail)}</pre>"
-        for f in fleet.failed
+        for f in fleet.failures
     )
-    sections = "".join(_profile_section(p) for p in fleet.profiles)
+    sections = "".join(_profile_section(p, fleet.confirmed) for p in fleet.profiles)
+    sections += _confirm_section(fleet)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>perfsuite fleet {esc(str(fleet.directory))}
 </title>

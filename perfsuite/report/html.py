@@ -21,7 +21,13 @@ from perfsuite.compare import environment_diff, flat_environment
 from perfsuite.model import Result, RunRecord
 from perfsuite.report import of_reference
 from perfsuite.report.charts import ChartContext, render_all, sparkline
-from perfsuite.report.explain import baseline_note, machine_note, mode_tag, reference_tag
+from perfsuite.report.explain import (
+    baseline_note,
+    cannot_detect_note,
+    machine_note,
+    mode_tag,
+    reference_tag,
+)
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
 # Checks the banner names, worst first; the table has the rest.
@@ -101,7 +107,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
                 b.reason if b.verdict != "new" else "",
                 reference_tag(r),
                 mode_tag(r),
-                b.blind,
+                cannot_detect_note(b),
                 f.reason,
                 *r.noise.get("flags", ()),
             )

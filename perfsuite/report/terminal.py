@@ -14,7 +14,13 @@ from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.model import Crash, Result
 from perfsuite.report import of_reference
-from perfsuite.report.explain import baseline_note, machine_note, mode_tag, reference_tag
+from perfsuite.report.explain import (
+    baseline_note,
+    cannot_detect_note,
+    machine_note,
+    mode_tag,
+    reference_tag,
+)
 
 if TYPE_CHECKING:
     from perfsuite.session import Finished, PerfSession
@@ -227,13 +233,13 @@ def note_lines(results: Sequence[Result]) -> list[str]:
             f"noisy: {len(noisy)} check(s) could not be judged (e.g. {short_id(noisy[0].id)}: "
             f"{noisy[0].baseline.reason}); details in the report"
         )
-    blind = [r for r in results if r.baseline.blind]
+    blind = [r for r in results if r.baseline.cannot_detect is not None]
     if blind:
         worst = max(blind, key=lambda r: r.baseline.detectable or 0)
         notes.append(
             f"detectability: {len(blind)} of {sum(r.baseline.verdict != 'new' for r in results)} "
             f"compared check(s) cannot detect their tolerance; worst: {short_id(worst.id)}: "
-            f"{worst.baseline.blind}"
+            f"{cannot_detect_note(worst.baseline)}"
         )
     no_ref = sum(r.floor.verdict == "no-reference" for r in results)
     if no_ref:
