@@ -150,7 +150,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return WorkStealingScheduling(config, log)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # each call writes a folder of its own
 def repeated_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
     """Copies of a run record as ``n`` runs of a baseline: their own ids, samples 0.3% apart.
 

@@ -91,7 +91,7 @@ def slurm_ready() -> bool:
         return False
     try:
         ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
-        if ping.returncode != 0 or " is UP" not in ping.stdout:
+        if ping.returncode != 0:  # no controller answers
             return False
         out = subprocess.run(
             ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20

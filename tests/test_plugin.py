@@ -427,7 +427,7 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
 def test_perf_backend_runs_only_the_named_backends(pytester: pytest.Pytester) -> None:
     shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
     result = pytester.runpytest_subprocess(
-        "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider"
+        "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider", "--perf-html", "no"
     )
     result.assert_outcomes(passed=4, deselected=16)
     record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]

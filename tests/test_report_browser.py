@@ -63,8 +63,10 @@ def console(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
-@pytest.fixture
-def report(tmp_path: Path, repeated_runs: Callable[..., list[str]]) -> Path:
+@pytest.fixture(scope="module")  # rendered once; the tests only read it
+def report(
+    tmp_path_factory: pytest.TempPathFactory, repeated_runs: Callable[..., list[str]]
+) -> Path:
     # Three runs before: enough for the baseline's own spread (a confident verdict).
     before = [load_record(Path(p)) for p in repeated_runs(FIXTURES / "report-baseline.json")]
     base = before[-1]
@@ -75,7 +77,7 @@ def report(tmp_path: Path, repeated_runs: Callable[..., list[str]]) -> Path:
     first = replace(judged.results[0], params={**judged.results[0].params, "note": hostile})
     env = {**judged.environment, "variables": {"TF_NOTE": hostile}}
     judged = replace(judged, results=(first, *judged.results[1:]), environment=env)
-    path = tmp_path / "report.html"
+    path = tmp_path_factory.mktemp("report") / "report.html"
     path.write_text(render(judged, baseline=base))
     return path
 
