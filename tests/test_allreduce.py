@@ -265,7 +265,7 @@ def test_framework_collectives_run_across_processes(
 # The launch timeout of the dead or hung rank: the wrapper strikes 1 s after the rank starts,
 # long before it; the 200 samples the ranks are asked for would outlast it (18 s on a 2-core
 # VM), so the launch ends by the rank's death or by the timeout, never by itself.
-HUNG_TIMEOUT_S = 6
+HUNG_TIMEOUT_S = 10
 
 
 @needs_mpi
