@@ -214,11 +214,19 @@ def _project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(wrapper=WRAPPER)
 
 
-def _workers_left() -> list[str]:
+def _workers_left(under: Path | None = None) -> list[str]:
+    """Rank processes still alive; with ``under``, only those launched from that folder.
+
+    Under xdist another test's ranks may be running beside this one's.
+    """
     out = subprocess.run(
         ["pgrep", "-af", "perfsuite.collectives.worker"], capture_output=True, text=True
     ).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    return [
+        line
+        for line in out.splitlines()
+        if "pgrep" not in line and (under is None or str(under) in line)
+    ]
 
 
 @needs_mpi
@@ -296,7 +304,7 @@ def test_a_dead_or_hung_rank_fails_the_check_within_the_timeout(
     assert "Traceback" not in result.stdout.str()
     assert elapsed < HUNG_TIMEOUT_S + 30, f"took {elapsed:.0f} s"
     time.sleep(0.5)
-    assert not _workers_left(), _workers_left()
+    assert not _workers_left(pytester.path), _workers_left(pytester.path)
 
 
 @needs_mpi
