@@ -214,15 +214,23 @@ def verdict_line(fleet: Fleet) -> str:
     parts = [_n(fleet.flagged, "unconfirmed slow node")] if fleet.flagged else []
     if fleet.failed:
         parts.append(f"{len(fleet.failed)} failed")
-    if parts:
-        word = "NODES TO DRAIN"
-    elif fleet.rerun:
-        word = "INCONCLUSIVE"
-        parts.append("no node flagged")
-    else:
-        word = "FLEET OK"
+    word = _verdict_word(fleet, parts, "no node flagged")
     if fleet.rerun:
         parts.append(f"{fleet.rerun} to rerun, slow only at readings their runs flagged")
+    return _verdict_text(fleet, word, parts)
+
+
+def _verdict_word(fleet: Fleet, parts: list[str], none_found: str) -> str:
+    """Drain when a node is slow or failed, else inconclusive while one awaits a rerun."""
+    if parts:
+        return "NODES TO DRAIN"
+    if fleet.rerun:
+        parts.append(none_found)
+        return "INCONCLUSIVE"
+    return "FLEET OK"
+
+
+def _verdict_text(fleet: Fleet, word: str, parts: list[str]) -> str:
     return (
         f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
         f"{_n(fleet.nodes + len(fleet.failed), 'node')} (exit {fleet.exit_status})"
@@ -333,21 +341,12 @@ def _confirmed_verdict_line(fleet: Fleet) -> str:
     parts = [f"{_n(fleet.drained, 'node')} confirmed slow by a rerun"] if fleet.drained else []
     if fleet.failures:
         parts.append(f"{len(fleet.failures)} failed")
-    if parts:
-        word = "NODES TO DRAIN"
-    elif fleet.rerun:
-        word = "INCONCLUSIVE"
-        parts.append("no node confirmed")
-    else:
-        word = "FLEET OK"
+    word = _verdict_word(fleet, parts, "no node confirmed")
     if cleared:
         parts.append(f"{cleared} flagged but not confirmed")
     if fleet.rerun:
         parts.append(f"{fleet.rerun} to rerun again")
-    return (
-        f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
-        f"{_n(fleet.nodes + len(fleet.failed), 'node')} (exit {fleet.exit_status})"
-    )
+    return _verdict_text(fleet, word, parts)
 
 
 def rechecked_rows(fleet: Fleet, *verdicts: fj.Verdict) -> list[tuple[ProfileFleet, fj.Rechecked]]:
