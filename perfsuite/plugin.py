@@ -30,7 +30,7 @@ from perfsuite.report.terminal import (
     summary_lines,
     verdict_lines,
 )
-from perfsuite.selection import outside
+from perfsuite.selection import beyond_mode, outside
 from perfsuite.session import Finished, PerfSession, finish
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
@@ -82,6 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "perf_full: a case that runs in full mode only (--perf-full; deselected otherwise)",
     )
+    config.addinivalue_line(
+        "markers",
+        "perf_sweep: a case beyond its family's representative (deselected by --perf-quick)",
+    )
     try:
         config.stash[SESSION_KEY] = PerfSession(options.settings_from_config(config))
     except (PerfsuiteError, ValueError) as exc:
@@ -124,17 +128,18 @@ def _is_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Only full mode runs full-mode-only cases; --benchmark-only still runs perf checks."""
+    """The backend and mode selection; --benchmark-only still runs perf checks."""
     other_backends = outside(items, config.stash[SESSION_KEY].settings.backends)
     if other_backends:
         config.hook.pytest_deselected(items=other_backends)
         dropped = {id(item) for item in other_backends}
         items[:] = [item for item in items if id(item) not in dropped]
-    if not config.stash[SESSION_KEY].settings.full:
-        deselected = [item for item in items if item.get_closest_marker("perf_full")]
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = [item for item in items if not item.get_closest_marker("perf_full")]
+    settings = config.stash[SESSION_KEY].settings
+    deselected = beyond_mode(items, settings.quick, settings.full)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        dropped = {id(item) for item in deselected}
+        items[:] = [item for item in items if id(item) not in dropped]
     for item in items:
         if _is_perf(item):
             # They are benchmarks: they request pytest-benchmark's fixture when they measure.

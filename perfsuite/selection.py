@@ -1,4 +1,4 @@
-"""Which collected checks a session runs: the ``--perf-backend`` selection.
+"""Which collected checks a session runs: the ``--perf-backend`` selection and the mode's cases.
 
 A check names its backend in its parameters (a :class:`~perfsuite.backends.Target`, or a
 case that carries one or a ``backend`` name) or in its ``perf_backend`` mark.
@@ -30,6 +30,19 @@ def backend_of(item: Any) -> str | None:
         if isinstance(backend, str):
             return backend
     return None
+
+
+def beyond_mode(items: list[Any], quick: bool, full: bool) -> list[Any]:
+    """The items the mode leaves out.
+
+    Full mode runs every case; the default mode leaves out ``perf_full`` cases (the sweeps
+    beyond their representatives); quick mode also leaves out ``perf_sweep`` ones, keeping
+    one case per family.
+    """
+    left_out = [] if full else ["perf_full"]
+    if quick:
+        left_out.append("perf_sweep")
+    return [item for item in items if any(item.get_closest_marker(m) for m in left_out)]
 
 
 def outside(items: list[Any], backends: tuple[str, ...]) -> list[Any]:

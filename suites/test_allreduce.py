@@ -9,6 +9,7 @@ element of the sum.  Small messages are judged as latency, large ones as busbw
 import pytest
 
 from perfsuite.checks import allreduce
+from perfsuite.checks.cases import marks
 from perfsuite.collectives.launch import Launcher
 from perfsuite.options import rank_counts
 
@@ -18,10 +19,7 @@ def pytest_generate_tests(metafunc):
         found = allreduce.cases(rank_counts(metafunc.config))
         metafunc.parametrize(
             "case",
-            [
-                pytest.param(c, id=c.id, marks=[pytest.mark.perf_full] if c.full_only else [])
-                for c in found
-            ],
+            [pytest.param(c, id=c.id, marks=marks(c.full_only, c.sweep)) for c in found],
         )
 
 

@@ -10,6 +10,7 @@ check reads both layouts with the page cache dropped.
 import pytest
 
 from perfsuite.checks import input_pipeline as ip
+from perfsuite.checks.cases import marks
 from perfsuite.inputs import dataset as datasets
 
 pytestmark = pytest.mark.perf_backend("tensorflow")  # tf.data is TensorFlow's
@@ -36,7 +37,7 @@ def _flops(perf):
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param(c, marks=[pytest.mark.perf_full] if c in ip.FULL_ONLY else [])
+        pytest.param(c, marks=marks(c in ip.FULL_ONLY, c not in ip.QUICK_CONFIGS))
         for c in ip.CONFIGS
     ],
 )
@@ -46,7 +47,9 @@ def test_input_pipeline(perf, config):
 
 
 @pytest.mark.perf
-@pytest.mark.parametrize("variant", ["no_prefetch", "prefetch"])
+@pytest.mark.parametrize(
+    "variant", ["prefetch", pytest.param("no_prefetch", marks=marks(sweep=True))]
+)
 def test_input_bound_training(perf, variant):
     data = _dataset(perf)
     trace = perf.artifact("input-timeline.json")
@@ -54,7 +57,7 @@ def test_input_bound_training(perf, variant):
 
 
 @pytest.mark.perf
-@pytest.mark.parametrize("layout", ["tfrecord", "files"])
+@pytest.mark.parametrize("layout", ["tfrecord", pytest.param("files", marks=marks(sweep=True))])
 def test_storage_read(perf, layout):
     data = _dataset(perf)
     perf.measure(lambda: ip.storage_workload(layout, data))

@@ -9,10 +9,13 @@ import pytest
 
 from perfsuite.backends import targets
 from perfsuite.checks import stream
+from perfsuite.checks.cases import marks
 
 
 @pytest.mark.perf
-@pytest.mark.parametrize("kernel", stream.KERNELS)
+@pytest.mark.parametrize(
+    "kernel", [pytest.param(k, marks=marks(sweep=k != stream.QUICK_KERNEL)) for k in stream.KERNELS]
+)
 @pytest.mark.parametrize("target", targets(), ids=str)
 def test_stream(perf, target, kernel):
     perf.require(target)

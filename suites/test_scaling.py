@@ -10,6 +10,7 @@ failure; the report draws the multiplicative tree over the rank counts.
 import pytest
 
 from perfsuite.checks import scaling
+from perfsuite.checks.cases import marks
 from perfsuite.collectives.launch import Launcher
 from perfsuite.options import rank_counts
 
@@ -19,10 +20,7 @@ def pytest_generate_tests(metafunc):
         found = scaling.cases(rank_counts(metafunc.config))
         metafunc.parametrize(
             "case",
-            [
-                pytest.param(c, id=c.id, marks=[pytest.mark.perf_full] if c.full_only else [])
-                for c in found
-            ],
+            [pytest.param(c, id=c.id, marks=marks(c.full_only)) for c in found],
         )
 
 

@@ -450,6 +450,31 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
     result.assert_outcomes(passed=1, deselected=2)
 
 
+def test_a_side_keeps_the_sweep_cases_that_quick_mode_leaves_out(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_modes="""
+        import pytest
+
+        def test_representative():
+            pass
+
+        @pytest.mark.perf_sweep
+        def test_sweep():
+            pass
+
+        @pytest.mark.perf_full
+        def test_full_only():
+            pass
+        """
+    )
+    alone = pytester.runpytest("--perf-quick", "--perf-html", "no")
+    alone.assert_outcomes(passed=1, deselected=2)
+    side = pytester.runpytest("-p", "perfsuite.ab.side", "--perf-quick", "--perf-html", "no")
+    side.assert_outcomes(passed=2, deselected=1)
+
+
 # ---------------------------------------------------------------- bisect on fake steps
 
 

@@ -232,6 +232,7 @@ def _workers_left(under: Path | None = None) -> list[str]:
 @needs_mpi
 def test_two_mpi_ranks_measure_latency_busbw_and_fusion(pytester: pytest.Pytester) -> None:
     _project(pytester)
+    pytester.makeconftest((ROOT / "tests" / "fixtures" / "sweep_too.py").read_text())  # fusion
     result = pytester.runpytest("-k", "mpi and (8B or 16MiB or fusion)", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     (path,) = (pytester.path / "reports").rglob("*.json")

@@ -31,7 +31,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
-CASE = "suites/test_gemm.py::test_gemm[numpy-cpu-fp32-1760x128x1760]"
+CASE = "suites/test_gemm.py::test_gemm[numpy-cpu-fp32-2048x2048x2048]"
 TASKS = 4
 # The healthy tasks of the hung-node test take 5-6 s here, 8.4 s beside two busy loops.  The
 # wait for the hung one is not idle: MPICH's proxy polls the finished tasks' closed pipes at

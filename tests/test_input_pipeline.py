@@ -115,6 +115,8 @@ def test_synthetic_images_have_structure_for_jpeg() -> None:
 def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Pytester) -> None:
     pytest.importorskip("tensorflow")
     pytester.makeini("[pytest]\nperf_quick = true\n")
+    # Quick mode's small dataset, with the cases it leaves out (no prefetch, one file per image).
+    pytester.makeconftest((ROOT / "tests" / "fixtures" / "sweep_too.py").read_text())
     shutil.copy(ROOT / "suites" / "test_input_pipeline.py", pytester.path / "test_suite_ip.py")
     # Real pipelines, training steps and reads, sampled briefly through the seam
     # (perfsuite.testing), and no HTML: this test is about what the record holds.

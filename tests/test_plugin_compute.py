@@ -38,6 +38,10 @@ def test_oom(perf):
 @pytest.mark.perf_full
 def test_full_only(perf):
     perf.measure(toy())
+
+@pytest.mark.perf_sweep
+def test_sweep(perf):
+    perf.measure(toy())
 """
 
 PROFILE = """schema_version = 1
@@ -64,8 +68,8 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_estimated_floors_expectations_oom_and_quick_mode(project: pytest.Pytester) -> None:
     result = project.runpytest("-rA")
-    # quick mode deselects the full-only case; the OOM fails, and the session goes on
-    result.assert_outcomes(passed=1, failed=2, deselected=1)
+    # quick mode deselects the full-only and the sweep case; the OOM fails, the session goes on
+    result.assert_outcomes(passed=1, failed=2, deselected=2)
     result.stdout.fnmatch_lines(
         [
             "*flop count: analytic 10 vs counted 7*",
@@ -118,7 +122,6 @@ def test_gemm_and_conv_cases_record_roofline_and_flop_checks(pytester: pytest.Py
     # Real TensorFlow kernels, sampled briefly through the seam (perfsuite.testing), and no
     # HTML: this test is about the record's roofline and FLOP checks.
     result = pytester.runpytest_subprocess(
-        "--perf-quick",
         "--hw=devcpu",
         "--perf-profile-dir=profiles",
         "-p",

@@ -2,6 +2,8 @@
 
 * ``--perf-ab-select FILE``: run only the checks whose node ids FILE lists, one per line (the
   checks still undecided after the first rounds); the rest are deselected.
+* A side runs the default mode's cases (each sweep's representatives), not quick mode's one
+  per family: a pre-upgrade check wants the sizes and shapes, and its rounds pay for them.
 * Each check measures briefly: a fixed warm-up and a short settling cap, the samples the
   A/B asked for, and no adaptive top-ups.  An A/B's power comes from its rounds, not from
   long runs of one process.
@@ -30,8 +32,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep only the selected checks."""
+    """Keep the default mode's cases (before the mode's selection runs), then the selected."""
+    for item in items:
+        item.own_markers = [m for m in item.own_markers if m.name != "perf_sweep"]
     path = config.getoption("perf_ab_select")
     if not path:
         return

@@ -1,8 +1,9 @@
 """Allreduce latency and bus bandwidth across real ranks (OSU and nccl-tests conventions).
 
-One check per message size.  Sizes double from 4 B to 64 MiB in full mode (quick and
-default mode: 8 B, 64 KiB, 16 MiB).  Each size is one launch of :mod:`perfsuite.collectives.worker`
-through the launcher (``mpiexec -n N`` by default); the pytest process is never a rank.
+One check per message size.  Sizes double from 4 B to 64 MiB in full mode (default mode:
+8 B, 64 KiB, 16 MiB; quick mode: 8 B and 16 MiB).  Each size is one launch of
+:mod:`perfsuite.collectives.worker` through the launcher (``mpiexec -n N`` by default); the
+pytest process is never a rank.
 
 * Below 1 MiB the metric is latency: microseconds per allreduce, the mean across ranks
   (lower is better).  A small-message latency reference exists only where the profile gives
@@ -45,6 +46,8 @@ FULL_SIZES = tuple(4 << i for i in range(25))  # 4 B .. 64 MiB
 # Quick mode: one launch per regime (latency at 8 B and 64 KiB, bandwidth at 16 MiB);
 # each launch costs the ranks' start-up (a framework import per rank), not just samples.
 QUICK_SIZES = (8, 64 << 10, 16 << 20)
+# Quick mode (--perf-quick): latency at 8 B and bus bandwidth at 16 MiB, no fusion check.
+REPRESENTATIVE_SIZES = (8, 16 << 20)
 BUSBW_FROM = 1 << 20  # sizes from here are judged as bus bandwidth
 FUSION_TENSORS = 64
 FUSION_BYTES = 1 << 20
@@ -66,6 +69,7 @@ class Case:
     ranks: int
     size: int  # bytes; 0 for the fusion check
     full_only: bool = False
+    sweep: bool = False  # beyond quick mode's latency and bandwidth representatives
 
     @property
     def id(self) -> str:
@@ -95,8 +99,17 @@ def cases(ranks: Sequence[int]) -> list[Case]:
         for device in ("cpu", "gpu") if backend in ("torch", "horovod") else ("cpu",):
             for n in ranks:
                 for size in FULL_SIZES:
-                    out.append(Case(backend, device, n, size, size not in QUICK_SIZES))
-                out.append(Case(backend, device, n, 0))
+                    out.append(
+                        Case(
+                            backend,
+                            device,
+                            n,
+                            size,
+                            full_only=size not in QUICK_SIZES,
+                            sweep=size not in REPRESENTATIVE_SIZES,
+                        )
+                    )
+                out.append(Case(backend, device, n, 0, sweep=True))
     return out
 
 

@@ -13,7 +13,8 @@ class Case:
     """One parametrization of a check.
 
     ``full_only`` cases run only under ``--perf-full`` (the ``perf_full`` mark deselects them
-    otherwise): the default and quick modes run each sweep's representatives.
+    otherwise): the default mode runs each sweep's representatives.  ``sweep`` cases run in
+    default and full mode; quick mode (the ``perf_sweep`` mark) keeps one case per family.
     """
 
     target: Target
@@ -21,6 +22,7 @@ class Case:
     name: str
     spec: Any = None
     full_only: bool = False
+    sweep: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -30,11 +32,17 @@ class Case:
         return "-".join(p for p in parts if p)
 
 
-def params(cases: list[Case]) -> list[Any]:
-    """``pytest.param`` for each case, with the ``perf_full`` mark on full-mode-only ones."""
+def marks(full_only: bool = False, sweep: bool = False) -> list[Any]:
+    """The mode marks of one case: ``perf_full`` (full mode only), ``perf_sweep`` (not quick)."""
     import pytest
 
     return [
-        pytest.param(c, id=c.id, marks=[pytest.mark.perf_full] if c.full_only else [])
-        for c in cases
+        m for m, on in ((pytest.mark.perf_full, full_only), (pytest.mark.perf_sweep, sweep)) if on
     ]
+
+
+def params(cases: list[Case]) -> list[Any]:
+    """``pytest.param`` for each case, with its mode marks."""
+    import pytest
+
+    return [pytest.param(c, id=c.id, marks=marks(c.full_only, c.sweep)) for c in cases]

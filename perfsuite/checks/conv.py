@@ -45,10 +45,12 @@ LAYERS = (
     ("resnet-16x16x512", 16, 16, 512),
 )
 BATCHES = (1, 16)
-# Quick and default mode run one layer per regime, every pass, precision and backend.
+# The default mode runs one layer per regime, every pass, precision and backend; quick mode
+# the forward pass of those layers.
 # The seed layer (16 channels, far below the ridge) and a ResNet layer at the
 # ridge and above; the other ResNet layers, and batch 16, run in full mode (--perf-full).
 QUICK_LAYERS = ("seed-128x128x16", "resnet-32x32x256")
+QUICK_PASS = "forward"  # quick mode: each regime's layer, forward only
 HALF = {"cpu": "bf16", "gpu": "fp16"}
 
 
@@ -103,6 +105,7 @@ def cases() -> list[Case]:
                                 f"{name}-n{batch}-{pass_}",
                                 spec,
                                 full_only=batch > 1 or name not in QUICK_LAYERS,
+                                sweep=pass_ != QUICK_PASS,
                                 extra={"pass": pass_, "layer": name},
                             )
                         )

@@ -55,7 +55,8 @@ def cases() -> list[Case]:
         shapes = [Shape(s, s, s) for s in SQUARES[kind]] + list(DEEPBENCH)
         for precision in backends.precisions_for(kind):
             for shape in shapes:
-                out.append(Case(target, precision, str(shape), shape, full_only=shape in FULL_ONLY))
+                sweep = shape != shapes[0]  # quick mode: the smaller square only
+                out.append(Case(target, precision, str(shape), shape, shape in FULL_ONLY, sweep))
     return out
 
 

@@ -64,6 +64,7 @@ CONFIGS = (
 )
 FULL_ONLY = frozenset({"batch_32", "batch_128"})
 TUNED = "interleave"  # interleave over shards + parallel map + prefetch: the floor's config
+QUICK_CONFIGS = frozenset({"naive", TUNED})  # quick mode: the untuned and the tuned pipeline
 # The TF profiler's input-bound classes (fraction of step time waiting for input).
 INPUT_BOUND = ((0.05, "not input-bound"), (0.20, "moderately input-bound"))
 TRAIN_BATCH = 32

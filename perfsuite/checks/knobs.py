@@ -22,12 +22,13 @@ from perfsuite.model import Result, Work
 
 BATCH = 64
 SEED = 32
+BASELINE = "baseline"  # every backend's plain variant; quick mode runs it alone
 
 
 def cases() -> list[Case]:
     """Every (target, variant) the knobs check runs."""
     return [
-        Case(t, "", v, v)
+        Case(t, "", v, v, sweep=v != BASELINE)
         for t in backends.targets_for("train_step")
         for v in backends.get(t.backend).knob_variants
     ]
@@ -74,9 +75,9 @@ def speedups(
             medians.setdefault(key, {})[r.params["variant"]] = r.summary.median
     out: dict[str, dict[str, Any]] = {}
     for key, by_variant in medians.items():
-        base = by_variant.get("baseline")
+        base = by_variant.get(BASELINE)
         if base:
-            out[key] = {v: m / base for v, m in by_variant.items() if v != "baseline"}
+            out[key] = {v: m / base for v, m in by_variant.items() if v != BASELINE}
     return out
 
 

@@ -28,6 +28,7 @@ from perfsuite.model import Work
 
 WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 KERNELS = tuple(WORDS)
+QUICK_KERNEL = "triad"  # quick mode's one kernel: STREAM's headline figure
 MIN_ELEMENTS = 1 << 20
 CACHE_MULTIPLE = 4
 ITEMSIZE = STREAM_WORD.itemsize
