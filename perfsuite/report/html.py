@@ -9,6 +9,7 @@ in the environment.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import time
 from collections import Counter
@@ -34,7 +35,9 @@ VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
 BANNER_NAMED = 5
 
 
+@functools.cache
 def _environment() -> Any:
+    """The template environment, made once per process: it caches the compiled templates."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(
