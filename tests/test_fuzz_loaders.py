@@ -112,48 +112,78 @@ def _count(name: str) -> None:
     COUNTS[name] = COUNTS.get(name, 0) + 1
 
 
-@settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    where=st.sampled_from(RECORD_PATHS),
-    value=st.one_of(hostile, st.just(DEEP)),
-    delete=st.booleans(),
-)
-def test_a_mutated_record_through_every_command(
+def _write_mutant(
     tmp_path_factory: pytest.TempPathFactory, where: tuple[Any, ...], value: Any, delete: bool
-) -> None:
+) -> tuple[Path, Path, bool]:
+    """A mutated record in a fresh report folder: (its folder, its path, whether it loads)."""
     tmp = tmp_path_factory.mktemp("rec")
     bad = tmp / "reports" / PROFILE / "bad.json"
     bad.parent.mkdir(parents=True)
     mutant = mutated(RECORD, where, value, delete)
     mutant["crashed"] = mutant.get("crashed") if where[:1] == ("crashed",) else []
     bad.write_text(dump(mutant))
-    good = FIXTURES / "run-b-tf221.json"
     try:
         load_record(bad)
         loaded = True
     except StorageError:
         loaded = False
     _count("record")
-    commands = [
-        ["compare", str(bad), str(good)],
-        ["compare", str(good), str(bad)],
-        ["report", str(bad), "-o", str(tmp / "r.html"), "--report-dir", str(tmp / "reports")],
-        ["baseline", "accept", str(bad), "--baseline-dir", str(tmp / "baselines")],
-        ["history", "--report-dir", str(tmp / "reports"), "--profile", PROFILE],
-    ]
+    return tmp, bad, loaded
+
+
+def _run_commands(commands: list[list[str]], bad: Path, loaded: bool) -> None:
     for args in commands:
         code, err = run_cli(args)  # any exception fails the test with its traceback
         _count(args[0])
         assert code in (0, 1, 2, 3), (args, code)
         if not loaded and args[0] != "history":
             assert code == outcome.EXIT_USAGE and str(bad) in err, (args, err)
+
+
+MUTATION = {
+    "where": st.sampled_from(RECORD_PATHS),
+    "value": st.one_of(hostile, st.just(DEEP)),
+    "delete": st.booleans(),
+}
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(**MUTATION)
+def test_a_mutated_record_through_every_command(
+    tmp_path_factory: pytest.TempPathFactory, where: tuple[Any, ...], value: Any, delete: bool
+) -> None:
+    tmp, bad, loaded = _write_mutant(tmp_path_factory, where, value, delete)
+    good = FIXTURES / "run-b-tf221.json"
+    commands = [
+        ["compare", str(bad), str(good)],
+        ["compare", str(good), str(bad)],
+        ["baseline", "accept", str(bad), "--baseline-dir", str(tmp / "baselines")],
+        ["history", "--report-dir", str(tmp / "reports"), "--profile", PROFILE],
+    ]
+    _run_commands(commands, bad, loaded)
     if loaded and (tmp / "baselines").exists():
         # What accept wrote reads back.
         BaselineStore(tmp / "baselines").load(PROFILE)
+
+
+# The HTML report draws every chart the record feeds (about 0.3 s an example, 30 times the
+# other commands): a quarter of the examples, so CI's 300 give it 75.
+@settings(
+    max_examples=max(15, FUZZ_EXAMPLES // 4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(**MUTATION)
+def test_a_mutated_record_renders_or_names_itself(
+    tmp_path_factory: pytest.TempPathFactory, where: tuple[Any, ...], value: Any, delete: bool
+) -> None:
+    tmp, bad, loaded = _write_mutant(tmp_path_factory, where, value, delete)
+    report = ["report", str(bad), "-o", str(tmp / "r.html"), "--report-dir", str(tmp / "reports")]
+    _run_commands([report], bad, loaded)
 
 
 def _baseline_data(tmp: Path) -> dict[str, Any]:
