@@ -11,7 +11,7 @@ from typing import Any
 from perfsuite import outcome, speed, stats, waivers
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError
-from perfsuite.model import BaselineVerdict, Because, Result, RunRecord, Why
+from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -37,9 +37,10 @@ class Row:
     decision: stats.Decision
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
-    noise_flags: tuple[str, ...] = ()  # noise flags that keep a change "noisy"
+    noise_flags: tuple[NoiseFlag, ...] = ()  # noise flags that keep a change "noisy"
     judged_against_bound: str = ""  # "slower"/"faster": see stats.decide
-    bound_because: str = ""  # with judged_against_bound: the link state B was measured in
+    # With judged_against_bound: the link state B was measured in.
+    bound_because: NoiseFlag | None = None
 
     @property
     def verdict(self) -> str:
@@ -232,8 +233,8 @@ def compare_runs(
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     # A check's A side is young when A has too few runs of it (before any link-state subset).
     young = {i: len(runs[i]) < stats.MIN_RUNS for i in common}
-    link_flags: dict[str, str] = {}
-    bounds: dict[str, tuple[str, str]] = {}
+    link_flags: dict[str, NoiseFlag] = {}
+    bounds: dict[str, tuple[str, NoiseFlag | None]] = {}
     for i in common:
         rb = b_results[i]
         if speed.follows_link(rb.params):  # like with like, or the bound, as the plugin does
@@ -247,7 +248,7 @@ def compare_runs(
                 tolerance=_tolerance(rb, tolerance),
             )
             if way:
-                bounds[i] = (way, flag or "")
+                bounds[i] = (way, flag)
             elif flag:
                 link_flags[i] = flag
             if same is not None:
@@ -268,14 +269,14 @@ def compare_runs(
     for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
         rb = b_results[node_id]
         tol = _tolerance(rb, tolerance)
-        flags = list(rb.noise.get("flags", ()))
+        flags = list(rb.noise_flags)
         if node_id in link_flags:
             flags.append(link_flags[node_id])
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
         flag = speed.guard(judged[node_id][2], tol, raw)
         if flag:
             flags.append(flag)
-        against_bound, bound_because = bounds.get(node_id, ("", ""))
+        against_bound, bound_because = bounds.get(node_id, ("", None))
         decision = stats.decide(
             comparison,
             tolerance=tol,

@@ -24,10 +24,12 @@ from perfsuite.model import (
     BaselineLimit,
     BaselineVerdict,
     Because,
+    FloorBecause,
     FloorVerdict,
     LinkSubset,
     MachineChange,
     ModeDifference,
+    NoiseFlag,
     ReferenceChange,
     Result,
     Undetectable,
@@ -144,15 +146,18 @@ class Judge:
         ref = workload.reference
         profile = self.profile
         if ref is None:
-            reason = workload.floor_note or "the check has no reference figure"
-            return stats.floor_verdict(value, None, 0.0, reason=reason)
+            none = stats.floor_verdict(value, None, 0.0)
+            return replace(none, because=FloorBecause.NO_REFERENCE, note=workload.floor_note)
         fraction = ref.fraction if fraction is None else fraction
+        unjudged = stats.floor_verdict(value, None, fraction, figure=ref.figure)
         if profile.kind != ref.device_kind:
-            reason = (
-                f"profile {profile.name!r} describes a {profile.kind}; it has no "
-                f"{ref.figure} for a {ref.device_kind} measurement"
+            return replace(
+                unjudged,
+                because=FloorBecause.OTHER_DEVICE,
+                profile=profile.name,
+                profile_kind=profile.kind,
+                device_kind=ref.device_kind,
             )
-            return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
         peak: float | None
         if ref.measured is not None:  # measured in this session: not the profile's figure
             peak, estimated = ref.measured, False
@@ -160,8 +165,12 @@ class Judge:
             values = [profile.figure(key) for key in ref.inputs]
             missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
             if missing:
-                reason = f"profile {profile.name!r} has no {', '.join(missing)}"
-                return stats.floor_verdict(value, None, fraction, figure=ref.figure, reason=reason)
+                return replace(
+                    unjudged,
+                    because=FloorBecause.PROFILE_LACKS_FIGURE,
+                    profile=profile.name,
+                    missing=tuple(missing),
+                )
             peak = ref.combine(*values) if ref.combine else values[0]
             estimated = any(profile.is_estimated(key) for key in ref.inputs)
         return stats.floor_verdict(
@@ -204,8 +213,9 @@ class Judge:
         machines: list[Any] = entry.machines if entry else []
         compared = runs  # the baseline runs compared with, in the check's own unit
         # A check unlike every baseline run is judged against the runs that bound it that way.
-        against_bound, bound_because = "", ""
-        noise_flags = noise.get("flags", [])
+        against_bound, bound_because = "", None
+        noise_flags: list[NoiseFlag] = list(noise.pop("flags", ()))
+        measured_flags = tuple(noise_flags)
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
@@ -225,15 +235,13 @@ class Judge:
                     tolerance=plan.tolerance,
                 )
                 if way:  # unlike any baseline run: judged against the runs that bound it
-                    against_bound, bound_because = way, flag or ""
+                    against_bound, bound_because = way, flag
                 elif flag:
                     noise_flags = [*noise_flags, flag]
                 if same is not None:  # like with like, or the runs that bound it
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
-                    link = LinkSubset(
-                        len(same), len(entry.runs), way or "", (flag or "") if way else ""
-                    )
+                    link = LinkSubset(len(same), len(entry.runs), way or "", flag if way else None)
             change = speed.machine_change(context["machine"], machines)
             if change is not None and entry is not None:
                 machine_change = MachineChange(
@@ -326,6 +334,7 @@ class Judge:
             waiver=waiver_info,
             source=measurement.source,
             facts=facts,
+            noise_flags=measured_flags,
         )
         return result.with_outcome(outcome.of(result))
 

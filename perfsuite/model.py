@@ -16,8 +16,11 @@ from typing import Any
 # Version 2 renamed three fields of a result's baseline verdict (RENAMED_IN_2), and stores
 # what keeps a comparison from detecting its tolerance typed (``cannot_detect``) where
 # version 1 held a sentence (``blind``); it added the verdict's typed ``why``.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # run records this perfsuite reads (a version 1 record upgraded)
+# Version 3 stores noise flags typed (``NoiseFlag``: ``noise.flags``, the baseline verdict's
+# ``noise_flags`` and ``bound_because``) where earlier versions held sentences, and a floor
+# verdict's typed ``because`` where they held a ``reason`` (see :func:`upgraded`).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # run records this perfsuite reads (an earlier one upgraded)
 # A baseline verdict's fields renamed in version 2: the old name, the new one.
 RENAMED_IN_2 = {"guards": "noise_flags", "bound": "judged_against_bound", "held": "bound_because"}
 
@@ -33,44 +36,92 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def upgraded(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A run record's JSON with this version's field names (a version 1 record's renamed).
+    """A run record's JSON in this version's layout (an earlier version's upgraded).
 
     Parts that are not what a record holds are left as they are, for the checks to refuse.
     """
     out = dict(record)
     results = out.get("results")
     if isinstance(results, list):
-        out["results"] = [
-            {**r, "baseline": baseline_fields(r["baseline"])}
-            if isinstance(r, dict) and isinstance(r.get("baseline"), dict)
-            else r
-            for r in results
-        ]
+        out["results"] = [_result_fields(r) if isinstance(r, dict) else r for r in results]
     return out
 
 
+def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(data)
+    if isinstance(out.get("baseline"), dict):
+        out["baseline"] = baseline_fields(out["baseline"])
+    if isinstance(out.get("floor"), dict):
+        out["floor"] = floor_fields(out["floor"])
+    noise = out.get("noise")
+    if isinstance(noise, dict) and isinstance(noise.get("flags"), list):
+        out["noise"] = {**noise, "flags": flag_fields(noise["flags"])}
+    return out
+
+
+def flag_fields(flags: list[Any]) -> list[Any]:
+    """Stored noise flags in this version's form: a sentence (before version 3) is OTHER."""
+    return [{"kind": FlagKind.OTHER.value, "text": f} if isinstance(f, str) else f for f in flags]
+
+
 def baseline_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored baseline verdict with this version's field names (version 1's accepted).
+    """A stored baseline verdict with this version's field names (versions 1 and 2 accepted).
 
     Version 1's ``blind`` was a sentence, which no typed ``cannot_detect`` can be read from:
-    it is dropped.
+    it is dropped.  The noise flags of versions 1 and 2 were sentences: they are kept as
+    flags of kind OTHER, which show their words.
     """
     out = {k: v for k, v in data.items() if k != "blind"}
     for old, new in RENAMED_IN_2.items():
         if old in out:
             value = out.pop(old)
             out.setdefault(new, value)
+    if isinstance(out.get("noise_flags"), list):
+        out["noise_flags"] = flag_fields(out["noise_flags"])
+    bound = out.get("bound_because")
+    if isinstance(bound, str):
+        out["bound_because"] = flag_fields([bound])[0] if bound else None
+    return out
+
+
+def floor_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored floor verdict in this version's form.
+
+    Before version 3 a verdict without a reference held its ground in words (``reason``):
+    kept as OTHER, which shows them.
+    """
+    out = {k: v for k, v in data.items() if k != "reason"}
+    reason = data.get("reason")
+    if isinstance(reason, str) and reason and "because" not in out:
+        out["because"] = FloorBecause.OTHER.value
+        out.setdefault("note", reason)
     return out
 
 
 def _baseline_verdict(data: Mapping[str, Any]) -> BaselineVerdict:
     known = _known(BaselineVerdict, baseline_fields(data))
-    known["noise_flags"] = tuple(known.get("noise_flags", ()))
+    known["noise_flags"] = noise_flags(known.get("noise_flags", ()))
+    if isinstance(known.get("bound_because"), Mapping):
+        known["bound_because"] = NoiseFlag.read(known["bound_because"])
     if isinstance(known.get("why"), Mapping):
         known["why"] = _why(known["why"])
     if isinstance(known.get("cannot_detect"), Mapping):
         known["cannot_detect"] = _undetectable(known["cannot_detect"])
     return BaselineVerdict(**known)
+
+
+def _floor_verdict(data: Mapping[str, Any]) -> FloorVerdict:
+    known = _known(FloorVerdict, floor_fields(data))
+    if known.get("because") is not None:
+        known["because"] = FloorBecause(known["because"])
+    known["missing"] = tuple(known.get("missing", ()))
+    return FloorVerdict(**known)
+
+
+def noise_flags(data: Any) -> tuple[NoiseFlag, ...]:
+    """Noise flags from their stored form (a sentence of an earlier version is OTHER)."""
+    items = flag_fields(list(data)) if isinstance(data, list | tuple) else []
+    return tuple(NoiseFlag.read(f) if isinstance(f, Mapping) else f for f in items)
 
 
 def _why(data: Mapping[str, Any]) -> Why:
@@ -116,6 +167,15 @@ class Summary:
     cv: float | None  # sample standard deviation / mean; None with fewer than 2 samples
 
 
+class FloorBecause(StrEnum):
+    """Why a check has no floor verdict (decided by ``judge.floor``, worded by ``explain``)."""
+
+    NO_REFERENCE = "no-reference"  # the check names no profile figure (``note``: its words)
+    OTHER_DEVICE = "other-device"  # the profile describes another kind of device
+    PROFILE_LACKS_FIGURE = "profile-lacks-figure"  # the profile lacks figures (``missing``)
+    OTHER = "other"  # a record from before the ground was typed: ``note`` holds its words
+
+
 @dataclass(frozen=True)
 class FloorVerdict:
     """The result against the hardware profile's peak."""
@@ -128,9 +188,63 @@ class FloorVerdict:
     fraction_of_peak: float | None = None
     figure: str = ""  # the profile figure used, e.g. memory.bandwidth_gbs
     estimated: bool = False
-    reason: str = ""
     # A rule of thumb rather than a figure (POP's 0.8 for an efficiency): a miss is a warning.
     advisory: bool = False
+    because: FloorBecause | None = None  # why there is no reference; None when there is one
+    profile: str = ""  # OTHER_DEVICE, PROFILE_LACKS_FIGURE: the profile's name
+    profile_kind: str = ""  # OTHER_DEVICE: the kind of device the profile describes
+    device_kind: str = ""  # OTHER_DEVICE: the kind of device the check measured
+    missing: tuple[str, ...] = ()  # PROFILE_LACKS_FIGURE: the figures the profile lacks
+    # NO_REFERENCE: the check's own words for why it has no floor ("" for none); OTHER: the
+    # words an earlier record held.
+    note: str = ""
+
+
+class FlagKind(StrEnum):
+    """What a noise flag says the check was measured under (worded by ``explain``)."""
+
+    FOREIGN_LOAD = "foreign-load"  # other work or steal beside it (``cores``)
+    GPU_THROTTLED = "gpu-throttled"  # a GPU's clocks held down (``gpu``, ``throttled``)
+    LINK_CHANGED = "link-changed"  # the CPUs' link changed state (``link_before``, ``link``)
+    LINK_UNLIKE_BASELINE = "link-unlike-baseline"  # ``link``, unlike every baseline run's
+    MACHINE_MOVED = "machine-moved"  # the machine probe moved (``ratio``, ``component``)
+    OTHER = "other"  # a flag of an earlier record, or a hook's: ``text`` holds its words
+
+
+@dataclass(frozen=True)
+class NoiseFlag:
+    """One reason a measurement is suspect, with the figures behind it."""
+
+    kind: FlagKind
+    cores: float | None = None  # FOREIGN_LOAD: cores of other work or steal
+    gpu: int | None = None  # GPU_THROTTLED: the GPU's index
+    throttled: tuple[str, ...] = ()  # GPU_THROTTLED: the throttle reasons seen
+    # LINK_CHANGED: the link's rate after the measurement (before it: ``link_before``);
+    # LINK_UNLIKE_BASELINE: its rate now.  M handoffs/s.
+    link: float | None = None
+    link_before: float | None = None
+    baseline_low: float | None = None  # LINK_UNLIKE_BASELINE: the baseline runs' range
+    baseline_high: float | None = None
+    ratio: float | None = None  # MACHINE_MOVED: the probe now against the baseline runs
+    component: str = ""  # MACHINE_MOVED: the probe's component
+    text: str = ""  # OTHER: the flag's words
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: the kind and the fields it sets."""
+        defaults = NoiseFlag(self.kind)
+        return {
+            k: _plain(v)
+            for k, v in asdict(self).items()
+            if k == "kind" or v != getattr(defaults, k)
+        }
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> NoiseFlag:
+        """From the stored form (its fields checked by the loader)."""
+        known = _known(cls, data)
+        known["kind"] = FlagKind(known["kind"])
+        known["throttled"] = tuple(known.get("throttled", ()))
+        return cls(**known)
 
 
 class Because(StrEnum):
@@ -235,13 +349,13 @@ class BaselineVerdict:
     cannot_detect: Undetectable | None = None  # None when it can detect its tolerance
     # Noise flags the check was measured under: a change beyond the tolerance stays "noisy"
     # whatever its p-value (foreign load, a machine that moved, the CPUs' link state).
-    noise_flags: tuple[str, ...] = ()
+    noise_flags: tuple[NoiseFlag, ...] = ()
     # "slower"/"faster": the check's CPU link state was unlike every baseline run's, so it was
     # judged only against the baseline runs that bound it that way (the runs in the state
     # where it runs slowest, or fastest); "" when compared like with like.
     judged_against_bound: str = ""
     # With judged_against_bound: why like was not compared with like (the link's state).
-    bound_because: str = ""
+    bound_because: NoiseFlag | None = None
     final: bool = False  # significance decided over the session's whole family
 
 
@@ -281,18 +395,25 @@ class LinkSubset:
     baseline_runs: int  # compared with
     of: int  # held by the baseline
     bound: str = ""  # "slower"/"faster": unlike every run, judged against the runs that bound it
-    state: str = ""  # the link state measured, when it was unlike every baseline run's
+    state: NoiseFlag | None = None  # the link state measured, when unlike every baseline run's
 
     @classmethod
     def read(cls, data: Any) -> LinkSubset | None:
-        """From the record's form; None for anything else."""
+        """From the record's form; None for anything else (a state in words is OTHER)."""
         if not isinstance(data, Mapping) or _number(data.get("baseline_runs")) is None:
             return None
+        state = data.get("state")
+        if isinstance(state, str):
+            state = flag_fields([state])[0] if state else None
+        try:
+            flag = NoiseFlag.read(state) if isinstance(state, Mapping) else None
+        except (KeyError, TypeError, ValueError):
+            flag = None
         return cls(
             int(data["baseline_runs"]),
             int(_number(data.get("of")) or 0),
             str(data.get("bound") or ""),
-            str(data.get("state") or ""),
+            flag,
         )
 
 
@@ -363,7 +484,9 @@ class BaselineFacts:
             if value is None:
                 continue
             if name == "link_state":  # empty bound and state are left out, as ever
-                value = {k: v for k, v in asdict(value).items() if v != ""}
+                state = value.state.to_dict() if value.state is not None else None
+                whole = {**asdict(value), "state": state}
+                value = {k: v for k, v in whole.items() if v not in ("", None)}
             elif not isinstance(value, float):
                 value = {
                     k: list(v) if isinstance(v, tuple) else v for k, v in asdict(value).items()
@@ -409,6 +532,8 @@ class Result:
     # reference_and_overhead, judge (see lab/phases.py).
     phases: Mapping[str, float] = field(default_factory=dict)
     facts: BaselineFacts = field(default_factory=BaselineFacts)  # in the record's context
+    # What the noise guard flagged while the check measured (stored as the noise's ``flags``).
+    noise_flags: tuple[NoiseFlag, ...] = ()
 
     @property
     def direction(self) -> str:
@@ -418,11 +543,17 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """Return JSON-ready data; tuples become lists."""
         data = asdict(self)
-        del data["facts"]
+        del data["facts"], data["noise_flags"]
         data["params"] = dict(self.params)
+        data["floor"] = _plain(data["floor"])
         data["baseline"] = _plain(data["baseline"])
+        b = self.baseline
+        data["baseline"]["noise_flags"] = [f.to_dict() for f in b.noise_flags]
+        data["baseline"]["bound_because"] = b.bound_because and b.bound_because.to_dict()
         data["context"] = {**self.context, **self.facts.to_context()}
         data["noise"] = dict(self.noise)
+        if self.noise or self.noise_flags:
+            data["noise"]["flags"] = [f.to_dict() for f in self.noise_flags]
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
         data["source"] = dict(self.source)
         data["phases"] = dict(self.phases)
@@ -445,7 +576,7 @@ class Result:
             seconds=tuple(float(v) for v in data.get("seconds", ())),
             summary=Summary(**_known(Summary, data["summary"])),
             work=Work(**_known(Work, data["work"])),
-            floor=FloorVerdict(**_known(FloorVerdict, data["floor"])),
+            floor=_floor_verdict(data["floor"]),
             baseline=_baseline_verdict(data["baseline"]),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
@@ -454,11 +585,12 @@ class Result:
                 for k, v in dict(data.get("context", {})).items()
                 if k not in BaselineFacts.NAMES
             },
-            noise=dict(data.get("noise", {})),
+            noise={k: v for k, v in dict(data.get("noise", {})).items() if k != "flags"},
             waiver=data.get("waiver"),
             source=dict(data.get("source", {})),
             phases=dict(data.get("phases", {})),
             facts=BaselineFacts.from_context(dict(data.get("context", {}))),
+            noise_flags=noise_flags(dict(data.get("noise", {})).get("flags", ())),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:

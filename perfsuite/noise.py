@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfsuite import environment
+from perfsuite.model import FlagKind, NoiseFlag
 
 # More than a quarter of a core's worth of other work (or steal) during a measurement.
 FOREIGN_LOAD_CORES = 0.25
@@ -113,6 +114,9 @@ def _reasons(mask: Any, table: dict[int, str]) -> list[str]:
 def assess(before: Snapshot, after: Snapshot, accounted_s: float = 0.0) -> dict[str, Any]:
     """Compare two snapshots: the noise facts of the interval, with ``flags`` when suspect.
 
+    ``flags`` holds :class:`~perfsuite.model.NoiseFlag` values (the judge takes them out
+    into the result's typed ``noise_flags``).
+
     ``accounted_s`` is CPU time the check's own processes spent outside the session's tree
     (ranks a scheduler started), which is not foreign load either.
     """
@@ -123,7 +127,7 @@ def assess(before: Snapshot, after: Snapshot, accounted_s: float = 0.0) -> dict[
     foreign_cores = (foreign_s + steal_s) / wall
     flags = []
     if foreign_cores > FOREIGN_LOAD_CORES and foreign_s + steal_s >= FOREIGN_MIN_SECONDS:
-        flags.append(f"under foreign load ({foreign_cores:.2f} cores of other work or steal)")
+        flags.append(NoiseFlag(FlagKind.FOREIGN_LOAD, cores=foreign_cores))
     gpus = []
     for b, a in zip(before.gpus, after.gpus, strict=False):
         throttled = sorted(
@@ -140,7 +144,9 @@ def assess(before: Snapshot, after: Snapshot, accounted_s: float = 0.0) -> dict[
             }
         )
         if throttled:
-            flags.append(f"while gpu:{a.get('index')} was throttled ({', '.join(throttled)})")
+            index = a.get("index")
+            gpu = index if isinstance(index, int) and not isinstance(index, bool) else None
+            flags.append(NoiseFlag(FlagKind.GPU_THROTTLED, gpu=gpu, throttled=tuple(throttled)))
     return {
         "wall_s": round(wall, 6),
         "foreign_cores": round(foreign_cores, 3),

@@ -69,7 +69,7 @@ def floor_missed(result: Result) -> bool:
 
 def tainted(result: Result) -> bool:
     """Whether the run flagged its own evidence (foreign load, throttling) for this check."""
-    return bool(result.noise.get("flags"))
+    return bool(result.noise_flags)
 
 
 def counts(results: Iterable[Result]) -> Counter[str]:

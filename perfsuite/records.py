@@ -12,6 +12,7 @@ from perfsuite.model import (
     FLOOR_VERDICTS,
     READABLE_VERSIONS,
     Crash,
+    NoiseFlag,
     Result,
     RunRecord,
     upgraded,
@@ -29,7 +30,7 @@ _SETTINGS_KEYS: dict[str, Any] = {
 }
 # Fields of a result's free-form maps that perfsuite reads, with the type each must have.
 _READ_KEYS: dict[str, dict[str, Any]] = {
-    "noise": {"flags": tuple[str, ...], "foreign_cores": float | None},
+    "noise": {"flags": tuple[NoiseFlag, ...], "foreign_cores": float | None},
     "waiver": {"test": str, "reason": str, "status": str, "expires": str | None},
     "context": {"expectations": tuple[Mapping[str, Any], ...], "timer": str},
     "source": {"kind": str},

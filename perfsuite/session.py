@@ -28,7 +28,7 @@ from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge, finalize
 from perfsuite.model import Crash, Result, RunRecord
-from perfsuite.report.explain import explained
+from perfsuite.report.explain import explained, flags_words
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.storage import check_writable, same_file, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
@@ -52,8 +52,8 @@ def refusals(result: Result, quick: bool) -> list[str]:
     # A waived regression is still one: taken in, it would become the baseline it is judged by.
     if result.baseline.verdict == "regressed":
         why.append("regressed (waived)" if kind == "waived" else "regressed")
-    if result.noise.get("flags"):
-        why.append("measured " + "; ".join(result.noise["flags"]))
+    if result.noise_flags:
+        why.append("measured " + flags_words(result.noise_flags))
     if quick:
         why.append("quick mode")
     return why

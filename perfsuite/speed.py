@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfsuite import stats
+from perfsuite.model import FlagKind, NoiseFlag
 from perfsuite.probe import HANDOFFS, LINK, MEMORY_LINKS
 
 HANDOFF_BYTES = 1 << 20  # the largest message whose collective the far link only slows
@@ -193,7 +194,7 @@ def run_variances(
     ]
 
 
-def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None, str | None]:
+def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None, NoiseFlag | None]:
     """The baseline runs measured with the CPUs' link in the state it is in now.
 
     Returns ``(indices, flag)``.  ``indices`` is None when every run was in the same state
@@ -209,10 +210,7 @@ def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None,
     band = math.log(LINK_STATES)
     if not _link_steady(current):
         before, after = (current[k][LINK] for k in ("before", "after"))
-        return None, (
-            f"while the CPUs' link changed state during the measurement "
-            f"({before:.3g} to {after:.3g} M handoffs/s)"
-        )
+        return None, NoiseFlag(FlagKind.LINK_CHANGED, link_before=float(before), link=float(after))
     source = str(current.get("source", ""))
     rates = [rate(r, LINK, source) for r in baseline]
     known = [r for r in rates if r is not None]
@@ -222,9 +220,11 @@ def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None,
     if len(same) == len(rates):
         return None, None
     if not same:
-        return None, (
-            f"while the CPUs' link ran at {now:.3g} M handoffs/s, another state than in every "
-            f"baseline run ({min(known):.3g}-{max(known):.3g})"
+        return None, NoiseFlag(
+            FlagKind.LINK_UNLIKE_BASELINE,
+            link=now,
+            baseline_low=min(known),
+            baseline_high=max(known),
         )
     return same, None
 
@@ -309,7 +309,7 @@ def link_runs(
     params: Mapping[str, Any],
     higher_is_better: bool,
     tolerance: float,
-) -> tuple[list[int] | None, str | None, str]:
+) -> tuple[list[int] | None, NoiseFlag | None, str]:
     """The baseline runs a check that follows the CPUs' link is compared with.
 
     Returns ``(indices, flag, way)``: like with like (``link_state``: ``indices`` None for
@@ -368,7 +368,7 @@ def raw_ratio(
 
 def guard(
     change: Mapping[str, Any] | None, tolerance: float, raw: float | None = None
-) -> str | None:
+) -> NoiseFlag | None:
     """The noise flag of a machine that moved beyond the guard since its baseline runs.
 
     ``raw`` is the check's own move (above 1: faster), unadjusted.  When the check moved
@@ -388,10 +388,8 @@ def guard(
     machine = abs(math.log(change["ratio"]))
     if raw is not None and abs(math.log(raw)) > 2 * machine + math.log1p(tolerance):
         return None
-    percent = round((change["ratio"] - 1) * 100)
-    return (
-        f"while the machine itself ran {percent:+d}% against its baseline runs "
-        f"(framework-free {change['component']} probe)"
+    return NoiseFlag(
+        FlagKind.MACHINE_MOVED, ratio=float(change["ratio"]), component=str(change["component"])
     )
 
 

@@ -55,6 +55,7 @@ from perfsuite.model import (
     Because,
     FloorVerdict,
     Limit,
+    NoiseFlag,
     Summary,
     Why,
 )
@@ -110,17 +111,16 @@ def floor_verdict(
     figure: str = "",
     estimated: bool = False,
     advisory: bool = False,
-    reason: str = "",
 ) -> FloorVerdict:
     """Judge the best sample against its reference; no reference means no-reference.
+
+    Why there is none is the caller's to say (``FloorVerdict.because``).
 
     For a rate the reference is a floor (``value >= peak * fraction``); for a latency it is a
     ceiling (``value <= peak / fraction``).
     """
     if peak is None:
-        return FloorVerdict(
-            "no-reference", value=value, fraction=fraction, figure=figure, reason=reason
-        )
+        return FloorVerdict("no-reference", value=value, fraction=fraction, figure=figure)
     threshold = peak * fraction if higher_is_better else peak / fraction
     ok = value >= threshold if higher_is_better else value <= threshold
     return FloorVerdict(
@@ -133,7 +133,6 @@ def floor_verdict(
         figure=figure,
         estimated=estimated,
         advisory=advisory,
-        reason=reason,
     )
 
 
@@ -558,7 +557,7 @@ def decide(
     *,
     tolerance: float,
     significant: bool,
-    noise_flags: Sequence[str] = (),
+    noise_flags: Sequence[NoiseFlag] = (),
     alpha: float = ALPHA,
     judged_against_bound: str = "",
 ) -> Decision:
@@ -637,10 +636,10 @@ def baseline_verdict(
     baseline_run_id: str = "",
     family: SequentialFamily | None = None,
     alpha: float = ALPHA,
-    noise_flags: Sequence[str] = (),
+    noise_flags: Sequence[NoiseFlag] = (),
     prior: Prior = Prior(),
     judged_against_bound: str = "",
-    bound_because: str = "",
+    bound_because: NoiseFlag | None = None,
     cautious: bool = True,
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
@@ -697,14 +696,14 @@ def verdict_of(
     baseline_median: float,
     significant: bool,
     family_size: int,
-    noise_flags: Sequence[str],
+    noise_flags: Sequence[NoiseFlag],
     correction: str = "",
     baseline_run_id: str = "",
     detectable: float | None = None,
     threshold: float | None = None,
     final: bool = False,
     judged_against_bound: str = "",
-    bound_because: str = "",
+    bound_because: NoiseFlag | None = None,
 ) -> BaselineVerdict:
     """The stored verdict of a comparison, with the figures it was decided from."""
     return BaselineVerdict(

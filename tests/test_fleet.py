@@ -21,7 +21,16 @@ from perfsuite.fleet import aggregate, judge
 from perfsuite.fleet import run as fleet_run
 from perfsuite.fleet.node import REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus
-from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
+from perfsuite.model import (
+    BaselineVerdict,
+    FlagKind,
+    FloorVerdict,
+    NoiseFlag,
+    Result,
+    RunRecord,
+    Summary,
+    Work,
+)
 from perfsuite.storage import write_json_atomic
 
 # Small, fixed relative scatter of healthy nodes (a few tenths of a percent to 2%).
@@ -37,8 +46,17 @@ def result(
     baseline: str = "new",
     noise: dict[str, object] | None = None,
 ) -> Result:
-    """A result as the plugin stores it, with the given summary median."""
+    """A result as the plugin stores it, with the given summary median.
+
+    ``noise`` holds the guard's facts, its ``flags`` typed (a text is a flag of kind OTHER).
+    """
     samples = tuple(median * f for f in (0.995, 1.0, 1.0, 1.005, 1.002))
+    facts = dict(noise if noise is not None else quiet())
+    raised = facts.pop("flags", [])
+    assert isinstance(raised, list)
+    flags = tuple(
+        f if isinstance(f, NoiseFlag) else NoiseFlag(FlagKind.OTHER, text=str(f)) for f in raised
+    )
     return Result(
         id=f"suites/test_x.py::{rid}",
         check=rid.split("[")[0],
@@ -53,7 +71,8 @@ def result(
         floor=FloorVerdict(verdict=floor),
         baseline=BaselineVerdict(verdict=baseline),
         outcome="passed",
-        noise=noise if noise is not None else quiet(),
+        noise=facts,
+        noise_flags=flags,
     )
 
 
@@ -67,7 +86,7 @@ def quiet() -> dict[str, object]:
 def loaded(cores: float = 1.3) -> dict[str, object]:
     """The noise facts of a check measured beside other work: flagged, as the guard does."""
     return {**quiet(), "foreign_cores": cores,
-            "flags": [f"under foreign load ({cores:.2f} cores of other work or steal)"]}  # fmt: skip
+            "flags": [NoiseFlag(FlagKind.FOREIGN_LOAD, cores=cores)]}  # fmt: skip
 
 
 def throttled(gpu: int = 0) -> dict[str, object]:
@@ -75,7 +94,8 @@ def throttled(gpu: int = 0) -> dict[str, object]:
     facts = {"index": gpu, "sm_clock_mhz": [1980, 1410], "throttle_reasons": [0, 0x40 | 0x4],
              "throttled": ["hardware thermal slowdown"], "info": ["software power cap"]}  # fmt: skip
     return {**quiet(), "gpus": [facts],
-            "flags": [f"while gpu:{gpu} was throttled (hardware thermal slowdown)"]}  # fmt: skip
+            "flags": [NoiseFlag(FlagKind.GPU_THROTTLED, gpu=gpu,
+                                throttled=("hardware thermal slowdown",))]}  # fmt: skip
 
 
 def write_record(
@@ -610,9 +630,12 @@ def test_a_malformed_noise_map_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet(tmp_path, 3)
-    write_record(tmp_path, "node09", [result("test_triad[numpy]", 100.0, noise={"flags": "x"})])
+    path = write_record(tmp_path, "node09", [result("test_triad[numpy]", 100.0)])
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["results"][0]["noise"]["flags"] = "x"
+    path.write_text(json.dumps(data), encoding="utf-8")
     err = one_line_error(capsys, ["fleet", "report", str(tmp_path)])
-    assert "noise.flags must be a list of text" in err
+    assert "noise.flags must be a list of text or flag objects" in err
 
 
 def test_a_digest_of_an_older_version_is_rebuilt(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from perfsuite import outcome
 from perfsuite.cli import main as cli
-from perfsuite.model import Crash
+from perfsuite.model import Crash, FlagKind, NoiseFlag
 
 WORKLOAD = """
 import time
@@ -448,7 +448,7 @@ def test_a_failed_expectation_fails_even_when_a_floor_was_missed_under_load() ->
     missed = replace(
         r,
         floor=replace(r.floor, verdict="fail", estimated=False),
-        noise={"flags": ["under foreign load (1.00 cores of other work or steal)"]},
+        noise_flags=(NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0),),
     )
     assert outcome.of(missed) == "noisy" and outcome.floor_label(missed) == "fail (under load)"
     broken = replace(missed, context={**missed.context, "expectations": [{"passed": False}]})

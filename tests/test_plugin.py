@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.model import Result
+from perfsuite.report.explain import floor_reason
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SUITE = Path(__file__).parent.parent / "suites" / "test_memory_bandwidth.py"
 
@@ -228,8 +231,8 @@ def test_no_reference_is_reported_not_silent(
         ["*test_toy*no-reference*new*", "note: 1 result(s) had no reference figure*"]
     )
     (record,) = records(project, hw)
-    floor = record["results"][0]["floor"]
-    assert floor["verdict"] == "no-reference" and floor["reason"] == reason
+    floor = Result.from_dict(record["results"][0]).floor
+    assert floor.verdict == "no-reference" and floor_reason(floor) == reason
 
 
 def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from perfsuite import stats
-from perfsuite.model import BaselineVerdict, Because, Why
+from perfsuite.model import BaselineVerdict, Because, FlagKind, NoiseFlag, Why
 from perfsuite.report.explain import verdict_reason as reason
 
 
@@ -26,8 +26,8 @@ def test_floor_verdicts() -> None:
     fail = stats.floor_verdict(60.0, 100.0, 0.65, figure="memory.bandwidth_gbs")
     assert fail.verdict == "fail"
     assert fail.threshold == pytest.approx(65.0) and fail.fraction_of_peak == pytest.approx(0.6)
-    missing = stats.floor_verdict(60.0, None, 0.65, reason="no figure")
-    assert missing.verdict == "no-reference" and missing.reason == "no figure"
+    missing = stats.floor_verdict(60.0, None, 0.65, figure="memory.bandwidth_gbs")
+    assert missing.verdict == "no-reference" and missing.because is None
 
 
 def samples(seed: int, scale: float = 1.0, cv: float = 0.02, n: int = 10) -> list[float]:
@@ -172,14 +172,14 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
     scattered = dataclasses.replace(c, p_value=0.3, p_baseline_noise=0.001)
     assert stats.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
     # nor is a p-value measured under a guard (the comparison's model does not hold)
-    flags = ["under foreign load"]
+    flags = [NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)]
     guarded = stats.decide(c, tolerance=0.05, significant=False, noise_flags=flags)
     assert guarded == stats.Decision("noisy", Why(Because.NOISE_FLAGS))
     assert "foreign load" in reason(verdict_of(c, guarded, noise_flags=flags))
 
 
 def verdict_of(
-    c: stats.Comparison, decision: stats.Decision, noise_flags: list[str] | None = None
+    c: stats.Comparison, decision: stats.Decision, noise_flags: list[NoiseFlag] | None = None
 ) -> BaselineVerdict:
     return stats.verdict_of(
         c, decision, tolerance=0.05, baseline_median=1.0, significant=False, family_size=1,
@@ -191,7 +191,7 @@ def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
     assert (
         stats.baseline_verdict([1.0], None, higher_is_better=True, tolerance=0.05).verdict == "new"
     )
-    load = ["under foreign load (1.00 cores of other work or steal)"]
+    load = [NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)]
     for scale in (0.8, 1.25):
         v = stats.baseline_verdict(
             samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, noise_flags=load
@@ -305,7 +305,8 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() ->
     prior = stats.fit_prior([stats.run_variance(baseline, True)] * 3, [4] * 3)
     family = stats.SequentialFamily(4, alpha=0.2)
     results = []
-    for i, flags in enumerate(([], [], ["under foreign load"], [])):
+    load = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)
+    for i, flags in enumerate(([], [], [load], [])):
         current = [500.0 * (1 + 0.002 * k) for k in range(5)]
         verdict = stats.baseline_verdict(
             current, baseline, higher_is_better=True, tolerance=0.3, family=family,
@@ -333,7 +334,7 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() ->
         "; significant once the session's whole family of 4 was in (Benjamini-Hochberg), "
         "after its test had ended"
     )
-    assert final[2].baseline.noise_flags == ("under foreign load",)
+    assert final[2].baseline.noise_flags == (load,)
     # Final already: nothing changes a second time.
     again, changed = finalize(final, alpha=0.2, correction="fdr")
     assert changed == [] and [r.baseline for r in again] == [r.baseline for r in final]

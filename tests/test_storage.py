@@ -246,14 +246,14 @@ def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> Non
         load_record(path)
 
 
-def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_2(
+def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_3(
     tmp_path: Path,
 ) -> None:
-    from perfsuite.model import SCHEMA_VERSION
+    from perfsuite.model import SCHEMA_VERSION, FlagKind, NoiseFlag
     from perfsuite.records import load_record
 
     data = json.loads((FIXTURES / "run-record-v1.json").read_text())
-    assert data["schema_version"] == 1 and SCHEMA_VERSION == 2
+    assert data["schema_version"] == 1 and SCHEMA_VERSION == 3
     data["results"][0]["baseline"].update(
         guards=["under foreign load"],
         bound="slower",
@@ -264,15 +264,17 @@ def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_2
     path.parent.mkdir()
     path.write_text(json.dumps(data))
     verdict = load_record(path).results[0].baseline
-    assert verdict.noise_flags == ("under foreign load",)
+    assert verdict.noise_flags == (NoiseFlag(FlagKind.OTHER, text="under foreign load"),)
     assert verdict.judged_against_bound == "slower"
-    assert verdict.bound_because == "while the CPUs' link changed state"
+    assert verdict.bound_because == NoiseFlag(
+        FlagKind.OTHER, text="while the CPUs' link changed state"
+    )
     assert verdict.cannot_detect is None and verdict.why is None
     written = load_record(path).to_dict()
-    assert written["schema_version"] == 2
+    assert written["schema_version"] == 3
     stored = written["results"][0]["baseline"]
     assert not {"guards", "bound", "held", "blind"} & set(stored)
-    assert stored["noise_flags"] == ["under foreign load"]
+    assert stored["noise_flags"] == [{"kind": "other", "text": "under foreign load"}]
     again = write_json_atomic(tmp_path / "cpu" / "new.json", written)
     assert load_record(again).results[0].baseline == verdict
     # An old name is checked as the new one is.

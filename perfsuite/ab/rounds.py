@@ -24,6 +24,7 @@ from perfsuite import stats
 from perfsuite.ab import paired
 from perfsuite.model import RunRecord
 from perfsuite.records import load_record
+from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
 
 SIDES = ("A", "B")
@@ -38,8 +39,8 @@ class Reading:
     tolerance: float
     samples: tuple[float, ...]
     floor: str  # the floor verdict in that run: pass, fail, no-reference
-    # The noise guard's flags (foreign load, throttling): a tainted reading is kept in the
-    # record but judges nothing.
+    # The noise guard's flags (foreign load, throttling), in words: a tainted reading is kept
+    # in the record but judges nothing.
     flags: tuple[str, ...] = ()
 
     @property
@@ -108,7 +109,7 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
             float(tolerance),
             tuple(result.samples),
             result.floor.verdict,
-            tuple(str(f) for f in result.noise.get("flags", ())),
+            tuple(flag_words(f) for f in result.noise_flags),
         )
     return out
 

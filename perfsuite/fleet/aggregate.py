@@ -464,8 +464,12 @@ def _taint(raw: Any, where: str) -> tuple[Taint, float | None, int]:
     if not isinstance(raw, dict):
         raise StorageError(f"{where}: 'noise' must be an object, got {type(raw).__name__}")
     flags = raw.get("flags", [])
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        raise StorageError(f"{where}: noise.flags must be a list of text")
+    # a sentence each before version 3, a typed flag (an object with its kind) since
+    if not isinstance(flags, list) or not all(
+        isinstance(f, str) or (isinstance(f, dict) and isinstance(f.get("kind"), str))
+        for f in flags
+    ):
+        raise StorageError(f"{where}: noise.flags must be a list of text or flag objects")
     foreign = raw.get("foreign_cores")
     if foreign is not None and (
         isinstance(foreign, bool)

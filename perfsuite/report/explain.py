@@ -13,7 +13,18 @@ from dataclasses import replace
 
 from perfsuite import outcome, probe, stats
 from perfsuite.judge import CHANGED, reference_moved
-from perfsuite.model import BaselineLimit, BaselineVerdict, Because, Limit, LinkSubset, Result
+from perfsuite.model import (
+    BaselineLimit,
+    BaselineVerdict,
+    Because,
+    FlagKind,
+    FloorBecause,
+    FloorVerdict,
+    Limit,
+    LinkSubset,
+    NoiseFlag,
+    Result,
+)
 
 CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
 
@@ -77,9 +88,8 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
     if b.judged_against_bound:
         if why.because is Because.BEYOND_TOLERANCE:
             return f"{beyond} ({stat}){runs}; against the baseline runs that bound it{late}"
-        measured = (
-            "; ".join(x for x in (*b.noise_flags, b.bound_because) if x) or "in another link state"
-        )
+        flags = (*b.noise_flags, *((b.bound_because,) if b.bound_because else ()))
+        measured = flags_words(flags) or "in another link state"
         because = {
             Because.NOT_SIGNIFICANT: "not significant",
             Because.WITHIN_SPREAD: "within their run-to-run spread",
@@ -90,7 +100,7 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
             f"it: {because}{few}{runs}{late}"
         )
     if why.because is Because.NOISE_FLAGS:
-        return f"{moved} ({stat}) but measured {'; '.join(b.noise_flags)}{late}"
+        return f"{moved} ({stat}) but measured {flags_words(b.noise_flags)}{late}"
     if why.because is Because.NOT_SIGNIFICANT:
         return f"{beyond} but not significant ({stat}){few}{runs}{late}"
     if why.because is Because.BEYOND_TOLERANCE:
@@ -108,6 +118,57 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
             f"baseline's variances) ({stat}){runs}{wide}{late}"
         )
     return f"within {tolerance:.0%} ({stat}){few}{runs}{wide}{late}"
+
+
+def flag_words(flag: NoiseFlag) -> str:
+    """What a noise flag says the check was measured under, as a phrase ("under ...")."""
+    if flag.kind is FlagKind.FOREIGN_LOAD:
+        return f"under foreign load ({flag.cores or 0.0:.2f} cores of other work or steal)"
+    if flag.kind is FlagKind.GPU_THROTTLED:
+        return f"while gpu:{flag.gpu} was throttled ({', '.join(flag.throttled)})"
+    if flag.kind is FlagKind.LINK_CHANGED:
+        return (
+            f"while the CPUs' link changed state during the measurement "
+            f"({flag.link_before or 0.0:.3g} to {flag.link or 0.0:.3g} M handoffs/s)"
+        )
+    if flag.kind is FlagKind.LINK_UNLIKE_BASELINE:
+        return (
+            f"while the CPUs' link ran at {flag.link or 0.0:.3g} M handoffs/s, another state "
+            f"than in every baseline run ({flag.baseline_low or 0.0:.3g}-"
+            f"{flag.baseline_high or 0.0:.3g})"
+        )
+    if flag.kind is FlagKind.MACHINE_MOVED:
+        return (
+            f"while the machine itself ran {_signed_percent(flag.ratio or 1.0)} against its "
+            f"baseline runs (framework-free {flag.component} probe)"
+        )
+    return flag.text
+
+
+def flags_words(flags: Sequence[NoiseFlag]) -> str:
+    """Several noise flags as one phrase, "; " between them."""
+    return "; ".join(x for x in map(flag_words, flags) if x)
+
+
+def machine_moved(flag: NoiseFlag) -> bool:
+    """Whether a flag is the machine probe's (an earlier record's by its words)."""
+    if flag.kind is FlagKind.OTHER:
+        return "the machine itself ran" in flag.text
+    return flag.kind is FlagKind.MACHINE_MOVED
+
+
+def floor_reason(floor: FloorVerdict) -> str:
+    """Why a check has no floor verdict, in words ("" when it has one)."""
+    if floor.because is FloorBecause.NO_REFERENCE:
+        return floor.note or "the check has no reference figure"
+    if floor.because is FloorBecause.OTHER_DEVICE:
+        return (
+            f"profile {floor.profile!r} describes a {floor.profile_kind}; it has no "
+            f"{floor.figure} for a {floor.device_kind} measurement"
+        )
+    if floor.because is FloorBecause.PROFILE_LACKS_FIGURE:
+        return f"profile {floor.profile!r} has no {', '.join(floor.missing)}"
+    return floor.note
 
 
 def cannot_detect_note(verdict: BaselineVerdict) -> str:
@@ -176,7 +237,8 @@ def link_note(link: LinkSubset) -> str:
         return f"compared with {runs} measured with the CPUs' link in the state it was in now"
     way = "slowest" if link.bound == "slower" else "fastest"
     return (
-        f"measured {link.state or 'in another link state'}, so compared with {runs} "
+        f"measured {(link.state and flag_words(link.state)) or 'in another link state'}, "
+        f"so compared with {runs} "
         f"in the link state where this check runs {way}: the link cannot explain "
         f"a check {link.bound} than those"
     )
@@ -270,7 +332,7 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
             moves.setdefault(change.component, []).append(change.ratio)
     held = sum(
         r.baseline.verdict == "noisy"
-        and any("the machine itself ran" in flag for flag in r.baseline.noise_flags)
+        and any(machine_moved(flag) for flag in r.baseline.noise_flags)
         for r in results
     )
     medians = {k: statistics.median(moves[k]) for k in probe.COMPONENTS if k in moves}

@@ -25,6 +25,8 @@ from perfsuite.report.charts import ChartContext, render_all, sparkline
 from perfsuite.report.explain import (
     baseline_note,
     cannot_detect_note,
+    flag_words,
+    floor_reason,
     machine_note,
     mode_tag,
     reference_tag,
@@ -111,8 +113,8 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
                 reference_tag(r),
                 mode_tag(r),
                 cannot_detect_note(b),
-                f.reason,
-                *r.noise.get("flags", ()),
+                floor_reason(f),
+                *map(flag_words, r.noise_flags),
             )
             if x
         ),

@@ -17,6 +17,7 @@ from perfsuite.report import of_reference
 from perfsuite.report.explain import (
     baseline_note,
     cannot_detect_note,
+    flag_words,
     machine_note,
     mode_tag,
     reference_tag,
@@ -204,11 +205,11 @@ def note_lines(results: Sequence[Result]) -> list[str]:
                 f"expired waiver: {waiver['test']!r} expired on {waiver['expires']}; "
                 f"{short_id(r.id)} was judged without it"
             )
-    loaded = [r for r in results if r.noise.get("flags")]
+    loaded = [r for r in results if r.noise_flags]
     if loaded:
         notes.append(
             f"noise: {len(loaded)} check(s) measured under foreign load or throttling "
-            f"(e.g. {short_id(loaded[0].id)}: {loaded[0].noise['flags'][0]})"
+            f"(e.g. {short_id(loaded[0].id)}: {flag_words(loaded[0].noise_flags[0])})"
         )
     young = young_baseline_note(results)
     if young:
