@@ -1,0 +1,89 @@
+"""Whether STREAM's bandwidth mode belongs to the allocation or to the host at a moment.
+
+    python -m lab.stream_modes sets [--processes 10] [--sets 3]
+    python -m lab.stream_modes series [--seconds 90]
+
+``sets``: each of ``--processes`` fresh processes allocates ``--sets`` array sets (three fp64
+arrays of 4x the last-level cache each) at once, then measures torch's triad on one set
+after the other (median of 7 samples each) and prints one line of GB/s per process.  If the
+mode came with the pages a process drew, sets would differ within a process and agree in
+time; if it is the host's, a process's sets agree except across a switch in time.
+
+``series``: one process samples triad every 50 ms and prints 2-s bin medians, to show how
+long the host keeps a mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from perfsuite.hardware.detect import host_facts
+
+FALLBACK_CACHE = 32 * 2**20
+
+
+def _elements() -> int:
+    cache = host_facts().last_level_cache_bytes or FALLBACK_CACHE
+    return 4 * int(cache) // 8
+
+
+def one_process(sets: int) -> str:
+    """The triad bandwidth of each array set, in GB/s."""
+    import torch
+
+    n = _elements()
+    arrays = [tuple(torch.rand(n, dtype=torch.float64) for _ in range(3)) for _ in range(sets)]
+    out = []
+    for a, b, c in arrays:
+        for _ in range(3):
+            torch.add(b, c, alpha=3.0, out=a)
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            torch.add(b, c, alpha=3.0, out=a)
+            times.append(time.perf_counter() - t0)
+        out.append(3 * 8 * n / float(np.median(times)) / 1e9)
+    return " ".join(f"{x:.1f}" for x in out)
+
+
+def series(seconds: float) -> str:
+    """2-s bin medians of triad sampled every 50 ms."""
+    import torch
+
+    n = _elements()
+    a, b, c = (torch.rand(n, dtype=torch.float64) for _ in range(3))
+    start, points = time.monotonic(), []
+    while time.monotonic() - start < seconds:
+        t0 = time.perf_counter()
+        torch.add(b, c, alpha=3.0, out=a)
+        points.append((time.monotonic() - start, 3 * 8 * n / (time.perf_counter() - t0) / 1e9))
+        time.sleep(0.05)
+    at = np.array(points)
+    bins = (at[:, 0] // 2).astype(int)
+    return " ".join(f"{np.median(at[bins == i, 1]):.0f}" for i in np.unique(bins))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["sets", "series", "one"])
+    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--sets", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=90.0)
+    args = parser.parse_args()
+    if args.what == "one":
+        print(one_process(args.sets))
+    elif args.what == "series":
+        print(series(args.seconds))
+    else:
+        for _ in range(args.processes):
+            cmd = [sys.executable, "-m", "lab.stream_modes", "one", "--sets", str(args.sets)]
+            print(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
