@@ -2,6 +2,7 @@
 
 Usage: python -m lab.fleet_false_alarms [--fleets 5000] [--checks 10] [--sd 0.03]
                                         [--alpha 0.01] [--tolerance 0.10] [--seed 1]
+                                        [--sizes 4,16,100,1000] [--noise normal,t3]
                                         [--markdown]
 
 For fleet sizes 4, 16, 100 and 1000, it simulates fleets in which no node is slow: each
@@ -14,7 +15,10 @@ same sd (``t3``: heavier tails, a node now and then far off).  Each fleet is jud
 * confirmed: every node's figures are drawn again, independently (a rerun), and
   :func:`perfsuite.fleet.judge.confirm` judges the candidates' rerun against the first run's
   fleet, as ``fleet report DIR --confirm DIR/confirm`` does; a node is drained when its
-  rerun confirms a check it was flagged at.
+  rerun confirms a check it was flagged at;
+* confirmed twice: the nodes still standing after that (confirmed, or still to rerun) are
+  drawn again, and ``confirm(..., before=...)`` judges only their standing cells; a node
+  is drained when the second rerun confirms it too.
 
 The false-alarm rate is the fraction of healthy fleets in which any node is drained, with a
 95% Wilson interval.  Power is the fraction of fleets with one node 20% slow (at every check,
@@ -60,17 +64,22 @@ def figures(
 
 def trial(
     rng: np.random.Generator, n: int, args: argparse.Namespace, tails: str, slow: str
-) -> tuple[bool, bool, bool, bool]:
-    """One fleet: (node 0 drained, another drained) after one run, then after confirming."""
+) -> tuple[bool, ...]:
+    """One fleet: (node 0 drained, another drained) after one run, one rerun and two."""
     hib = np.arange(args.checks) % 2 == 0
     rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
     first = judge.judge(figures(rng, n, args, tails, slow), hib, None, rule)
     flagged = first.flagged.any(axis=1)
     if not flagged.any():
-        return False, False, False, False
-    rerun = figures(rng, n, args, tails, slow)  # every node afresh; only candidates count
-    drained = judge.confirm(first, rerun, hib).verdicts == judge.Verdict.CONFIRMED
-    return bool(flagged[0]), bool(flagged[1:].any()), bool(drained[0]), bool(drained[1:].any())
+        return (False,) * 6
+    out = [bool(flagged[0]), bool(flagged[1:].any())]
+    c = None
+    for _ in range(2):
+        rerun = figures(rng, n, args, tails, slow)  # every node afresh; only candidates count
+        c = judge.confirm(first, rerun, hib, before=c)
+        drained = c.verdicts == judge.Verdict.CONFIRMED
+        out += [bool(drained[0]), bool(drained[1:].any())]
+    return tuple(out)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -102,6 +111,7 @@ def main() -> None:
     ap.add_argument(
         "--sizes", default=",".join(map(str, SIZES)), help="fleet sizes, comma-separated"
     )
+    ap.add_argument("--noise", default="normal,t3", help="noise tails, comma-separated")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -111,17 +121,18 @@ def main() -> None:
         f"{args.min_spread:.0%}; a rerun draws every node's noise afresh"
     )
     head = (
-        "noise", "nodes", "false alarm: one run", "false alarm: confirmed (95% CI)",
-        "power, 20% slow at every check: one run / confirmed",
-        "power, 20% slow at one check: one run / confirmed",
-        "others drained beside a slow node: one run / confirmed",
+        "noise", "checks", "nodes", "false alarm: one run (95% CI)",
+        "false alarm: confirmed once (95% CI)", "false alarm: confirmed twice (95% CI)",
+        "power, 20% slow at every check: one run / once / twice",
+        "power, 20% slow at one check: one run / once / twice",
+        "others drained beside a slow node: one run / once / twice",
     )  # fmt: skip
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
     else:
         print("  ".join(head))
-    for tails in ("normal", "t3"):
+    for tails in args.noise.split(","):
         for n in (int(s) for s in args.sizes.split(",")):
             started = time.monotonic()
             hits = {
@@ -132,16 +143,20 @@ def main() -> None:
             }
             f = args.fleets
             none = hits["none"]  # every node healthy: any one drained is a false alarm
-            null = (int((none[:, 0] | none[:, 1]).sum()), int((none[:, 2] | none[:, 3]).sum()))
+            null = [int((none[:, k] | none[:, k + 1]).sum()) for k in (0, 2, 4)]
             every, one = hits["all"].sum(axis=0), hits["one"].sum(axis=0)
+
+            def stages(counts: np.ndarray, node: int, f: int = f) -> str:
+                return " / ".join(_rate(int(counts[node + k]), f) for k in (0, 2, 4))
+
             row = (
                 tails,
+                str(args.checks),
                 str(n),
-                _rate(null[0], f, ci=True),
-                _rate(null[1], f, ci=True),
-                f"{_rate(int(every[0]), f)} / {_rate(int(every[2]), f)}",
-                f"{_rate(int(one[0]), f)} / {_rate(int(one[2]), f)}",
-                f"{_rate(int(every[1]), f)} / {_rate(int(every[3]), f)}",
+                *(_rate(k, f, ci=True) for k in null),
+                stages(every, 0),
+                stages(one, 0),
+                stages(every, 1),
             )
             if args.markdown:
                 print("| " + " | ".join(row) + " |", flush=True)

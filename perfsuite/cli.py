@@ -697,7 +697,8 @@ def _fleet_parser(sub: Any) -> None:
         metavar="DIR2",
         help="a rerun of the flagged nodes (fleet run --nodelist ... --dir DIR/confirm): each "
         "is judged against DIR's fleet, and drained only when slow again; repeat for later "
-        "reruns, oldest first",
+        "reruns, oldest first: each judges only the nodes the ones before left standing "
+        "(confirmed, or to rerun)",
     )
     rep.add_argument(
         "--alpha",

@@ -711,7 +711,7 @@ def test_unconfirmed_flags_say_so_and_print_the_rerun(
     )
     report_cmd = f"perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm"
     assert c == {"confirmed": False, "directories": [], "nodelist": ["node02", "node05"],  # type: ignore[comparison-overlap]
-                 "commands": [run_cmd, report_cmd]}  # fmt: skip
+                 "confirm_again": [], "commands": [run_cmd, report_cmd]}  # fmt: skip
     assert "UNCONFIRMED: one run's flags" in out
     assert f"  {run_cmd}\n  {report_cmd}\n" in out
     assert out.rstrip().endswith(
@@ -736,10 +736,18 @@ def test_a_confirmed_node_is_drained(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert check["first"]["ratio"] == pytest.approx(0.7, rel=0.03)
         assert check["rerun"]["ratio"] == pytest.approx(0.72, rel=0.03)
         assert check["rerun"]["z"] < -5 and check["rerun"]["taint"] == []
-    assert drain["confirmation"] == {  # type: ignore[comparison-overlap]
-        "confirmed": True, "directories": [str(tmp_path / "confirm")], "nodelist": [],
-        "commands": [],
+    assert entry["judged_by"] == {
+        "rerun": 1, "directory": str(tmp_path / "confirm"), "confirmations": 1,
     }  # fmt: skip
+    # Drained as before; the next rerun, offered, would confirm it a second time.
+    again = [f"perfsuite fleet run --nodelist node05 --dir {tmp_path}/confirm-2 -- PYTEST_ARGS",
+             f"perfsuite fleet report {tmp_path} --confirm {tmp_path}/confirm "
+             f"--confirm {tmp_path}/confirm-2"]  # fmt: skip
+    assert drain["confirmation"] == {  # type: ignore[comparison-overlap]
+        "confirmed": True, "directories": [str(tmp_path / "confirm")], "nodelist": ["node05"],
+        "confirm_again": ["node05"], "commands": again,
+    }  # fmt: skip
+    assert "to confirm the 1 drained node once more" in out
     assert "SLOW, confirmed by the rerun, worst first:" in out
     assert "test_triad[numpy] 0.71x then 0.73x (z -" in out
     assert out.rstrip().endswith(
@@ -804,7 +812,7 @@ def test_a_tainted_rerun_asks_for_another_and_never_drains(
     assert out.rstrip().endswith(
         "INCONCLUSIVE (no node confirmed, 1 to rerun again) of 8 nodes (exit 3)"
     )
-    # A second rerun, quiet and slow again, settles it: the latest rerun counts.
+    # A second rerun, quiet and slow again, settles what the first left to rerun.
     rerun(tmp_path / "confirm-2", 5, 0.7)
     code, drain = report(tmp_path, "--confirm", str(tmp_path / "confirm"),
                          "--confirm", str(tmp_path / "confirm-2"))  # fmt: skip
@@ -919,6 +927,77 @@ def test_confirm_judges_the_candidates_against_the_first_fleet() -> None:
     assert verdicts == {7: judge.Verdict.CONFIRMED, 11: judge.Verdict.CLEARED}
     with pytest.raises(ValueError, match="shape"):
         judge.confirm(first, again[:5], hib)
+
+
+def two_reruns() -> tuple[judge.Judgement, np.ndarray, judge.Confirmation]:
+    """Nodes 3, 5 and 7 flagged at check 0; the first rerun confirms 3 and 5, clears 7."""
+    values = 100.0 * np.exp(np.array(SCATTER))[:, np.newaxis]
+    values[[3, 5, 7], 0] = 70.0
+    hib = np.array([True])
+    first = judge.judge(values, hib)
+    assert sorted(s.unit for s in judge.slow_units(first)) == [3, 5, 7]
+    again = np.full(values.shape, np.nan)
+    again[[3, 5, 7], 0] = (70.0, 70.0, 100.0)
+    return first, hib, judge.confirm(first, again, hib)
+
+
+def test_a_second_rerun_judges_only_the_candidates_left_standing() -> None:
+    """Confirmed twice drains, confirmed then cleared does not.
+
+    A cleared node stays cleared, however slow its later rerun, and a node the second rerun
+    skipped keeps its verdict.
+    """
+    first, hib, once = two_reruns()
+    assert judge.standing(once)[[3, 5, 7], 0].tolist() == [True, True, False]
+    again = np.full(once.state.shape, np.nan)
+    again[[3, 7], 0] = (71.0, 60.0)  # node 3 slow again; node 7 slow now; node 5 not rerun
+    twice = judge.confirm(first, again, hib, before=once)
+    assert twice.family == 1 and twice.reruns == 2
+    got = {r.unit: (r.verdict, r.step, r.confirmations) for r in judge.rechecked_units(twice)}
+    assert got == {
+        3: (judge.Verdict.CONFIRMED, 2, 2),
+        5: (judge.Verdict.CONFIRMED, 1, 1),
+        7: (judge.Verdict.CLEARED, 1, 0),
+    }
+    again[[3, 5], 0] = (100.0, 100.0)
+    cleared = judge.confirm(first, again, hib, before=once)
+    assert {r.unit: (r.verdict, r.step) for r in judge.rechecked_units(cleared)} == {
+        3: (judge.Verdict.CLEARED, 2), 5: (judge.Verdict.CLEARED, 2), 7: (judge.Verdict.CLEARED, 1)
+    }  # fmt: skip
+
+
+def test_a_second_rerun_names_the_rerun_that_decided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Terminal, page and drain list say which rerun confirmed or cleared each candidate."""
+    fleet(tmp_path, 8, slow={2: 0.7, 5: 0.65})
+    rerun(tmp_path / "confirm", 2, 0.7)
+    rerun(tmp_path / "confirm", 5, 0.65)
+    rerun(tmp_path / "confirm-2", 2)  # like its fleet: not confirmed a second time
+    rerun(tmp_path / "confirm-2", 5, 0.66)
+    code, drain = report(tmp_path, "--confirm", str(tmp_path / "confirm"),
+                         "--confirm", str(tmp_path / "confirm-2"))  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1 and drained(drain) == ["node05"]
+    assert drained(drain, "not_confirmed") == ["node02"]
+    (slow,) = drain["drain"]  # type: ignore[misc]
+    (cleared,) = drain["not_confirmed"]  # type: ignore[misc]
+    assert slow["judged_by"] == {"rerun": 2, "directory": str(tmp_path / "confirm-2"),
+                                 "confirmations": 2}  # fmt: skip
+    assert cleared["judged_by"]["rerun"] == 2 and cleared["judged_by"]["confirmations"] == 1
+    assert drain["confirmation"]["nodelist"] == []  # type: ignore[index]
+    assert drain["confirmation"]["commands"] == []  # type: ignore[index]
+    assert "rerun 2 (2 confirmations)" in out and "rerun 2 (after 1 confirmation)" in out
+    assert f"{tmp_path}/confirm-2 (rerun 2), each rerun judging only" in out
+    assert out.rstrip().endswith(
+        "NODES TO DRAIN (1 node confirmed slow (1 by 2 reruns), 1 flagged but not confirmed) "
+        "of 8 nodes (exit 1)"
+    )
+    pytest.importorskip("matplotlib")
+    main(["fleet", "report", str(tmp_path), "--confirm", str(tmp_path / "confirm"),
+          "--confirm", str(tmp_path / "confirm-2")])  # fmt: skip
+    page = (tmp_path / "fleet.html").read_text()
+    assert "<th>by</th>" in page and "rerun 2 (2 confirmations)" in page
 
 
 # --nodelist: the candidates run again, and only they.

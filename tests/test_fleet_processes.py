@@ -194,3 +194,19 @@ def test_mpiexec_with_a_hostfile_and_a_hung_node(
     code, drained, out = report(directory)
     assert code == 1 and drained == [label(2)], out
     assert "FAILED: task 2" in out
+
+
+def test_nodelist_runs_the_named_host_through_srun(
+    slurm: None, plugin_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A rerun's --nodelist inside an allocation: srun -w runs the named host, and only it."""
+    host = socket.gethostname().split(".")[0]
+    # A fixed clock, briefly: this test is about which host runs, not what it measures.
+    env = {**plugin_env, "FLEET_FIXED_CLOCK": "1", "PYTEST_PLUGINS": "perfsuite.testing"}
+    directory = tmp_path / "fleet" / "confirm"
+    salloc = ["salloc", "--overcommit", "-N", "1", "-n", "1"]
+    ran = run_fleet(salloc, ["--nodelist", host, "--timeout", "60"], env, tmp_path, directory)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f" -w {host} " in ran.stdout and f"ok     task 0 ({host} on " in ran.stdout
+    assert [p.name for p in (directory / "records").iterdir()] == [host]
+    assert json.loads((directory / "nodes" / "fleet-run.json").read_text())["nodelist"] == [host]

@@ -6,7 +6,9 @@ judge (:mod:`perfsuite.fleet.judge`); the reports read what it returns.
 With reruns (``--confirm``), the candidates (the units the first run flagged or asked to
 rerun) are judged again on their rerun readings against the first run's fleet
 (:func:`perfsuite.fleet.judge.confirm`); only those confirmed are drained.  Several reruns
-may be given, in order: a node's latest rerun is the one judged.
+may be given, in order: each judges only the candidates the reruns before it left standing
+(confirmed, or still to rerun), so that a second rerun of the confirmed nodes drains only
+those slow a third time; a node a rerun did not measure keeps its earlier verdict.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ProfileFleet:
     # missing because its rerun task failed is left out: it is failed).
     again: aggregate.Matrix | None = None
     remeasured: np.ndarray | None = None  # bool per unit: a rerun has its record
+    # ``again`` holds, for each unit, the readings of the rerun that judged it last.
     confirmation: judge.Confirmation | None = None
     rechecked: tuple[judge.Rechecked, ...] = ()
 
@@ -142,8 +145,7 @@ def assess(
     gone = {s.label for s in failed_again if s.label}
     confirmed = []
     for p in profiles:
-        laid, remeasured = _latest(p.matrix, again)
-        c = judge.confirm(p.judgement, laid.values, p.matrix.higher_is_better, laid.tainted)
+        laid, remeasured, c = _chain(p, again)
         kept = tuple(r for r in judge.rechecked_units(c)
                      if not (r.verdict == judge.Verdict.MISSING
                              and p.matrix.units[r.unit].label in gone))  # fmt: skip
@@ -203,20 +205,32 @@ def _reruns(
     return out, tuple(failed_again)
 
 
-def _latest(
-    first: aggregate.Matrix, reruns: list[list[aggregate.Matrix]]
-) -> tuple[aggregate.Matrix, np.ndarray]:
-    """The reruns' readings over ``first``'s units x checks, and which units they measured.
+def _chain(
+    p: ProfileFleet, reruns: list[list[aggregate.Matrix]]
+) -> tuple[aggregate.Matrix, np.ndarray, judge.Confirmation]:
+    """Judge the reruns in order, each on the candidates the ones before it left standing.
 
-    A unit measured by several reruns keeps its latest.
+    Returns the readings that judged each unit last over the first run's units x checks,
+    which units any rerun measured, and the last confirmation.
     """
+    first = p.matrix
     laid = aggregate.blank(first)
     remeasured = np.zeros(len(first.units), dtype=bool)
+    c: judge.Confirmation | None = None
     for rerun in reruns:
+        this = aggregate.blank(first)
+        present = np.zeros(len(first.units), dtype=bool)
         for m in rerun:
             if m.profile != first.profile:
                 continue
-            top, present = aggregate.align(first, m)
-            laid = aggregate.overlay(laid, top, present)
-            remeasured |= present
-    return laid, remeasured
+            top, here = aggregate.align(first, m)
+            this = aggregate.overlay(this, top, here)
+            present |= here
+        if c is not None:
+            present &= judge.standing(c).any(axis=1)  # the others keep their verdicts
+            this = aggregate.overlay(aggregate.blank(first), this, present)
+        c = judge.confirm(p.judgement, this.values, first.higher_is_better, this.tainted, c)
+        laid = aggregate.overlay(laid, this, present)
+        remeasured |= present
+    assert c is not None
+    return laid, remeasured, c

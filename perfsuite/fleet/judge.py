@@ -27,6 +27,11 @@ slow node is slow again.  :func:`confirm` judges a rerun of the candidate units 
 first run's fleet (its median, spread and degrees of freedom: the candidates are too few to
 be a fleet), with Holm over the candidate cells alone: a unit is confirmed when its rerun is
 significantly and materially slow at a check it was flagged (or asked to rerun) at.
+
+A second rerun (``before``: the first confirmation) judges only the cells still standing:
+confirmed, or still to rerun.  A cleared cell stays cleared, and a unit the second rerun
+did not measure keeps its first confirmation's verdict, so that a healthy node must draw a
+tail reading twice in a row to be drained.
 """
 
 from __future__ import annotations
@@ -347,6 +352,9 @@ class Confirmation:
     z_threshold: float  # the least extreme z Holm rejected at; -inf when nothing was
     tainted: np.ndarray  # bool: the rerun's own run flagged the reading
     state: np.ndarray  # int8: each cell's Recheck
+    step: np.ndarray  # int8: the rerun (1, 2, ...) that judged each cell last; 0: no candidate
+    confirmations: np.ndarray  # int8: how many reruns confirmed each cell
+    reruns: int = 1  # the reruns judged so far
 
     @property
     def units(self) -> np.ndarray:
@@ -382,6 +390,17 @@ class Rechecked:
     verdict: Verdict
     checks: tuple[int, ...]
     worst_ratio: float
+    step: int = 1  # the rerun (1, 2, ...) that gave the verdict
+    confirmations: int = 0  # how many reruns confirmed it
+
+
+# A cell still standing after a rerun: a later rerun judges it again.
+STANDING = (Recheck.CONFIRMED, Recheck.RERUN, Recheck.MISSING, Recheck.UNJUDGED)
+
+
+def standing(c: Confirmation) -> np.ndarray:
+    """The candidate cells a later rerun judges again: confirmed, or not yet judged."""
+    return c.candidate & np.isin(c.state, STANDING)
 
 
 def confirm(
@@ -389,6 +408,7 @@ def confirm(
     values: np.ndarray,
     higher_is_better: np.ndarray,
     tainted: np.ndarray | None = None,
+    before: Confirmation | None = None,
 ) -> Confirmation:
     """Judge a rerun of the candidate units against the first run's fleet.
 
@@ -400,13 +420,46 @@ def confirm(
     reading is untainted, significant and misses the first run's median by more than the
     tolerance: slow again, the same way.  A tainted rerun reading is never confirmed; it
     asks for another rerun when it misses the median by more than the tolerance.
+
+    ``before``: the previous rerun's confirmation, for a later rerun.  Then only its
+    standing cells (:func:`standing`) on units this rerun measured are judged, with Holm over
+    them alone; every other cell keeps ``before``'s state, ratio and z.
     """
+    if before is None:
+        return _recheck(first, values, higher_is_better, tainted, first.flagged | first.rerun)
+    values = np.asarray(values, dtype=float)
+    remeasured = np.isfinite(values).any(axis=1)[:, np.newaxis]
+    now = _recheck(first, values, higher_is_better, tainted, standing(before) & remeasured)
+    judged = now.candidate
+    state = np.where(judged, now.state, before.state).astype(np.int8)
+    return Confirmation(
+        candidate=before.candidate,
+        ratio=np.where(judged, now.ratio, before.ratio),
+        z=np.where(judged, now.z, before.z),
+        confirmed=state == Recheck.CONFIRMED,
+        family=now.family,
+        z_threshold=now.z_threshold,
+        tainted=np.where(judged, now.tainted, before.tainted),
+        state=state,
+        step=np.where(judged, before.reruns + 1, before.step).astype(np.int8),
+        confirmations=(before.confirmations + (judged & now.confirmed)).astype(np.int8),
+        reruns=before.reruns + 1,
+    )
+
+
+def _recheck(
+    first: Judgement,
+    values: np.ndarray,
+    higher_is_better: np.ndarray,
+    tainted: np.ndarray | None,
+    candidate: np.ndarray,
+) -> Confirmation:
+    """:func:`confirm`'s judgement of ``candidate`` cells on one rerun's readings."""
     rule = first.rule
     hib = np.asarray(higher_is_better, dtype=bool)
     values = np.asarray(values, dtype=float)
     if values.shape != first.flagged.shape:
         raise ValueError(f"rerun figures of shape {values.shape}, not {first.flagged.shape}")
-    candidate = first.flagged | first.rerun
     logs = oriented_logs(values, hib)
     logs = np.where(np.isfinite(logs), logs, np.nan)
     measured = np.isfinite(logs)
@@ -444,6 +497,8 @@ def confirm(
         z_threshold=z_cut,
         tainted=tainted,
         state=state,
+        step=candidate.astype(np.int8),
+        confirmations=confirmed.astype(np.int8),
     )
 
 
@@ -461,6 +516,8 @@ def rechecked_units(c: Confirmation) -> list[Rechecked]:
                 verdict=Verdict(int(verdicts[u])),
                 checks=tuple(int(k) for k in cols),
                 worst_ratio=float(c.ratio[u, cols[0]]),
+                step=int(c.step[u, cols].max()),
+                confirmations=int(c.confirmations[u, cols].max()),
             )
         )
     return sorted(out, key=lambda r: (r.verdict, math.isnan(r.worst_ratio), r.worst_ratio, r.unit))

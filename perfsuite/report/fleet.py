@@ -256,6 +256,9 @@ _LEAD = {
     fj.Verdict.UNJUDGED: fj.Recheck.UNJUDGED,
 }
 _AGAIN = (fj.Verdict.RERUN, fj.Verdict.MISSING)  # a rerun of these may settle them
+# The reruns that settle a drain: with heavy-tailed noise a large fleet's healthy node is
+# now and then confirmed by one rerun, seldom by two (lab/measurements.md, 2026-11-28).
+CONFIRMATIONS = 2
 
 
 def node_name(unit: Unit) -> str:
@@ -263,10 +266,21 @@ def node_name(unit: Unit) -> str:
     return unit.host.split(".")[0] if unit.host else unit.label
 
 
+def confirm_again(fleet: Fleet) -> list[tuple[ProfileFleet, fj.Rechecked]]:
+    """The drained candidates fewer than ``CONFIRMATIONS`` reruns confirmed, worst first."""
+    rows = rechecked_rows(fleet, fj.Verdict.CONFIRMED)
+    return [(p, r) for p, r in rows if r.confirmations < CONFIRMATIONS]
+
+
 def rerun_hosts(fleet: Fleet) -> list[str]:
-    """The nodes to run again: the candidates (unconfirmed), or those a rerun left unsettled."""
+    """The nodes to run again: the candidates (unconfirmed), else the ones left to rerun.
+
+    After a rerun, those are the candidates it left unsettled, and those confirmed by fewer
+    than ``CONFIRMATIONS`` reruns.
+    """
     if fleet.confirmed:
         units = [(p, r.unit) for p in fleet.profiles for r in p.verdict_of(*_AGAIN)]
+        units += [(p, r.unit) for p, r in confirm_again(fleet)]
     else:
         units = [(p, s.unit) for p in fleet.profiles for s in p.slow]
         units += [(p, r.unit) for p in fleet.profiles for r in p.rerun]
@@ -313,7 +327,16 @@ def rerun_commands(fleet: Fleet) -> list[str]:
 def _rerun_advice(fleet: Fleet) -> str:
     n = len(rerun_hosts(fleet))
     if fleet.confirmed:
-        return f"to settle the {_n(n, 'node')} left to rerun, run them again and judge it:"
+        twice = len({node_name(p.matrix.units[r.unit]) for p, r in confirm_again(fleet)})
+        left = [p.matrix.units[r.unit] for p in fleet.profiles for r in p.verdict_of(*_AGAIN)]
+        unsettled = len({node_name(u) for u in left})
+        parts = [f"settle the {_n(unsettled, 'node')} left to rerun"] if unsettled else []
+        if twice:
+            parts.append(
+                f"confirm the {_n(twice, 'drained node')} once more (heavy-tailed noise "
+                "confirms a healthy node of a large fleet now and then; seldom twice)"
+            )
+        return f"to {' and '.join(parts)}, run them again and judge it:"
     return (
         f"UNCONFIRMED: one run's flags, which noise alone raises in a large fleet; before "
         f"draining, run the {_n(n, 'candidate node')} again and judge the rerun against this "
@@ -326,10 +349,15 @@ def confirm_line(fleet: Fleet) -> str:
     r = fleet.rule
     candidates = sum(len(p.rechecked) for p in fleet.profiles)
     family = sum(p.confirmation.family for p in fleet.profiles if p.confirmation is not None)
+    where, cells = str(fleet.confirm[0]), "candidate cells measured again"
+    if len(fleet.confirm) > 1:
+        where = ", ".join(f"{d} (rerun {k})" for k, d in enumerate(fleet.confirm, 1))
+        where += ", each rerun judging only the candidates the ones before left standing"
+        cells = "cells the last rerun judged"
     return (
         f"confirm: {_n(candidates, 'candidate unit')} (flagged, or to rerun) measured again in "
-        f"{', '.join(str(d) for d in fleet.confirm)}, each rerun reading against this fleet's "
-        f"median and spread, Holm over the {family} candidate cells measured again at alpha "
+        f"{where}, each rerun reading against this fleet's median and spread, Holm over the "
+        f"{family} {cells} at alpha "
         f"{r.alpha:g}: a unit is drained only when its rerun is slow again, significantly "
         f"and by more than {r.tolerance:.0%}, at a check it was flagged at; a rerun reading "
         "its own run flagged is never confirmed"
@@ -339,6 +367,9 @@ def confirm_line(fleet: Fleet) -> str:
 def _confirmed_verdict_line(fleet: Fleet) -> str:
     cleared = sum(len(p.verdict_of(fj.Verdict.CLEARED)) for p in fleet.profiles)
     parts = [f"{_n(fleet.drained, 'node')} confirmed slow by a rerun"] if fleet.drained else []
+    twice = fleet.drained - len(confirm_again(fleet))
+    if fleet.drained and len(fleet.confirm) > 1:
+        parts = [f"{_n(fleet.drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
     if fleet.failures:
         parts.append(f"{len(fleet.failures)} failed")
     word = _verdict_word(fleet, parts, "no node confirmed")
@@ -353,6 +384,16 @@ def rechecked_rows(fleet: Fleet, *verdicts: fj.Verdict) -> list[tuple[ProfileFle
     """The candidates of every profile whose rerun gave one of ``verdicts``, worst first."""
     rows = [(p, r) for p in fleet.profiles for r in p.verdict_of(*verdicts)]
     return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
+
+
+def judged_by(r: fj.Rechecked) -> str:
+    """Which rerun gave a candidate its verdict, and how many reruns confirmed it."""
+    text = f"rerun {r.step}"
+    if r.verdict == fj.Verdict.CONFIRMED and r.confirmations > 1:
+        return f"{text} ({_n(r.confirmations, 'confirmation')})"
+    if r.verdict != fj.Verdict.CONFIRMED and r.confirmations:
+        return f"{text} (after {_n(r.confirmations, 'confirmation')})"
+    return text
 
 
 def _lead(p: ProfileFleet, r: fj.Rechecked) -> int:
@@ -430,7 +471,9 @@ def _confirmed_lines(fleet: Fleet) -> list[str]:
             continue
         lines.append(title)
         again = verdicts[0] != fj.Verdict.CONFIRMED and verdicts[0] != fj.Verdict.CLEARED
-        head = ("node", "profile", "rerun", *(("why",) if again else ()), at)
+        by = len(fleet.confirm) > 1  # which rerun decided: plain with one
+        head = ("node", "profile", "rerun", *(("by",) if by else ()),
+                *(("why",) if again else ()), at)  # fmt: skip
         table: list[tuple[str, ...]] = [head]
         for p, r in rows[:TERMINAL_ROWS]:
             lead = _lead(p, r)
@@ -439,6 +482,7 @@ def _confirmed_lines(fleet: Fleet) -> list[str]:
             more = f"; {len(checks) - 3} more" if len(checks) > 3 else ""
             table.append(
                 (p.matrix.units[r.unit].name, p.matrix.profile, _worst(r.worst_ratio),
+                 *((judged_by(r),) if by else ()),
                  *((_why_again(p, r),) if again else ()), "; ".join(cells) + more)
             )  # fmt: skip
         lines += ["  " + line for line in format_table(table)]
@@ -473,7 +517,7 @@ def _confirm_check(p: ProfileFleet, unit: int, col: int) -> dict[str, Any]:
     }
 
 
-def _rechecked_entry(p: ProfileFleet, r: fj.Rechecked) -> dict[str, Any]:
+def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str, Any]:
     m, j, c = p.matrix, p.judgement, p.confirmation
     assert c is not None and p.again is not None
     unit = m.units[r.unit]
@@ -511,6 +555,11 @@ def _rechecked_entry(p: ProfileFleet, r: fj.Rechecked) -> dict[str, Any]:
         ],
         "record": unit.record,
         "rerun_record": p.again.units[r.unit].record if remeasured else "",
+        "judged_by": {
+            "rerun": r.step,
+            "directory": str(fleet.confirm[r.step - 1]),
+            "confirmations": r.confirmations,
+        },
     }
 
 
@@ -536,6 +585,9 @@ def confirmation(fleet: Fleet) -> dict[str, Any]:
         "confirmed": fleet.confirmed,
         "directories": [str(d) for d in fleet.confirm],
         "nodelist": rerun_hosts(fleet),
+        "confirm_again": sorted(
+            {node_name(p.matrix.units[r.unit]) for p, r in confirm_again(fleet)}
+        ),
         "commands": rerun_commands(fleet),
     }
 
@@ -677,10 +729,14 @@ def drain_list(fleet: Fleet) -> dict[str, Any]:
     run or a rerun, are drained.
     """
     if fleet.confirmed:
-        drain = [_rechecked_entry(p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CONFIRMED)]
-        cleared = [_rechecked_entry(p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CLEARED)]
+        drain = [
+            _rechecked_entry(fleet, p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CONFIRMED)
+        ]
+        cleared = [
+            _rechecked_entry(fleet, p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CLEARED)
+        ]
         again = rechecked_rows(fleet, fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED)
-        rerun = [_rechecked_entry(p, r) for p, r in again]
+        rerun = [_rechecked_entry(fleet, p, r) for p, r in again]
     else:
         drain = [_slow_entry(p, s) for p, s in slow_rows(fleet)]
         cleared = []
@@ -953,18 +1009,21 @@ def _confirm_section(fleet: Fleet) -> str:
                 "Rerun again: the rerun settled nothing",
             ),
         ):
+            by = len(fleet.confirm) > 1
             rows = [
                 (
                     p.matrix.units[r.unit].name,
                     p.matrix.profile,
                     _worst(r.worst_ratio),
+                    *((judged_by(r),) if by else ()),
                     "; ".join(_pair(p, r.unit, k) for k in _lead_first(r, _lead(p, r))[:5]),
                 )
                 for p, r in rechecked_rows(fleet, *verdicts)[:PAGE_ROWS]
             ]
             if rows:
                 parts.append(f"<h3>{esc(title)}</h3>")
-                head = ("node", "profile", "rerun", "first run, then rerun (figure / median)")
+                head = ("node", "profile", "rerun", *(("by",) if by else ()),
+                        "first run, then rerun (figure / median)")  # fmt: skip
                 parts.append(_table(head, rows))
     commands = rerun_commands(fleet)
     if commands:
