@@ -438,7 +438,8 @@ def test_a_task_that_never_reports_is_failed_not_fatal(
     monkeypatch.setattr(fleet_run, "plan", lambda options: fake)
     assert main(run_args(tmp_path, "--nodes", "1")) == 1
     out = capsys.readouterr().out
-    assert "FAILED task 0 (? on ?): no report from this task (srun exited 0)" in out
+    assert "FAILED task 0 (no host reported: the task never started" in out
+    assert "no report from this task (srun exited 0)" in out
     assert "node lost" in out
 
 

@@ -37,7 +37,7 @@ from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
-from perfsuite.fleet.status import NodeStatus, log_path, status_path
+from perfsuite.fleet.status import NodeStatus, log_path, status_path, where
 from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
 
 NODE_MODULE = "perfsuite.fleet.node"
@@ -392,10 +392,7 @@ def summary_lines(result: FleetRun) -> list[str]:
     lines = [f"fleet: {p.nodes} node(s), {p.tasks} task(s) by {p.kind}: {shlex.join(p.command)}"]
     for s in result.statuses:
         if s.failed:
-            lines.append(
-                f"FAILED task {s.task} ({s.label or '?'} on {s.host or '?'}): {s.failed}; "
-                f"output: {s.log}"
-            )
+            lines.append(f"FAILED task {s.task} ({where(s)}): {s.failed}; output: {s.log}")
             lines += ["    " + line for line in s.output_tail.strip().splitlines()[-8:]]
         else:
             lines.append(f"ok     task {s.task} ({s.label} on {s.host}): {s.seconds:g} s")

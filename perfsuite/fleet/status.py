@@ -80,3 +80,10 @@ def read_statuses(directory: Path) -> list[NodeStatus]:
         except (OSError, ValueError, StorageError) as exc:
             raise StorageError(f"{path}: {exc}") from None
     return sorted(out, key=lambda s: s.task)
+
+
+def where(status: NodeStatus) -> str:
+    """Where a task ran, for a reader: its label and host, or that it never said."""
+    if status.host:
+        return f"{status.label or 'no label'} on {status.host}"
+    return "no host reported: the task never started, or died before it said where it ran"

@@ -32,7 +32,7 @@ from perfsuite.fleet import judge as fj
 from perfsuite.fleet.aggregate import CONFIRM_DIR, Matrix, Taint, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
 from perfsuite.fleet.run import DEFAULT_TIMEOUT_S
-from perfsuite.fleet.status import NodeStatus
+from perfsuite.fleet.status import NodeStatus, where
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
 
@@ -617,12 +617,12 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
             )
     for f in fleet.failed:
         lines.append(
-            f"FAILED: task {f.task} ({f.label or '?'} on {f.host or '?'}): {f.failed}"
+            f"FAILED: task {f.task} ({where(f)}): {f.failed}"
             + (f"; output: {f.log}" if f.log else "")
         )
     for f in fleet.failed_again:
         lines.append(
-            f"FAILED in the rerun: task {f.task} ({f.label or '?'} on {f.host or '?'}): "
+            f"FAILED in the rerun: task {f.task} ({where(f)}): "
             f"{f.failed}" + (f"; output: {f.log}" if f.log else "")
         )
     commands = rerun_commands(fleet)
