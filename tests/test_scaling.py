@@ -115,6 +115,59 @@ def test_medians_are_taken_per_efficiency_over_steps() -> None:
         pop.Reference.of([pop.Step((1.0, 1.0), 1.0, 8)])
 
 
+def test_the_input_wait_share_is_the_mean_wait_over_ranks_over_the_step() -> None:
+    assert pop.input_wait_share([1.0, 3.0], 8.0) == 0.25
+    assert pop.input_efficiency([1.0, 3.0], 8.0) == 0.75
+    assert pop.input_wait_share([], 8.0) == 0.0  # no input phase: no wait
+    step = pop.Step(compute=(4.0, 6.0), seconds=8.0, samples=32)
+    assert pop.efficiencies(pop.Reference(9.0, 10.0, 32), step).input_efficiency == 1.0
+
+
+def test_input_efficiency_is_an_exact_factor_of_communication_efficiency() -> None:
+    # Waiting for input is not useful compute: it is in the step, not in the compute, so
+    # it lowers CE by exactly the input efficiency, and POP's identities stay exact.
+    reference = pop.Reference(compute=9.0, seconds=10.0, samples=32)
+    step = pop.Step(compute=(4.0, 6.0), seconds=9.0, samples=32, input=(0.5, 1.5))
+    e = pop.efficiencies(reference, step)
+    assert e.input_efficiency == pytest.approx(1 - 1.0 / 9.0)
+    beside = pop.communication_efficiency_beside_input(step.compute, step.input, step.seconds)
+    assert beside == pytest.approx(6.0 / 8.0)
+    assert e.communication_efficiency == pytest.approx(e.input_efficiency * beside)
+    assert e.communication_efficiency == pytest.approx(6.0 / 9.0)
+    assert e.load_balance == pytest.approx(5 / 6)  # the input never enters the balance
+    assert e.parallel_efficiency == pytest.approx(e.load_balance * e.communication_efficiency)
+    assert e.global_efficiency == pytest.approx(e.parallel_efficiency * e.computation_scalability)
+    assert e.computation_scalability == pytest.approx(9 / 10)  # nor the scalability
+
+
+def test_an_input_delay_on_fake_phases_moves_input_and_communication_not_balance() -> None:
+    reference = pop.Reference(compute=9.0, seconds=10.0, samples=32)
+    compute, wait = (4.0, 6.0), 2.0
+    before = pop.Step(compute, sum((0.2, 6.0, wait)), 32, input=(0.2, 0.2))
+    after = pop.Step(compute, sum((3.2, 6.0, wait)), 32, input=(3.2, 3.2))  # D = 3 s
+    e0, e1 = pop.efficiencies(reference, before), pop.efficiencies(reference, after)
+    assert e1.load_balance == e0.load_balance
+    assert e1.computation_scalability == e0.computation_scalability
+    assert e0.input_efficiency == pytest.approx(1 - 0.2 / 8.2)
+    assert e1.input_efficiency == pytest.approx(1 - 3.2 / 11.2)
+    assert e1.communication_efficiency == pytest.approx(6.0 / 11.2)
+    # What the communication itself costs (CE beside the input) did not move.
+    assert pop.communication_efficiency_beside_input(
+        after.compute, after.input, after.seconds
+    ) == pytest.approx(
+        pop.communication_efficiency_beside_input(before.compute, before.input, before.seconds)
+    )
+
+
+def test_the_median_input_efficiency_is_one_minus_the_median_share() -> None:
+    reference = pop.Reference(compute=1.0, seconds=1.0, samples=8)
+    steps = [pop.Step((1.0,), 2.0, 8, (i,)) for i in (0.1, 0.4, 0.2)]
+    median = pop.median(pop.per_step(reference, steps))
+    assert median.input_efficiency == pytest.approx(1 - 0.1)  # of 0.95, 0.8, 0.9
+    assert median.value("input_efficiency") == median.input_efficiency
+    assert "input_efficiency" in pop.METRICS
+
+
 # ----------------------------------------------------------------------------- the check
 
 
