@@ -25,6 +25,8 @@ from perfsuite.checks import pop, scaling
 from perfsuite.collectives import train
 from perfsuite.collectives.launch import Launcher, LauncherError
 from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.model import RunRecord
+from perfsuite.report import charts
 from perfsuite.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,6 +213,20 @@ def test_the_reference_row_shows_its_input_efficiency_where_recorded() -> None:
     assert "input_efficiency" not in scaling.reference_row(old)
     row = scaling.reference_row({**old, "input_efficiency": 0.92})
     assert row["input_efficiency"] == 0.92 and row["reference"] is True
+
+
+def test_the_pop_chart_shows_input_efficiency_with_its_wait_share_per_rank_count() -> None:
+    rows = [
+        {"ranks": 1, "reference": True, "input_efficiency": 0.92, "load_balance": 1.0},
+        {"ranks": 2, "input_efficiency": 0.75, "load_balance": 0.97},
+        {"ranks": 4, "load_balance": 0.9},  # recorded before the input phase: no cell
+    ]
+    section = {"series": [{"backend": "torch", "device": "cpu", "mode": "weak", "rows": rows}]}
+    record = RunRecord("r", "2026-11-28", {"name": "cpu"}, {}, (), derived={"scaling": section})
+    svg = charts.scaling(charts.ChartContext(record))
+    assert svg is not None
+    assert "Input efficiency" in svg
+    assert "(8% wait)" in svg and "(25% wait)" in svg
 
 
 # ----------------------------------------------------------------------------- the check
