@@ -3,8 +3,9 @@
 Each scale launches the training ranks through ``--perf-launcher`` (``mpiexec -n {ranks}``
 by default) up to ``--perf-ranks``, in strong and weak scaling; every POP efficiency is a
 check of its own (load balance, communication efficiency, parallel efficiency, computation
-scalability, global efficiency, scaling efficiency).  Below 0.8 is a warning, never a
-failure; the report draws the multiplicative tree over the rank counts.
+scalability, global efficiency, scaling efficiency, and input efficiency: 1 - the share
+of a step spent waiting for its next batch from a host input pipeline).  Below 0.8 is a
+warning, never a failure; the report draws the multiplicative tree over the rank counts.
 """
 
 import pytest

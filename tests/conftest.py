@@ -104,6 +104,7 @@ OPENING: tuple[tuple[tuple[str, ...], ...], ...] = (
         (
             "tests/test_scaling.py::test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n",
             "tests/test_scaling.py::test_a_communication_delay_moves_communication_efficiency_and_not_load_balance",
+            "tests/test_scaling.py::test_an_input_delay_moves_the_input_wait_share_and_not_load_balance",
         ),
         ("tests/test_scaling.py::test_the_quick_suite_records_the_pop_tree_and_draws_it",),
         ("tests/test_fleet_processes.py::test_mpiexec_with_a_hostfile_and_a_hung_node",),

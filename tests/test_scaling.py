@@ -4,7 +4,8 @@ The unit tests feed the POP model numbers and check its definitions and identiti
 integration tests start real training ranks under ``mpiexec`` (torch DDP over gloo, and
 TensorFlow's MultiWorkerMirroredStrategy, on the CPU) and inject a fault: one rank doing twice the work must move the load balance to the
 analytic (N+1)/(2N) and leave the communication efficiency alone; a delay inside the
-communication phase must move the communication efficiency and leave the load balance.
+communication phase must move the communication efficiency and leave the load balance; a
+delay inside the input phase must move the input-wait share and leave the load balance.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfsuite.checks import pop, scaling
+from perfsuite.collectives import train
 from perfsuite.collectives.launch import Launcher, LauncherError
 from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.model import RunRecord
+from perfsuite.report import charts
 from perfsuite.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +120,115 @@ def test_medians_are_taken_per_efficiency_over_steps() -> None:
         pop.Reference.of([pop.Step((1.0, 1.0), 1.0, 8)])
 
 
+def test_the_input_wait_share_is_the_mean_wait_over_ranks_over_the_step() -> None:
+    assert pop.input_wait_share([1.0, 3.0], 8.0) == 0.25
+    assert pop.input_efficiency([1.0, 3.0], 8.0) == 0.75
+    assert pop.input_wait_share([], 8.0) == 0.0  # no input phase: no wait
+    step = pop.Step(compute=(4.0, 6.0), seconds=8.0, samples=32)
+    assert pop.efficiencies(pop.Reference(9.0, 10.0, 32), step).input_efficiency == 1.0
+
+
+def test_input_efficiency_is_an_exact_factor_of_communication_efficiency() -> None:
+    # Waiting for input is not useful compute: it is in the step, not in the compute, so
+    # it lowers CE by exactly the input efficiency, and POP's identities stay exact.
+    reference = pop.Reference(compute=9.0, seconds=10.0, samples=32)
+    step = pop.Step(compute=(4.0, 6.0), seconds=9.0, samples=32, input=(0.5, 1.5))
+    e = pop.efficiencies(reference, step)
+    assert e.input_efficiency == pytest.approx(1 - 1.0 / 9.0)
+    beside = pop.communication_efficiency_beside_input(step.compute, step.input, step.seconds)
+    assert beside == pytest.approx(6.0 / 8.0)
+    assert e.communication_efficiency == pytest.approx(e.input_efficiency * beside)
+    assert e.communication_efficiency == pytest.approx(6.0 / 9.0)
+    assert e.load_balance == pytest.approx(5 / 6)  # the input never enters the balance
+    assert e.parallel_efficiency == pytest.approx(e.load_balance * e.communication_efficiency)
+    assert e.global_efficiency == pytest.approx(e.parallel_efficiency * e.computation_scalability)
+    assert e.computation_scalability == pytest.approx(9 / 10)  # nor the scalability
+
+
+def test_an_input_delay_on_fake_phases_moves_input_and_communication_not_balance() -> None:
+    reference = pop.Reference(compute=9.0, seconds=10.0, samples=32)
+    compute, wait = (4.0, 6.0), 2.0
+    before = pop.Step(compute, sum((0.2, 6.0, wait)), 32, input=(0.2, 0.2))
+    after = pop.Step(compute, sum((3.2, 6.0, wait)), 32, input=(3.2, 3.2))  # D = 3 s
+    e0, e1 = pop.efficiencies(reference, before), pop.efficiencies(reference, after)
+    assert e1.load_balance == e0.load_balance
+    assert e1.computation_scalability == e0.computation_scalability
+    assert e0.input_efficiency == pytest.approx(1 - 0.2 / 8.2)
+    assert e1.input_efficiency == pytest.approx(1 - 3.2 / 11.2)
+    assert e1.communication_efficiency == pytest.approx(6.0 / 11.2)
+    # What the communication itself costs (CE beside the input) did not move.
+    assert pop.communication_efficiency_beside_input(
+        after.compute, after.input, after.seconds
+    ) == pytest.approx(
+        pop.communication_efficiency_beside_input(before.compute, before.input, before.seconds)
+    )
+
+
+def test_the_median_input_efficiency_is_one_minus_the_median_share() -> None:
+    reference = pop.Reference(compute=1.0, seconds=1.0, samples=8)
+    steps = [pop.Step((1.0,), 2.0, 8, (i,)) for i in (0.1, 0.4, 0.2)]
+    median = pop.median(pop.per_step(reference, steps))
+    assert median.input_efficiency == pytest.approx(1 - 0.1)  # of 0.95, 0.8, 0.9
+    assert median.value("input_efficiency") == median.input_efficiency
+    assert "input_efficiency" in pop.METRICS
+
+
+def test_the_host_input_pipeline_makes_new_normalised_batches_from_its_seed() -> None:
+    first, again = train.HostInput(16, 7, channels_last=False), train.HostInput(16, 7, False)
+    images, labels = first.next()
+    assert images.shape == (16, 3, train.IMAGE, train.IMAGE) and images.dtype == np.float32
+    assert images.flags.c_contiguous
+    assert labels.shape == (16,) and labels.dtype == np.int64
+    assert 0 <= labels.min() and labels.max() < train.CLASSES
+    same, _ = again.next()
+    np.testing.assert_array_equal(images, same)  # seeded
+    following, _ = first.next()
+    assert not np.array_equal(images, following)  # a new batch every step
+    # Normalised: uniform bytes have mean 127.5 / 255 per channel before it.
+    means = images.mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(means, (0.5 - train.MEAN) / train.STD, atol=0.05)
+    nhwc, _ = train.HostInput(4, 7, channels_last=True).next()
+    assert nhwc.shape == (4, train.IMAGE, train.IMAGE, 3)
+
+
+def test_rank_times_carry_the_input_phase_into_the_model_and_the_shares() -> None:
+    launch = scaling.Launch("torch", "cpu", 2, 8, 2, 1, "mpiexec -n {ranks}")
+    times = scaling.RankTimes(
+        launch, (), compute=((4.0, 6.0), (5.0, 5.0)), wait=((2.0, 0.0), (0.0, 0.0)),
+        comm=((3.0, 1.0), (1.0, 1.0)), step=((9.0, 9.0), (8.0, 8.0)), compute_clock="wall",
+        input=((1.0, 1.0), (2.0, 2.0)),
+    )  # fmt: skip
+    assert [s.input for s in times.steps()] == [(1.0, 1.0), (2.0, 2.0)]
+    assert times.median_share("input") == pytest.approx(statistics.median([1 / 9, 2 / 8]))
+    without = replace(times, input=())
+    assert all(s.input == () for s in without.steps())
+    assert without.median_share("input") == 0.0
+    delayed = replace(launch, input_delay_ms=25.0).command()
+    assert delayed[delayed.index("--input-delay-ms") + 1] == "25"
+    assert "--input-delay-ms" not in launch.command()
+
+
+def test_the_reference_row_shows_its_input_efficiency_where_recorded() -> None:
+    old = {"communication_efficiency": 0.9}
+    assert "input_efficiency" not in scaling.reference_row(old)
+    row = scaling.reference_row({**old, "input_efficiency": 0.92})
+    assert row["input_efficiency"] == 0.92 and row["reference"] is True
+
+
+def test_the_pop_chart_shows_input_efficiency_with_its_wait_share_per_rank_count() -> None:
+    rows = [
+        {"ranks": 1, "reference": True, "input_efficiency": 0.92, "load_balance": 1.0},
+        {"ranks": 2, "input_efficiency": 0.75, "load_balance": 0.97},
+        {"ranks": 4, "load_balance": 0.9},  # recorded before the input phase: no cell
+    ]
+    section = {"series": [{"backend": "torch", "device": "cpu", "mode": "weak", "rows": rows}]}
+    record = RunRecord("r", "2026-11-28", {"name": "cpu"}, {}, (), derived={"scaling": section})
+    svg = charts.scaling(charts.ChartContext(record))
+    assert svg is not None
+    assert "Input efficiency" in svg
+    assert "(8% wait)" in svg and "(25% wait)" in svg
+
+
 # ----------------------------------------------------------------------------- the check
 
 
@@ -175,16 +289,19 @@ BATCH = 128  # per rank: compute dominates the step, so the CE's noise is small 
 DELAY_MS = 30.0
 
 
-def _launch(backend: str, imbalance: bool = False, comm_delay_ms: float = 0.0) -> scaling.RankTimes:
+def _launch(
+    backend: str, imbalance: bool = False, comm_delay_ms: float = 0.0, input_delay_ms: float = 0.0
+) -> scaling.RankTimes:
     launch = scaling.Launch(backend, "cpu", 2, BATCH, STEPS, 1, "mpiexec -n {ranks}")
-    return scaling.run(
-        replace(launch, timeout_s=120, imbalance=imbalance, comm_delay_ms=comm_delay_ms)
-    )
+    delays = {"comm_delay_ms": comm_delay_ms, "input_delay_ms": input_delay_ms}
+    return scaling.run(replace(launch, timeout_s=120, imbalance=imbalance, **delays))
 
 
 def _per_step(times: scaling.RankTimes, metric: str) -> list[float]:
     if metric == "load_balance":
         return [pop.load_balance(s.compute) for s in times.steps()]
+    if metric == "input_wait_share":
+        return [pop.input_wait_share(s.input, s.seconds) for s in times.steps()]
     return [pop.communication_efficiency(s.compute, s.seconds) for s in times.steps()]
 
 
@@ -325,6 +442,44 @@ def test_a_communication_delay_moves_communication_efficiency_and_not_load_balan
 
 @pytest.mark.integration
 @needs_ranks
+def test_an_input_delay_moves_the_input_wait_share_and_not_load_balance(
+    balanced: Balanced,
+) -> None:
+    steps = balanced.runs[0].steps()
+    # Two balanced steps long at least: the share moves to about two thirds, far out of
+    # the noise, and the launch costs a few seconds more than a balanced one.
+    delay_s = max(DELAY_MS / 1e3, 2 * statistics.median(s.seconds for s in steps))
+    share0 = max(_median(r, "input_wait_share") for r in balanced.runs)
+    lb0 = max(_median(r, "load_balance") for r in balanced.runs)
+    # The same delay on every rank: the step grows by D, and so does the mean input wait.
+    predicted = statistics.median(
+        (statistics.fmean(s.input) + delay_s) / (s.seconds + delay_s) for s in steps
+    )
+    lb_noise = balanced.noise("load_balance")
+
+    def check(delayed: scaling.RankTimes) -> None:
+        share, lb = _median(delayed, "input_wait_share"), _median(delayed, "load_balance")
+        _report(
+            f"{balanced.backend} input delay", delay_ms=delay_s * 1e3, share_before=share0,
+            share=share, share_predicted=predicted, lb=lb, lb_before=lb0, lb_noise=lb_noise,
+        )  # fmt: skip
+        assert 0 < share0 < 0.2  # the pipeline's own work: small beside the step
+        assert abs(share - predicted) <= 0.1
+        assert share - share0 >= 0.4
+        # The load balance stays within its noise (at least 0.1, as for the delay in the
+        # communication phase) and moves far less than the share did.
+        assert abs(lb - lb0) <= max(2 * lb_noise, 0.1)
+        assert share - share0 >= 3 * abs(lb - lb0)
+
+    _judged_on_the_better_of_two(
+        lambda: _launch(balanced.backend, input_delay_ms=delay_s * 1e3),
+        lambda r: _median(r, "load_balance"),
+        check,
+    )
+
+
+@pytest.mark.integration
+@needs_ranks
 def test_the_quick_suite_records_the_pop_tree_and_draws_it(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nperf_quick = true\nperf_launch_timeout = 120\n")
     shutil.copy(ROOT / "suites" / "test_scaling.py", pytester.path / "test_suite_scaling.py")
@@ -341,6 +496,10 @@ def test_the_quick_suite_records_the_pop_tree_and_draws_it(pytester: pytest.Pyte
     (series,) = record["derived"]["scaling"]["series"]
     assert series["mode"] == "weak" and [row["ranks"] for row in series["rows"]] == [1, 2]
     assert series["rows"][1]["threads_per_rank"] == 1
+    for row in series["rows"]:
+        assert 0 < row["input_efficiency"] <= 1
+    share = series["rows"][1]["phase_shares"]["input"]
+    assert share == pytest.approx(1 - series["rows"][1]["input_efficiency"], abs=1e-9)
     html = path.with_suffix(".html").read_text()
     assert 'id="chart-scaling"' in html
 

@@ -14,7 +14,29 @@ POP's multiplicative tree (the POP Centre of Excellence's metrics)::
 * scaling efficiency = throughput per rank / throughput of the one-rank run (samples per
   second per rank).  It differs from the global efficiency by the one-rank run's own
   communication efficiency: POP's global efficiency counts the reference's useful compute,
-  scaling efficiency its whole step.
+  scaling efficiency its whole step;
+* input efficiency = 1 - input-wait share, the share being the mean over ranks of the time
+  a step waited for its next batch / step time (the TF profiler's input-bound fraction).
+
+**How input time enters the model.**  POP counts useful computation; waiting for input is
+not useful computation.  It is in the step time and not in the compute, so it lowers the
+communication efficiency, as any time a rank spends not computing does (POP's
+communication efficiency is everything between the slowest rank's compute and the
+runtime).  The input efficiency is its own factor of it, the way POP splits
+communication efficiency into serialisation x transfer::
+
+    communication efficiency = input efficiency x max compute / (step - mean input)
+
+exactly, per step, with no change to POP's two identities: load balance and computation
+scalability never see the input, parallel = load balance x communication efficiency and
+global = parallel x computation scalability hold as before.  An input delay moves the
+communication efficiency and the input efficiency, not the load balance.
+
+Why an efficiency (1 - share, higher is better) and not the share itself: it reads like
+every other POP metric, and POP's rule of thumb applies unchanged (below 0.8 is a share of
+20% or more, the TF profiler's "highly input-bound"); it is a factor of the tree; and a
+baseline judges samples as log ratios, which a share near zero (a step that never waits)
+makes unstable.  The share itself is recorded (``phase_shares``) and drawn in the report.
 
 Efficiencies are computed per step (every rank's times of that step) and summarised by
 the median over steps, each efficiency on its own: a median of products is not the
@@ -39,16 +61,21 @@ METRICS = (
     "computation_scalability",
     "global_efficiency",
     "scaling_efficiency",
+    "input_efficiency",
 )
 
 
 @dataclass(frozen=True)
 class Step:
-    """One training step: every rank's useful compute, and the step's wall time (seconds)."""
+    """One training step: every rank's useful compute and input wait, the step's wall time.
+
+    Seconds.  ``input`` is empty for a step with no input phase (no wait for data).
+    """
 
     compute: tuple[float, ...]
     seconds: float
     samples: int  # the global batch of this step (samples over all ranks)
+    input: tuple[float, ...] = ()  # per rank: the wait for the next batch
 
     @property
     def ranks(self) -> int:
@@ -87,6 +114,7 @@ class Efficiencies:
     computation_scalability: float
     global_efficiency: float
     scaling_efficiency: float
+    input_efficiency: float
 
     def value(self, metric: str) -> float:
         """One efficiency by its name in :data:`METRICS`."""
@@ -107,6 +135,26 @@ def load_balance(compute: Sequence[float]) -> float:
 def communication_efficiency(compute: Sequence[float], seconds: float) -> float:
     """max(compute) / step time."""
     return max(compute) / seconds
+
+
+def input_wait_share(input_: Sequence[float], seconds: float) -> float:
+    """mean(input wait) over ranks / step time; 0 for a step with no input phase."""
+    return statistics.fmean(input_) / seconds if input_ else 0.0
+
+
+def input_efficiency(input_: Sequence[float], seconds: float) -> float:
+    """1 - the input-wait share: the factor of the communication efficiency lost to input."""
+    return 1.0 - input_wait_share(input_, seconds)
+
+
+def communication_efficiency_beside_input(
+    compute: Sequence[float], input_: Sequence[float], seconds: float
+) -> float:
+    """max(compute) / (step time - mean input wait): the communication efficiency's other factor.
+
+    communication efficiency = input efficiency x this, exactly.
+    """
+    return max(compute) / (seconds - (statistics.fmean(input_) if input_ else 0.0))
 
 
 def strong_scalability(reference_total: float, total: float) -> float:
@@ -148,6 +196,7 @@ def efficiencies(reference: Reference, step: Step) -> Efficiencies:
         computation_scalability=cs,
         global_efficiency=lb * ce * cs,
         scaling_efficiency=scaling_efficiency(reference, step),
+        input_efficiency=input_efficiency(step.input, step.seconds),
     )
 
 

@@ -3,13 +3,15 @@
 A small CNN trains on synthetic images at every rank count of the series (1, 2, 4, ... up
 to N from ``--perf-ranks``, and N), each launch started by ``--perf-launcher`` like the
 allreduce check's; the pytest process is never a rank.  The rank side,
-:mod:`perfsuite.collectives.train`, times every step in phases (compute, the wait for the
-slowest rank, the gradient allreduce, the whole step) with timers, not a profiler; its
-docstring gives the method.  :mod:`perfsuite.checks.pop` turns the times into POP's
-efficiencies, per step, and each efficiency is one check, judged like any other: its
-samples are the per-step efficiencies, the baseline verdict compares them with the stored
-runs', and POP's rule of thumb (below 0.8 is worth a look) is an advisory floor on their
-median: a warning, never a failure.
+:mod:`perfsuite.collectives.train`, times every step in phases (the wait for the next
+batch from a host input pipeline, compute, the wait for the slowest rank, the gradient
+allreduce, the whole step) with timers, not a profiler; its docstring gives the method.
+:mod:`perfsuite.checks.pop` turns the times into POP's efficiencies, per step, and each
+efficiency is one check, judged like any other: its samples are the per-step
+efficiencies, the baseline verdict compares them with the stored runs', and POP's rule of
+thumb (below 0.8 is worth a look) is an advisory floor on their median: a warning, never
+a failure.  The input efficiency (1 - the input-wait share of a step) is one of them;
+:mod:`perfsuite.checks.pop` says how input time enters the model.
 
 * Strong scaling: the global batch is fixed (``BATCH``), each of N ranks trains on
   BATCH / N samples.  Weak scaling: each rank trains on ``BATCH`` samples.  Both share the
@@ -153,6 +155,7 @@ class Launch:
     timeout_s: float = 300.0
     imbalance: bool = False
     comm_delay_ms: float = 0.0
+    input_delay_ms: float = 0.0
 
     def command(self) -> list[str]:
         """The launcher's command line for the ranks."""
@@ -163,6 +166,8 @@ class Launch:
             args.append("--imbalance")
         if self.comm_delay_ms:
             args += ["--comm-delay-ms", f"{self.comm_delay_ms:g}"]
+        if self.input_delay_ms:
+            args += ["--input-delay-ms", f"{self.input_delay_ms:g}"]
         launcher = Launcher.parse(self.launcher)
         return launcher.command(self.ranks, args, self.oversubscribe, worker=TRAINER)
 
@@ -192,15 +197,21 @@ class RankTimes:
     step: tuple[tuple[float, ...], ...]
     compute_clock: str
     facts: tuple[dict[str, Any], ...] = ()
+    input: tuple[tuple[float, ...], ...] = ()  # [step][rank]; empty: no input phase
 
     def steps(self) -> list[pop.Step]:
-        """The POP model's view: compute per rank, and the step's time (max over ranks)."""
+        """The POP model's view: compute and input per rank, the step's time (max over ranks)."""
         samples = self.launch.batch * self.launch.ranks
-        return [pop.Step(c, max(s), samples) for c, s in zip(self.compute, self.step, strict=True)]
+        inputs = self.input or ((),) * len(self.step)
+        return [
+            pop.Step(c, max(s), samples, i)
+            for c, s, i in zip(self.compute, self.step, inputs, strict=True)
+        ]
 
     def median_share(self, phase: str) -> float:
         """A phase's median over steps of its mean over ranks, as a share of the step time."""
-        rows = {"compute": self.compute, "wait": self.wait, "comm": self.comm}[phase]
+        phases = {"input": self.input, "compute": self.compute, "wait": self.wait}
+        rows = {**phases, "comm": self.comm}[phase] or ((0.0,),) * len(self.step)
         return statistics.median(
             statistics.fmean(r) / max(s) for r, s in zip(rows, self.step, strict=True)
         )
@@ -233,6 +244,7 @@ def run(launch: Launch) -> RankTimes:
         by_step("step"),
         str(report["compute_clock"]),
         facts,
+        by_step("input"),
     )
 
 
@@ -285,8 +297,10 @@ class ScalingSource(ChildSource):
             "step_seconds": ref.seconds,
             "samples_per_step": ref.samples,
             "communication_efficiency": median.communication_efficiency,
+            "input_efficiency": median.input_efficiency,
         }
-        self.phase_shares = {p: times.median_share(p) for p in ("compute", "wait", "comm")}
+        phases = ("input", "compute", "wait", "comm")
+        self.phase_shares = {p: times.median_share(p) for p in phases}
         self.compute_clock = times.compute_clock
         return [r.value(self.case.metric) for r in self.rows]
 
@@ -400,11 +414,11 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
 
 
 def reference_row(reference: dict[str, Any] | None) -> dict[str, Any]:
-    """The one-rank run as a row of the table (its own efficiencies are 1 but its CE)."""
+    """The one-rank run as a row of the table (its own efficiencies are 1 but CE and input)."""
     if not reference:
         return {}
     ce = float(reference["communication_efficiency"])
-    return {
+    row: dict[str, Any] = {
         "ranks": 1,
         "load_balance": 1.0,
         "communication_efficiency": ce,
@@ -414,6 +428,9 @@ def reference_row(reference: dict[str, Any] | None) -> dict[str, Any]:
         "scaling_efficiency": 1.0,
         "reference": True,
     }
+    if "input_efficiency" in reference:  # none in a record from before the input phase
+        row["input_efficiency"] = float(reference["input_efficiency"])
+    return row
 
 
 sections.register("scaling", section)

@@ -4,9 +4,15 @@
 
 Run by a launcher, never imported by the plugin's process.  Each rank trains the same small
 CNN on synthetic images (torch ``DistributedDataParallel``: gloo on the CPU, NCCL on GPUs).
-Every step is timed in phases, with timers around them (not a profiler):
+Every step is timed in phases (timers, not a profiler):
 
 * a barrier, so that every rank starts the step together;
+* **input**: the wait for the next batch.  The rank's input pipeline (:class:`HostInput`)
+  does real per-sample work on the host, as a data loader with no worker processes does
+  (torch's ``DataLoader(num_workers=0)``): it "decodes" (uint8 images from a seeded
+  generator), crops and flips each sample at random, converts to float, normalises, and
+  copies the batch to the device.  Nothing overlaps it (no prefetch), so all of it is time
+  the step waits for input: the idle accelerator of the POP/Horovod ResNet-50 case study;
 * **compute, part 1**: forward, loss and backward, under DDP's ``no_sync()``, so the
   backward pass only computes the local gradients and never talks to the other ranks;
 * **communication**: the gradients flattened into one buffer and summed with one
@@ -16,8 +22,12 @@ Every step is timed in phases, with timers around them (not a profiler):
 * **compute, part 2**: the optimizer step;
 * a barrier, so that the step's wall time on every rank includes the wait for the slowest.
 
-The step time is the wall time from the first barrier's return to the second's, and the
-step's time is the maximum over ranks.  Compute is, per rank, the CPU time of the rank's
+The phases are disjoint: in wall time a rank's step is input + compute + communication
+(+ the second barrier).  The step time is the wall time from the first barrier's return to
+the second's, and the step's time is the maximum over ranks.  Input is wall time on every
+device: waiting for a batch is not useful computation, so it is in the step and not in the
+compute, and it lowers the communication efficiency (the input efficiency of
+:mod:`perfsuite.checks.pop` is its factor).  Compute is, per rank, the CPU time of the rank's
 own thread over the two compute parts (``time.thread_time``) when the device is the CPU,
 and the wall time between ``torch.cuda.synchronize()`` calls on a GPU.  CPU time, because
 ranks that share a busy host are preempted unevenly: wall time then charges the
@@ -31,7 +41,8 @@ Injections, for the correctness tests: ``--imbalance`` has one rank run its forw
 backward twice in every step (twice the work; which rank takes turns, step by step);
 ``--comm-delay-ms D`` delays the communication
 phase by D ms on every rank, polling as a wait on a slow network would (see
-:meth:`TorchTrainer.wait_for_all`).
+:meth:`TorchTrainer.wait_for_all`); ``--input-delay-ms D`` delays the input phase by D ms
+on every rank, polling likewise, as a slow input pipeline would.
 
 Rank 0 prints one JSON line ``{"pop_steps": ...}`` with every rank's phase times for every
 timed step (gathered with ``all_gather_object``), after a ``{"layout": ...}`` line.
@@ -49,16 +60,56 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from perfsuite.collectives.worker import join_torch_group, layout
 
 IMAGE = 32  # synthetic images: 3 x 32 x 32, 10 classes
 CLASSES = 10
+PAD = 4  # stored images are 40 x 40: random 32 x 32 crops, CIFAR's pad-by-4 augmentation
+# CIFAR-10's per-channel mean and standard deviation, the usual normalisation.
+MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)
+STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)
+
+
+class HostInput:
+    """A rank's input pipeline: real per-sample work on the host, a new batch every step.
+
+    Cheap next to the step's compute (a few % of it on one CPU core), but real work, done
+    in this process the way a loader without worker processes does it, so that the input
+    phase measures a wait that a user's pipeline would also cause: per step, "decode" the
+    batch (uint8 images, as a JPEG decoder hands them over, from a seeded generator), then
+    per sample a random crop and a random horizontal flip, then float and normalisation
+    for the whole batch.  Images come out channels-last (TensorFlow's layout) or
+    channels-first (torch's), contiguous.
+    """
+
+    def __init__(self, batch: int, seed: int, channels_last: bool) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.batch, self.channels_last = batch, channels_last
+        self.crops = np.empty((batch, IMAGE, IMAGE, 3), dtype=np.uint8)
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next batch: float32 images (normalised) and int64 labels."""
+        rng, size = self.rng, IMAGE + 2 * PAD
+        decoded = rng.integers(0, 256, (self.batch, size, size, 3), dtype=np.uint8)
+        corners = rng.integers(0, 2 * PAD + 1, (self.batch, 2))
+        flips = rng.random(self.batch) < 0.5
+        for i in range(self.batch):
+            top, left = corners[i]
+            crop = decoded[i, top : top + IMAGE, left : left + IMAGE]
+            self.crops[i] = crop[:, ::-1] if flips[i] else crop
+        images = (self.crops.astype(np.float32) * np.float32(1 / 255) - MEAN) / STD
+        if not self.channels_last:
+            images = np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+        return images, rng.integers(0, CLASSES, self.batch)
 
 
 @dataclass(frozen=True)
 class RankSteps:
     """One rank's phase times, one entry per timed step (seconds)."""
 
+    input: list[float]  # the wait for the next batch (the input pipeline's work)
     compute: list[float]
     wait: list[float]  # in the communication phase: waiting for the slowest rank
     comm: list[float]  # the whole communication phase (the wait, then the allreduce)
@@ -95,9 +146,8 @@ class TorchTrainer:
         self.model = nn.parallel.DistributedDataParallel(model)
         self.loss = nn.CrossEntropyLoss()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        generator = torch.Generator().manual_seed(seed + rank)
-        self.x = torch.randn(batch, 3, IMAGE, IMAGE, generator=generator).to(self.device)
-        self.y = torch.randint(0, CLASSES, (batch,), generator=generator).to(self.device)
+        self.input = HostInput(batch, seed + rank, channels_last=False)
+        self.x, self.y = torch.empty(0), torch.empty(0)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.flat = torch.zeros(sum(p.numel() for p in self.params), device=self.device)
         self.token = torch.zeros(1, device=self.device)
@@ -117,6 +167,13 @@ class TorchTrainer:
             return time.thread_time()
         self.sync()
         return time.perf_counter()
+
+    def next_batch(self) -> None:
+        """The input phase: the pipeline's next batch, copied to the device."""
+        images, labels = self.input.next()
+        self.x = self.torch.from_numpy(images).to(self.device)
+        self.y = self.torch.from_numpy(labels).to(self.device)
+        self.sync()
 
     def forward_backward(self, passes: int) -> None:
         """Forward, loss, backward: local gradients only (no DDP communication)."""
@@ -231,9 +288,8 @@ class TensorFlowTrainer:
             (CLASSES,),
         ]
         self.variables = [tf.Variable(init(s) if len(s) > 1 else tf.zeros(s)) for s in shapes]
-        generator = tf.random.Generator.from_seed(seed + self.rank)
-        self.x = generator.normal((batch, IMAGE, IMAGE, 3))
-        self.y = generator.uniform((batch,), 0, CLASSES, dtype=tf.int32)
+        self.input = HostInput(batch, seed + self.rank, channels_last=True)
+        self.x, self.y = tf.zeros((batch, IMAGE, IMAGE, 3)), tf.zeros((batch,), tf.int32)
         self.grads: list[Any] = []
         self._grads = tf.function(self._local_gradients)
         self._apply = tf.function(self._sgd)
@@ -246,16 +302,16 @@ class TensorFlowTrainer:
 
         self._reduce = tf.function(reduce)
 
-    def _local_gradients(self) -> list[Any]:
+    def _local_gradients(self, x: Any, y: Any) -> list[Any]:
         tf = self.tf
         w1, b1, w2, b2, w3, b3, w4, b4 = self.variables
         with tf.GradientTape() as tape:
-            h = tf.nn.relu(tf.nn.conv2d(self.x, w1, 1, "SAME") + b1)
+            h = tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME") + b1)
             h = tf.nn.relu(tf.nn.conv2d(h, w2, 2, "SAME") + b2)
             h = tf.nn.relu(tf.nn.conv2d(h, w3, 2, "SAME") + b3)
             logits = tf.matmul(tf.reduce_mean(h, axis=[1, 2]), w4) + b4
             loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.y, logits=logits)
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
             )
         return list(tape.gradient(loss, self.variables))
 
@@ -271,9 +327,15 @@ class TensorFlowTrainer:
     def compute_clock(self) -> float:
         return time.process_time()
 
+    def next_batch(self) -> None:
+        """The input phase: the pipeline's next batch, as tensors."""
+        images, labels = self.input.next()
+        self.x = self.tf.convert_to_tensor(images)
+        self.y = self.tf.convert_to_tensor(labels.astype(np.int32))
+
     def forward_backward(self, passes: int) -> None:
         for _ in range(passes):
-            self.grads = [g.numpy() for g in self._grads()]  # numpy(): the work is done
+            self.grads = [g.numpy() for g in self._grads(self.x, self.y)]  # numpy(): work done
 
     def wait_for_all(self) -> None:
         self.comm.barrier()
@@ -291,11 +353,9 @@ class TensorFlowTrainer:
 
     def gather(self, value: Any) -> list[Any] | None:
         """Every rank's step times, summed through the strategy as one float matrix."""
-        import numpy as np
-
         if not isinstance(value, dict):
             return self.comm.gather(value)  # small objects (a hostname)
-        keys = ("compute", "wait", "comm", "step")
+        keys = ("input", "compute", "wait", "comm", "step")
         steps = len(value[keys[0]])
         rows = np.zeros((self.size, len(keys), steps), dtype=np.float64)
         rows[self.rank] = [value[k] for k in keys]
@@ -327,10 +387,16 @@ def poll_until(deadline: float) -> None:
         os.sched_yield()
 
 
-def timed_step(trainer: Any, passes: int, delay_s: float) -> tuple[float, float, float, float]:
-    """One training step: compute, wait, communication and step wall seconds."""
+def timed_step(
+    trainer: Any, passes: int, delay_s: float, input_delay_s: float = 0.0
+) -> tuple[float, float, float, float, float]:
+    """One training step: input, compute, wait, communication and step wall seconds."""
     trainer.barrier()
     start = time.perf_counter()
+    trainer.next_batch()  # the wait for the next batch
+    if input_delay_s:
+        poll_until(time.perf_counter() + input_delay_s)
+    i1 = time.perf_counter()
     c0 = trainer.compute_clock()
     trainer.forward_backward(passes)
     c1 = trainer.compute_clock()
@@ -345,20 +411,29 @@ def timed_step(trainer: Any, passes: int, delay_s: float) -> tuple[float, float,
     trainer.optimizer_step()
     c3 = trainer.compute_clock()
     trainer.barrier()
-    return (c1 - c0) + (c3 - c2), w1 - w0, w2 - w0, time.perf_counter() - start
+    compute = (c1 - c0) + (c3 - c2)
+    return i1 - start, compute, w1 - w0, w2 - w0, time.perf_counter() - start
 
 
-def run(trainer: Any, steps: int, warmup: int, imbalance: bool, delay_s: float) -> RankSteps:
+def run(
+    trainer: Any,
+    steps: int,
+    warmup: int,
+    imbalance: bool,
+    delay_s: float,
+    input_delay_s: float = 0.0,
+) -> RankSteps:
     """Warm-up steps (discarded), then ``steps`` timed ones."""
-    out = RankSteps([], [], [], [])
+    out = RankSteps([], [], [], [], [])
     for i in range(warmup + steps):
         # One rank does twice the work in every step, the last one first, then the others
         # in turn: ranks whose cores run at different speeds (one shared with other work
         # for a whole run) would otherwise bias the load balance the injection must give.
         doubled = (trainer.size - 1 - i) % trainer.size
         passes = 2 if imbalance and trainer.rank == doubled else 1
-        compute, wait, comm, step = timed_step(trainer, passes, delay_s)
+        took, compute, wait, comm, step = timed_step(trainer, passes, delay_s, input_delay_s)
         if i >= warmup:
+            out.input.append(took)
             out.compute.append(compute)
             out.wait.append(wait)
             out.comm.append(comm)
@@ -386,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0: default")
     parser.add_argument("--imbalance", action="store_true", help="one rank: twice the work")
     parser.add_argument("--comm-delay-ms", type=float, default=0.0)
+    parser.add_argument("--input-delay-ms", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--launcher", default="")
     args = parser.parse_args(argv)
@@ -395,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         if facts is not None:
             _emit({"layout": facts})
         steps = args.samples or args.steps
-        mine = run(trainer, steps, args.warmup, args.imbalance, args.comm_delay_ms / 1e3)
+        delays = args.comm_delay_ms / 1e3, args.input_delay_ms / 1e3
+        mine = run(trainer, steps, args.warmup, args.imbalance, *delays)
         every = trainer.gather(asdict(mine))
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu = trainer.gather(usage.ru_utime + usage.ru_stime)
@@ -408,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                         "compute_clock": trainer.clock_name,
                         "imbalance": args.imbalance,
                         "comm_delay_ms": args.comm_delay_ms,
+                        "input_delay_ms": args.input_delay_ms,
                         "per_rank": every,
                     }
                 }

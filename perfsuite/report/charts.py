@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -514,11 +515,13 @@ def fidelity(ctx: ChartContext) -> str | None:
 
 
 # POP's tree, top to bottom: (metric, label, depth).  Scaling efficiency sits outside it.
+# Input efficiency (1 - the input-wait share) is a factor of communication efficiency.
 POP_TREE = (
     ("global_efficiency", "Global efficiency", 0),
     ("parallel_efficiency", "Parallel efficiency", 1),
     ("load_balance", "Load balance", 2),
     ("communication_efficiency", "Communication efficiency", 2),
+    ("input_efficiency", "Input efficiency", 3),
     ("computation_scalability", "Computation scalability", 1),
     ("scaling_efficiency", "Scaling efficiency (samples/s per rank)", 0),
 )
@@ -535,7 +538,7 @@ def _pop_colour(value: float, worth_a_look: float) -> str:
     "scaling",
     "POP scaling efficiency",
     "How do the efficiencies of a data-parallel training step hold up from 1 to N ranks, and "
-    "which branch of POP's tree (load balance, communication, computation) loses them?",
+    "which branch of POP's tree (load balance, communication, input, computation) loses them?",
 )
 def scaling(ctx: ChartContext) -> str | None:
     """Per scaling series: POP's table (the tree, rows indented) and its efficiencies by ranks."""
@@ -544,12 +547,13 @@ def scaling(ctx: ChartContext) -> str | None:
     if not series:
         return None
     look = float(section.get("worth_a_look_below", 0.8))
-    fig = _figure(11.0, 3.2 * len(series) + 0.6)
+    fig = _figure(11.0, 3.6 * len(series) + 0.8)
     axes = fig.subplots(len(series), 2, squeeze=False, width_ratios=(1.25, 1))
     for (table_ax, line_ax), s in zip(axes, series, strict=True):
         rows = s["rows"]
         ranks = [int(r["ranks"]) for r in rows]
         title = f"{s['backend']} {s['device']}, {s['mode']} scaling"
+        cell = {"ha": "center", "va": "center", "fontsize": 9}
         for y, (metric, _, _) in enumerate(POP_TREE):
             for x, row in enumerate(rows):
                 value = row.get(metric)
@@ -558,7 +562,7 @@ def scaling(ctx: ChartContext) -> str | None:
                 table_ax.add_patch(
                     _rectangle((x, y), _pop_colour(float(value), look), bool(row.get("reference")))
                 )
-                table_ax.text(x + 0.5, y + 0.5, f"{value:.2f}", ha="center", va="center")
+                table_ax.text(x + 0.5, y + 0.5, _pop_cell(metric, float(value)), **cell)
         table_ax.set_xlim(-0.02, len(rows) + 0.02)
         table_ax.set_ylim(len(POP_TREE), 0)
         table_ax.set_xticks([x + 0.5 for x in range(len(rows))], [f"{n} rank(s)" for n in ranks])
@@ -579,8 +583,8 @@ def scaling(ctx: ChartContext) -> str | None:
             spine.set_visible(False)
         table_ax.set_title(title, fontsize=11, loc="left")
         for metric, label, depth in POP_TREE:
-            values = [r.get(metric) for r in rows]
-            style = ("-", "--", ":")[depth]
+            values = [math.nan if r.get(metric) is None else r[metric] for r in rows]
+            style = ("-", "--", ":", ":")[depth]
             line_ax.plot(
                 ranks, values, "o" + style, label=label.split(" (")[0], lw=2.4 - 0.6 * depth
             )
@@ -594,10 +598,19 @@ def scaling(ctx: ChartContext) -> str | None:
     axes[0][1].legend(fontsize=9, loc="lower left")
     fig.suptitle(
         "Global = parallel x computation scalability; parallel = load balance x communication "
-        "efficiency.  Medians over timed steps; the hatched 1-rank column is the reference run.",
+        "efficiency; input efficiency (1 - the step's share waiting for input) is a factor of\n"
+        "communication efficiency.  Medians over timed steps; the hatched 1-rank column is the "
+        "reference run.",
         fontsize=9, x=0.01, ha="left",
     )  # fmt: skip
     return _svg(fig)
+
+
+def _pop_cell(metric: str, value: float) -> str:
+    """A cell's text; input efficiency also shows its input-wait share (1 - the efficiency)."""
+    if metric == "input_efficiency":
+        return f"{value:.2f}\n({1 - value:.0%} wait)"
+    return f"{value:.2f}"
 
 
 def _rectangle(xy: tuple[float, float], colour: str, reference: bool) -> Any:
