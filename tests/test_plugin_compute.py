@@ -157,6 +157,6 @@ def test_gemm_and_conv_cases_record_roofline_and_flop_checks(pytester: pytest.Py
     conv_result = next(r for r in record["results"] if r["check"] == "conv_roofline")
     # A batch-1 layer cannot fill a device: its roofline point is recorded, its floor is not.
     assert conv_result["floor"]["verdict"] == "no-reference"
-    assert conv_result["floor"]["reason"] == "batch 1 < 16: judged against its baseline only"
+    assert conv_result["floor"]["note"] == "batch 1 < 16: judged against its baseline only"
     gemm_result = next(r for r in record["results"] if r["check"] == "gemm")
-    assert gemm_result["floor"]["reason"].startswith("a DeepBench shape: judged against")
+    assert gemm_result["floor"]["note"].startswith("a DeepBench shape: judged against")
