@@ -13,7 +13,8 @@ producer threads fill the prefetch buffer during the wait) lost 5-15% instead of
 child ranks time themselves where no wait can reach.  Stretching the durations gives every
 check, in-process or not, synchronous or pipelined, the same 20% on top of its real noise,
 which is what a power figure needs.  The machine probe and the bare references are not
-stretched: the machine did not change, only the checked software did.
+stretched: the machine did not change, only the checked software did.  Nor are a ratio's
+samples (a POP efficiency: their ranks' phases all slow alike, so the ratio stays).
 ``PERFSUITE_INJECT_SLOWDOWN_PARAM=triad`` slows only workloads with that parameter value.
 """
 
@@ -45,7 +46,7 @@ def pytest_perfsuite_measured(
 ) -> measure.Measurement | None:
     """The measurement stretched by ``PERFSUITE_INJECT_SLOWDOWN`` (perfsuite's hook)."""
     fraction = float(os.environ.get("PERFSUITE_INJECT_SLOWDOWN", "0") or 0)
-    if not 0 < fraction < 1:
+    if not 0 < fraction < 1 or workload.ratio:
         return None
     only = os.environ.get("PERFSUITE_INJECT_SLOWDOWN_PARAM", "")
     if only and only not in {str(v) for v in workload.params.values()}:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -526,3 +527,7 @@ def test_the_slowdown_plugin_stretches_every_sample_by_the_fraction_asked(
     monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN_PARAM", "triad")
     monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN", "1.5")  # not a fraction: left alone
     assert slowdown.pytest_perfsuite_measured(work, measured) is None
+    # A ratio (a POP efficiency) is no duration: every phase slows alike, the ratio stays.
+    monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN", "0.2")
+    efficiency = dataclasses.replace(work, unit="ratio", ratio=True)
+    assert slowdown.pytest_perfsuite_measured(efficiency, measured) is None
