@@ -445,6 +445,10 @@ def test_a_communication_delay_moves_communication_efficiency_and_not_load_balan
 def test_an_input_delay_moves_the_input_wait_share_and_not_load_balance(
     balanced: Balanced,
 ) -> None:
+    if balanced.backend != "torch":
+        # Both trainers wait for input in the same timed_step (train.py); one backend's
+        # ranks prove the phase, and torch's start fastest.
+        pytest.skip("the input phase is shared by the trainers: measured on torch's ranks")
     steps = balanced.runs[0].steps()
     # Two balanced steps long at least: the share moves to about two thirds, far out of
     # the noise, and the launch costs a few seconds more than a balanced one.
