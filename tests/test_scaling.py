@@ -405,6 +405,10 @@ def test_one_rank_doing_twice_the_work_moves_load_balance_to_n_plus_1_over_2n(
 def test_a_communication_delay_moves_communication_efficiency_and_not_load_balance(
     balanced: Balanced,
 ) -> None:
+    if balanced.backend != "torch":
+        # The delay is injected in the trainers' shared timed_step (train.py): one backend's
+        # ranks prove it, and torch's start fastest.  Both backends' imbalance runs above.
+        pytest.skip("the communication delay is shared by the trainers: measured on torch")
     # Three balanced steps long at least, so that the move stands out of a busy runner's
     # noise (where the ranks' turns on the CPUs cost more than the allreduce itself).
     steps = balanced.runs[0].steps()
