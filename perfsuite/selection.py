@@ -45,6 +45,16 @@ def beyond_mode(items: list[Any], quick: bool, full: bool) -> list[Any]:
     return [item for item in items if any(item.get_closest_marker(m) for m in left_out)]
 
 
+def keep_sweeps(items: list[Any]) -> None:
+    """Drop the ``perf_sweep`` mark, so that quick mode's selection keeps those cases too.
+
+    For a session that wants quick mode's brief measuring with the default mode's cases (an
+    A/B side); it must run before the mode's selection.
+    """
+    for item in items:
+        item.own_markers = [m for m in item.own_markers if m.name != "perf_sweep"]
+
+
 def outside(items: list[Any], backends: tuple[str, ...]) -> list[Any]:
     """The items that run on a backend other than ``backends`` (none when it is empty)."""
     if not backends:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite.measure import Policy
+from perfsuite.selection import keep_sweeps
 
 # The settling warm-up of a side's check stops after this long (quick mode's cap is 1 s).
 SETTLE_CAP_S = 0.3
@@ -35,8 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the default mode's cases (before the mode's selection runs), then the selected."""
-    for item in items:
-        item.own_markers = [m for m in item.own_markers if m.name != "perf_sweep"]
+    keep_sweeps(items)
     path = config.getoption("perf_ab_select")
     if not path:
         return

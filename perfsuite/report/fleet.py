@@ -543,11 +543,7 @@ def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str
         reason = f"rerun again: {name}: {_rerun_words(p, r.unit, lead)}"
     remeasured = p.remeasured is not None and bool(p.remeasured[r.unit])
     return {
-        "node": unit.label,
-        "host": unit.host,
-        "gpu_index": unit.gpu_index,
-        "gpu_serial": unit.gpu_serial,
-        "profile": m.profile,
+        **_unit_fields(unit, m.profile),
         "reason": reason + more,
         "confirmed": r.verdict == fj.Verdict.CONFIRMED,
         "checks": [
@@ -560,6 +556,17 @@ def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str
             "directory": str(fleet.confirm[r.step - 1]),
             "confirmations": r.confirmations,
         },
+    }
+
+
+def _unit_fields(unit: Unit, profile: str) -> dict[str, Any]:
+    """The fields that name a drain entry's node (and GPU) and its profile."""
+    return {
+        "node": unit.label,
+        "host": unit.host,
+        "gpu_index": unit.gpu_index,
+        "gpu_serial": unit.gpu_serial,
+        "profile": profile,
     }
 
 
@@ -704,11 +711,7 @@ def _rerun_entry(p: ProfileFleet, r: fj.RerunUnit) -> dict[str, Any]:
         else f"{short_id(m.checks[first].id)} cannot be judged without it"
     )
     return {
-        "node": unit.label,
-        "host": unit.host,
-        "gpu_index": unit.gpu_index,
-        "gpu_serial": unit.gpu_serial,
-        "profile": m.profile,
+        **_unit_fields(unit, m.profile),
         "reason": (
             f"rerun: {worst}, measured {taint_text(p, r.unit, first)}"
             + (f"; and {len(checks) - 1} more checks" if len(checks) > 1 else "")
@@ -778,11 +781,7 @@ def _slow_entry(p: ProfileFleet, s: fj.SlowUnit) -> dict[str, Any]:
     worst = checks[0]
     worst_id = m.checks[s.checks[0]].id
     return {
-        "node": unit.label,
-        "host": unit.host,
-        "gpu_index": unit.gpu_index,
-        "gpu_serial": unit.gpu_serial,
-        "profile": m.profile,
+        **_unit_fields(unit, m.profile),
         "reason": (
             f"slow, unconfirmed: {short_id(worst_id)} at {worst['ratio']:.2f}x the fleet "
             f"median (z {worst['z']:.1f})"
