@@ -46,8 +46,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
 from perfsuite.model import (
     BaselineLimit,
@@ -165,6 +163,8 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[int]) -> Prior:
     Returns no prior (``df`` 0) with fewer than three usable checks.  Infinite prior degrees
     (all checks vary alike) are capped at 1000.
     """
+    from scipy import special
+
     pairs = [(v, d) for v, d in zip(variances, dfs, strict=True) if v > 0 and d > 0]
     if len(pairs) < 3:
         return Prior()
@@ -185,6 +185,8 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[int]) -> Prior:
 
 def _trigamma_inverse(y: float) -> float:
     """The x > 0 with trigamma(x) = y (Newton's method on 1/trigamma, as limma does)."""
+    from scipy import special
+
     if y > 1e7:
         return 1 / math.sqrt(y)
     if y < 1e-6:
@@ -334,6 +336,8 @@ def compare(
 
     ``lv``: the baseline's :func:`levels`, when the caller has them already.
     """
+    from scipy import stats as sps
+
     cur = _oriented_logs(current, higher_is_better)
     if lv is None:
         lv = levels(
@@ -366,6 +370,8 @@ def compare(
 
 def _two_sided_p(diff: float, var: float, df: float) -> float:
     """Student's two-sided p-value of a log shift with variance ``var`` (0 or 1 without any)."""
+    from scipy import stats as sps
+
     if var > 0:
         return float(2 * sps.t.sf(abs(diff) / math.sqrt(var), df))
     return 1.0 if diff == 0 else 0.0
@@ -392,6 +398,8 @@ def comparison_of(verdict: BaselineVerdict, n_current: int) -> Comparison:
 
 def critical_t(threshold: float, df: float) -> float:
     """The two-sided critical value of Student's t at significance ``threshold``."""
+    from scipy import stats as sps
+
     return float(sps.t.ppf(1 - threshold / 2, max(df, 1e-9)))
 
 
@@ -410,6 +418,8 @@ def detectable(
     own run-to-run spread, which no change within it can exceed (a change must be material
     to count).
     """
+    from scipy import stats as sps
+
     if len(current) > 1:
         cur_var, cur_df = _pooled([_oriented_logs(current, higher_is_better)])
         var, df = lv.variance(n_current, cur_var, cur_df)
@@ -488,6 +498,8 @@ def benjamini_hochberg(
     prefix stays one when the rest arrive: more p-values can only lower each order statistic,
     so the largest qualifying rank never falls.
     """
+    from scipy import stats as sps
+
     m = _family_size(p_values, m)
     if not p_values:
         return []

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from perfsuite import stats
 
@@ -63,6 +62,8 @@ def summarize(log_ratios: Sequence[float], confidence: float = CONFIDENCE) -> Pa
     if sd == 0.0:
         p = 1.0 if mean == 0.0 else 0.0
         return Pairs(n, mean, 0.0, mean, mean, p)
+    from scipy import stats as sps
+
     se = sd / math.sqrt(n)
     t = mean / se
     df = n - 1
@@ -142,6 +143,8 @@ def rounds_needed(pairs: Pairs, tolerance: float, threshold: float, cap: int = 1
     distance = abs(pairs.mean)
     if pairs.sd == 0.0:
         return pairs.n
+    from scipy import stats as sps
+
     # Every candidate count at once: this runs for each undecided check after every round.
     n = np.arange(max(pairs.n, 2), cap + 1)
     se = pairs.sd / np.sqrt(n)
