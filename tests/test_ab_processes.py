@@ -6,8 +6,6 @@ wheels of a small package with 5 releases.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
 import os
@@ -15,10 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
+from wheels import write_wheel
 
 pytestmark = pytest.mark.integration
 
@@ -186,36 +184,15 @@ def pytest_perfsuite_measured(workload, measurement):
 """
 
 
-def wheel(folder: Path, version: str, source: str) -> Path:
-    """A pure-Python wheel of the fixture package, written by hand (no build backend)."""
-    name = DIST.replace("-", "_")
-    path = folder / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
-    files = {
-        f"{MODULE}/__init__.py": source,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: perfsuite-tests\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-    }
-    record = []
-    with zipfile.ZipFile(path, "w") as z:
-        for arc, text in files.items():
-            data = text.encode()
-            z.writestr(arc, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-            record.append(f"{arc},sha256={digest.decode()},{len(data)}")
-        record.append(f"{info}/RECORD,,")
-        z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return path
-
-
 def test_bisect_names_the_release_that_made_the_work_slower(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     for version in RELEASES:
         # From FIRST_SLOW on, a call costs twice as much.
         cost = 0.002 if version >= FIRST_SLOW else 0.001
-        wheel(wheels, version, f"COST = {cost}\n\ndef work():\n    return None\n")
+        write_wheel(
+            wheels, DIST, MODULE, version, f"COST = {cost}\n\ndef work():\n    return None\n"
+        )
     (tmp_path / "test_fixture.py").write_text(FIXTURE_CHECK)
     (tmp_path / "conftest.py").write_text(FIXTURE_CLOCK)
     done = _perfsuite(
