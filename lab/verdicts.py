@@ -56,9 +56,14 @@ BANDWIDTH = "suites/test_memory_bandwidth.py"
 
 
 def pytest_run(
-    work: Path, name: str, args: list[str], env: dict[str, str] | None = None, pin: bool = False
+    work: Path,
+    name: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    pin: bool = False,
+    root: Path = ROOT,
 ) -> tuple[dict[str, Any], float, int]:
-    """One fresh pytest process; returns its run record, wall time and exit status."""
+    """One fresh pytest process in the checkout ``root``; its run record, wall time and status."""
     reports = work / "reports" / name
     cmd = [
         *(["taskset", "-c", "0"] if pin else []),
@@ -79,8 +84,8 @@ def pytest_run(
     start = time.perf_counter()
     proc = subprocess.run(
         cmd,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
         capture_output=True,
         text=True,
         check=False,
