@@ -13,8 +13,15 @@ checkouts run by run, each with its own baseline:
 Power and A/A are counted as ``lab/verdicts.py`` counts them, for each checkout over all its
 checks, and for the old one also over only the checks the new one keeps.
 
+``--judge-only`` runs nothing: it judges the records of an earlier run again with
+``perfsuite compare``'s test (``compare_runs``), crossed: each side's A/A and power runs
+against each side's 5 baseline runs, over the checks both sides have (the new one's
+family) and, for the old side against its own baseline, over all its checks.  Which
+baseline a run meets and which runs are judged can then be told apart from the family.
+
     python -m lab.quick_family_power --old ../wt-old --new . [--baseline-runs 5]
         [--reruns 3] [--power-runs 4] [--select EXPR] [--work DIR]
+    python -m lab.quick_family_power --old ../wt-old --judge-only [--work DIR]
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ import json
 import shutil
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lab.verdicts import baseline_runs, judged, pytest_run, share, tally
+from perfsuite.compare import compare_runs
+from perfsuite.model import RunRecord
+from perfsuite.records import load_record
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = {"PERFSUITE_INJECT_SLOWDOWN": "0.2"}
@@ -43,7 +54,11 @@ def main() -> None:
     parser.add_argument("--power-runs", type=int, default=4)
     parser.add_argument("--select", default="", help="pytest -k expression (a smoke test)")
     parser.add_argument("--work", type=Path, default=ROOT / "reports" / "quick-family-power")
+    parser.add_argument("--judge-only", action="store_true", help="judge earlier records again")
     args = parser.parse_args()
+    if args.judge_only:
+        cross_judge(args.work)
+        return
     if min(args.baseline_runs, args.reruns, args.power_runs) < 1:
         parser.error("--baseline-runs, --reruns and --power-runs must be at least 1")
     sides = {"old": args.old.resolve(), "new": args.new.resolve()}
@@ -104,6 +119,45 @@ def main() -> None:
     per_run = ", ".join(f"{k} {v:.0f} s" for k, v in medians.items())
     print(f"\nwall time per run (median): {per_run}")
     (args.work / "summary.json").write_text(json.dumps({"walls": walls, "kept": sorted(kept)}))
+
+
+def _records(work: Path, label: str, kind: str) -> list[RunRecord]:
+    return [load_record(p) for p in sorted((work / label / "reports").glob(f"{kind}-*/*/*.json"))]
+
+
+def _cut(record: RunRecord, keep: set[str]) -> RunRecord:
+    return replace(record, results=tuple(r for r in record.results if r.id in keep))
+
+
+def cross_judge(work: Path) -> None:
+    """Each side's A/A and power runs against each side's baseline runs, compare's test."""
+    base = {s: _records(work, s, "baseline") for s in ("old", "new")}
+    kept = {r.id for r in base["new"][0].results}
+    print(
+        "| runs judged | against the baseline of | family | A/A regressed | A/A improved "
+        "| A/A noisy | power at 20% |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for runs in ("old", "new"):
+        for against in ("old", "new"):
+            families = [kept] if runs == "new" or against == "new" else [None, kept]
+            for keep in families:
+                counts = {}
+                for kind in ("aa", "power"):
+                    c: Counter[str] = Counter()
+                    for b in _records(work, runs, kind):
+                        before = [_cut(a, keep) if keep else a for a in base[against]]
+                        rows, _, _ = compare_runs(before, _cut(b, keep) if keep else b)
+                        c.update(r.verdict for r in rows if kind == "aa" or r.unit != "ratio")
+                    counts[kind] = c
+                aa, pw = counts["aa"], counts["power"]
+                n_aa, n_pw = sum(aa.values()), sum(pw.values())
+                family = len(keep) if keep else len(base[against][0].results)
+                print(
+                    f"| {runs} | {against} | {family} | {share(aa, 'regressed', n_aa)} "
+                    f"| {aa['improved']} | {share(aa, 'noisy', n_aa)} "
+                    f"| {share(pw, 'regressed', n_pw)} ({pw['regressed']} of {n_pw}) |"
+                )
 
 
 def _alternate(reruns: int, power_runs: int) -> list[str]:
