@@ -21,6 +21,7 @@ baseline a run meets and which runs are judged can then be told apart from the f
 
     python -m lab.quick_family_power --old ../wt-old --new . [--baseline-runs 5]
         [--reruns 3] [--power-runs 4] [--select EXPR] [--work DIR]
+        [--old-args "PYTEST ARGS"] [--new-args "PYTEST ARGS"]
     python -m lab.quick_family_power --old ../wt-old --judge-only [--work DIR]
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import time
 from collections import Counter
@@ -52,6 +54,8 @@ def main() -> None:
     parser.add_argument("--baseline-runs", type=int, default=5)
     parser.add_argument("--reruns", type=int, default=3)
     parser.add_argument("--power-runs", type=int, default=4)
+    parser.add_argument("--old-args", default="", help="more pytest arguments for the old side")
+    parser.add_argument("--new-args", default="", help="more pytest arguments for the new side")
     parser.add_argument("--select", default="", help="pytest -k expression (a smoke test)")
     parser.add_argument("--work", type=Path, default=ROOT / "reports" / "quick-family-power")
     parser.add_argument("--judge-only", action="store_true", help="judge earlier records again")
@@ -67,15 +71,15 @@ def main() -> None:
             parser.error(f"--{label} {root}: not a perfsuite checkout (no suites/)")
         shutil.rmtree(args.work / label, ignore_errors=True)
     select = ["-k", args.select] if args.select else []
+    more = {"old": shlex.split(args.old_args), "new": shlex.split(args.new_args)}
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {s: {"aa": [], "power": []} for s in sides}
     walls: dict[str, list[float]] = {s: [] for s in sides}
     started = time.strftime("%H:%M", time.gmtime())
 
     def run(label: str, name: str, extra: list[str], env: dict[str, str] | None = None) -> Any:
-        record, wall, status = pytest_run(
-            args.work / label, name, ["suites/", "--perf-quick", *select, *extra], env=env,
-            root=sides[label],
-        )  # fmt: skip
+        suite = ["suites/", "--perf-quick", *select, *more[label], *extra]
+        root = sides[label]
+        record, wall, status = pytest_run(args.work / label, name, suite, env=env, root=root)
         walls[label].append(wall)
         verdicts = Counter(r["baseline"]["verdict"] for r in record["results"])
         print(f"  {label} {name}: {wall:.0f} s, exit {status}: {dict(verdicts)}", flush=True)
