@@ -675,3 +675,19 @@ def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(
     assert stacks._find_uv() == str(uv)
     uv.chmod(0o644)  # not executable: venv + pip instead
     assert stacks._find_uv() is None
+
+
+def test_a_side_starts_without_importing_scipy_stats() -> None:
+    """A side never judges a baseline: the plugin and the side load no ``scipy.stats``.
+
+    It costs half a second or more of every side's start; the verdicts import it when
+    they first need it.
+    """
+    code = (
+        "import sys\n"
+        "import perfsuite.plugin, perfsuite.ab.side, perfsuite.stats, perfsuite.ab.paired\n"
+        "assert 'scipy.stats' not in sys.modules, 'scipy.stats was imported at load'\n"
+        "print(perfsuite.stats.critical_t(0.05, 10))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) == pytest.approx(sps.t.ppf(0.975, 10))
