@@ -58,6 +58,10 @@ from perfsuite.model import (
     Why,
 )
 
+# scipy's stats and special are imported inside the functions that use them: loading them
+# takes 0.5 s or more, which every pytest session with the plugin would pay, and an A/B
+# side, which judges no baseline, never needs them.
+
 ALPHA = 0.05
 CONFIDENCE = 0.95
 POWER = 0.8  # the power at which the smallest detectable change is quoted

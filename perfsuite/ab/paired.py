@@ -27,6 +27,9 @@ import numpy as np
 
 from perfsuite import stats
 
+# scipy.stats is imported where Student's t is needed, not here: a side imports this package
+# (-p perfsuite.ab.side) and would pay half a second for it in every round.
+
 CONFIDENCE = 0.95
 TEST = "paired t on the rounds' log ratios B/A, two-sided"
 VERDICTS = ("regressed", "improved", "same", "unknown")
