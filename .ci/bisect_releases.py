@@ -22,23 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wheels import write_wheel  # noqa: E402
+from wheels import CHECK, DIST, write_wheel  # noqa: E402
 
-DIST = "perfsuite-bisect-fixture"
-MODULE = "bisect_fixture"
 RELEASES = [f"1.{minor}" for minor in range(8)]
 FIRST_SLOW = "1.5"
 NUMBERS = 50_000  # summed by one call of work(): about 1 ms
-
-CHECK = f"""
-import {MODULE}
-from perfsuite.measure import Workload
-from perfsuite.model import Work
-
-def test_fixture_work(perf):
-    perf.measure(Workload(check="fixture_work", params={{}}, metric="rate", unit="call/s",
-                          work=Work(1.0, "call"), run={MODULE}.work))
-"""
 
 
 def main() -> int:
@@ -50,7 +38,7 @@ def main() -> int:
         for version in RELEASES:
             numbers = 2 * NUMBERS if version >= FIRST_SLOW else NUMBERS
             source = f"def work():\n    return sum(range({numbers}))\n"
-            write_wheel(wheels, DIST, MODULE, version, source)
+            write_wheel(wheels, version, source)
         (work / "test_fixture.py").write_text(CHECK)
         env = {**os.environ, "PIP_FIND_LINKS": str(wheels), "PERFSUITE_CACHE": str(work / "cache")}
         # A built environment's packages come uncompiled; with bytecode caching off, every

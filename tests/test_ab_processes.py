@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from wheels import write_wheel
+from wheels import CHECK as FIXTURE_CHECK
+from wheels import DIST, MODULE, write_wheel
 
 pytestmark = pytest.mark.integration
 
@@ -151,20 +152,9 @@ def test_a_hung_side_is_killed_and_its_rounds_judge_nothing(tmp_path: Path) -> N
 
 # ---------------------------------------------------------------- bisect over local wheels
 
-DIST = "perfsuite-bisect-fixture"
-MODULE = "bisect_fixture"
 RELEASES = ["1.0", "1.1", "1.2", "1.3", "1.4"]
 FIRST_SLOW = "1.2"
 
-FIXTURE_CHECK = f"""
-import {MODULE}
-from perfsuite.measure import Workload
-from perfsuite.model import Work
-
-def test_fixture_work(perf):
-    perf.measure(Workload(check="fixture_work", params={{}}, metric="rate", unit="call/s",
-                          work=Work(1.0, "call"), run={MODULE}.work))
-"""
 
 # The samples are fixed through the measurement seam by what the installed release declares
 # a call costs, with a small scatter drawn afresh in each process.  The search, the
@@ -190,9 +180,7 @@ def test_bisect_names_the_release_that_made_the_work_slower(tmp_path: Path) -> N
     for version in RELEASES:
         # From FIRST_SLOW on, a call costs twice as much.
         cost = 0.002 if version >= FIRST_SLOW else 0.001
-        write_wheel(
-            wheels, DIST, MODULE, version, f"COST = {cost}\n\ndef work():\n    return None\n"
-        )
+        write_wheel(wheels, version, f"COST = {cost}\n\ndef work():\n    return None\n")
     (tmp_path / "test_fixture.py").write_text(FIXTURE_CHECK)
     (tmp_path / "conftest.py").write_text(FIXTURE_CLOCK)
     done = _perfsuite(

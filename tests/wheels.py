@@ -1,8 +1,9 @@
-"""Pure-Python wheels of a small package, written by hand (no build backend, no network).
+"""The fixture package of the bisections over releases, and its wheels.
 
-For the bisections over releases: ``tests/test_ab_processes.py`` and CI's
-``.ci/bisect_releases.py`` each build a row of releases of one fixture package and let
-``perfsuite bisect`` install them from a local folder.
+``tests/test_ab_processes.py`` and CI's ``.ci/bisect_releases.py`` each build a row of
+releases of ``perfsuite-bisect-fixture`` as pure-Python wheels, written by hand (no build
+backend, no network), and let ``perfsuite bisect`` install them from a local folder.  Each
+release's ``bisect_fixture.work()`` is what :data:`CHECK` measures.
 """
 
 from __future__ import annotations
@@ -12,9 +13,24 @@ import hashlib
 import zipfile
 from pathlib import Path
 
+DIST = "perfsuite-bisect-fixture"
+MODULE = "bisect_fixture"
 
-def write_wheel(folder: Path, dist: str, module: str, version: str, source: str) -> Path:
-    """``folder/<dist>-<version>-py3-none-any.whl``: ``module/__init__.py`` holds ``source``."""
+# The check each side of a bisection step runs: one call of the installed release's work().
+CHECK = f"""
+import {MODULE}
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_fixture_work(perf):
+    perf.measure(Workload(check="fixture_work", params={{}}, metric="rate", unit="call/s",
+                          work=Work(1.0, "call"), run={MODULE}.work))
+"""
+
+
+def write_wheel(folder: Path, version: str, source: str) -> Path:
+    """``folder/<DIST>-<version>-py3-none-any.whl``, whose ``MODULE/__init__.py`` is ``source``."""
+    dist, module = DIST, MODULE
     name = dist.replace("-", "_")
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
