@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lab.verdicts import baseline_runs, judged, pytest_run, share, tally
+from lab.verdicts import alternate, baseline_runs, judged, pytest_run, share, tally
 from perfsuite.compare import compare_runs
 from perfsuite.model import RunRecord
 from perfsuite.records import load_record
@@ -91,7 +91,7 @@ def main() -> None:
             run(label, f"baseline-{i}", ["--perf-save-baseline", "--perf-force-baseline"])
     # A/A and power runs alternate, so neither kind is all early or all late.
     seen: Counter[str] = Counter()
-    for n, kind in enumerate(_alternate(args.reruns, args.power_runs)):
+    for n, kind in enumerate(alternate(args.reruns, args.power_runs)):
         for label in order if n % 2 == 0 else order[::-1]:
             record = run(label, f"{kind}-{seen[kind]}", [], SLOW if kind == "power" else None)
             runs[label][kind].append(record)
@@ -135,22 +135,24 @@ def _cut(record: RunRecord, keep: set[str]) -> RunRecord:
 
 def cross_judge(work: Path) -> None:
     """Each side's A/A and power runs against each side's baseline runs, compare's test."""
-    base = {s: _records(work, s, "baseline") for s in ("old", "new")}
+    sides = ("old", "new")
+    base = {s: _records(work, s, "baseline") for s in sides}
+    judged_runs = {(s, kind): _records(work, s, kind) for s in sides for kind in ("aa", "power")}
     kept = {r.id for r in base["new"][0].results}
     print(
         "| runs judged | against the baseline of | family | A/A regressed | A/A improved "
         "| A/A noisy | power at 20% |"
     )
     print("|---|---|---|---|---|---|---|")
-    for runs in ("old", "new"):
-        for against in ("old", "new"):
+    for runs in sides:
+        for against in sides:
             families = [kept] if runs == "new" or against == "new" else [None, kept]
             for keep in families:
+                before = [_cut(a, keep) if keep else a for a in base[against]]
                 counts = {}
                 for kind in ("aa", "power"):
                     c: Counter[str] = Counter()
-                    for b in _records(work, runs, kind):
-                        before = [_cut(a, keep) if keep else a for a in base[against]]
+                    for b in judged_runs[(runs, kind)]:
                         rows, _, _ = compare_runs(before, _cut(b, keep) if keep else b)
                         c.update(r.verdict for r in rows if kind == "aa" or r.unit != "ratio")
                     counts[kind] = c
@@ -162,17 +164,6 @@ def cross_judge(work: Path) -> None:
                     f"| {aa['improved']} | {share(aa, 'noisy', n_aa)} "
                     f"| {share(pw, 'regressed', n_pw)} ({pw['regressed']} of {n_pw}) |"
                 )
-
-
-def _alternate(reruns: int, power_runs: int) -> list[str]:
-    """A/A and power runs, alternating while both last."""
-    out = []
-    for i in range(max(reruns, power_runs)):
-        if i < reruns:
-            out.append("aa")
-        if i < power_runs:
-            out.append("power")
-    return out
 
 
 if __name__ == "__main__":

@@ -176,6 +176,17 @@ def share(c: Counter[str], key: str, total: int) -> str:
     return f"{c[key] / total:.1%}" if total else "-"
 
 
+def alternate(reruns: int, power_runs: int) -> list[str]:
+    """The order of the A/A ("aa") and power runs: alternating while both last."""
+    out = []
+    for i in range(max(reruns, power_runs)):
+        if i < reruns:
+            out.append("aa")
+        if i < power_runs:
+            out.append("power")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=["quick", "default", "full"], default="quick")
@@ -258,15 +269,13 @@ def main() -> None:
         print(f"  deadline: {args.deadline_s:.0f} s would pass; no further run", flush=True)
         return False
 
-    for i in range(max(args.reruns, args.power_runs)):
-        if i < args.reruns:
-            if not time_left():
-                break
-            aa.append(run(f"aa{tag}-{i}", []))
-        if i < args.power_runs:
-            if not time_left():
-                break
-            power.append(run(f"power{tag}-{i}", [], env=slow))
+    for kind in alternate(args.reruns, args.power_runs):
+        if not time_left():
+            break
+        if kind == "aa":
+            aa.append(run(f"aa{tag}-{len(aa)}", []))
+        else:
+            power.append(run(f"power{tag}-{len(power)}", [], env=slow))
     if not aa:
         sys.exit("no A/A run finished: the deadline came before the first")
 
