@@ -61,6 +61,8 @@ def main() -> None:
     parser.add_argument("--judge-only", action="store_true", help="judge earlier records again")
     args = parser.parse_args()
     if args.judge_only:
+        if not all((args.work / s / "baselines").is_dir() for s in ("old", "new")):
+            parser.error(f"--judge-only: no earlier run's records under {args.work}")
         cross_judge(args.work)
         return
     if min(args.baseline_runs, args.reruns, args.power_runs) < 1:
