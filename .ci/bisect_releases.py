@@ -2,8 +2,9 @@
 
 The fixture package ``perfsuite-bisect-fixture`` comes in releases 1.0 to 1.7, built here as
 wheels into a local folder.  From 1.5 on its ``work()`` sums twice as many numbers: a real
-slowdown of what the check measures, timed on the real clock (no measurement seam).  The
-bisection must name 1.5 in at most ceil(log2 8) + 1 = 4 A/B steps.
+slowdown of what the check measures, timed on the real clock (the measurement seam only
+steadies the machine's noise readings).  The bisection must name 1.5 in at most
+ceil(log2 8) + 1 = 4 A/B steps.
 
     python .ci/bisect_releases.py          # from the repository root, in perfsuite's venv
 """
@@ -41,6 +42,10 @@ def main() -> int:
             write_wheel(wheels, version, source)
         (work / "test_fixture.py").write_text(CHECK)
         env = {**os.environ, "PIP_FIND_LINKS": str(wheels), "PERFSUITE_CACHE": str(work / "cache")}
+        # Each side reads a steady machine through perfsuite's measurement seam, as the tests'
+        # A/B runs do: on a busy runner the noise guard would rightly leave every round out,
+        # and this step is about the search.  The clock, and so the slowdown, stay real.
+        env["PYTEST_PLUGINS"] = "perfsuite.testing"
         # A built environment's packages come uncompiled; with bytecode caching off, every
         # side would compile its imports again.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
