@@ -329,7 +329,7 @@ def main() -> None:
                 before = [loaded[i] for i in picked[:5]]
                 after = loaded[picked[5]]
                 after = slowed_record(after, s) if s else after
-                rows, _, _ = compare_runs(before, after)
+                rows, _, _ = compare_runs(before, after, window_s=0)
                 tally.update(row.verdict for row in rows)
             total = sum(tally.values())
             print(

@@ -103,7 +103,7 @@ def judge(kept: list[RunRecord], i: int, slowdown: float, tol: float, rule: str)
     after = slowed_record(kept[i], slowdown) if slowdown else kept[i]
     if rule == "raw":
         return judge_raw(before, after, tol)
-    rows, _, _ = compare_runs(before, after, tolerance=tol)
+    rows, _, _ = compare_runs(before, after, tolerance=tol, window_s=0)
     return Counter(row.verdict for row in rows)
 
 

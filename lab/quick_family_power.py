@@ -155,7 +155,7 @@ def cross_judge(work: Path) -> None:
                 for kind in ("aa", "power"):
                     c: Counter[str] = Counter()
                     for b in judged_runs[(runs, kind)]:
-                        rows, _, _ = compare_runs(before, _cut(b, keep) if keep else b)
+                        rows, _, _ = compare_runs(before, _cut(b, keep) if keep else b, window_s=0)
                         c.update(r.verdict for r in rows if kind == "aa" or r.unit != "ratio")
                     counts[kind] = c
                 aa, pw = counts["aa"], counts["power"]

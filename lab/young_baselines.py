@@ -82,7 +82,7 @@ def judge(directory: Path, ks: list[int], reruns: int, slowdown: float = 0.0) ->
         later = records[k : k + reruns]
         counts: Counter[str] = Counter()
         for b in later:
-            rows, _, _ = compare_runs(base, slowed(b, slowdown) if slowdown else b)
+            rows, _, _ = compare_runs(base, slowed(b, slowdown) if slowdown else b, window_s=0)
             counts.update(row.verdict for row in rows)
         total = sum(counts.values())
         alarms = counts["regressed"] if slowdown else counts["regressed"] + counts["improved"]

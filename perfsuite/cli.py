@@ -30,8 +30,9 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
-from perfsuite.report.explain import CORRECTION_NAMES
-from perfsuite.report.terminal import format_table, short_id, young_baseline_note
+from perfsuite.report.explain import CORRECTION_NAMES, young_baseline_note
+from perfsuite.report.terminal import format_table, short_id
+from perfsuite.settings import duration
 from perfsuite.storage import same_file, write_json_atomic, write_text_atomic
 
 
@@ -125,7 +126,12 @@ def _compare(args: argparse.Namespace) -> int:
             kept = Counter(r.context["passes"]["kept"] for r in session.results)
             print(f"  {session.run_id}: " + ", ".join(f"{n} from {k}" for k, n in kept.items()))
     rows, only_a, only_b = compare_runs(
-        before, b, tolerance=args.tolerance, alpha=args.alpha, correction=args.correction
+        before,
+        b,
+        tolerance=args.tolerance,
+        alpha=args.alpha,
+        correction=args.correction,
+        window_s=args.baseline_window,
     )
     for a in before:
         print(f"A: {a.run_id} ({a.created})")
@@ -166,7 +172,8 @@ def _compare(args: argparse.Namespace) -> int:
             print(f"{r.verdict}: {short_id(r.id)}: {reasons[r.id]}")
     young = young_baseline_note(judged.results)
     if young:
-        print(young.replace("Add runs with --perf-save-baseline", "Give more runs before"))
+        words = young.replace("Add runs with --perf-save-baseline", "Give more runs before")
+        print(words.replace("--perf-baseline-window", "--baseline-window"))
     for node_id in only_a:
         print(f"only in A: {node_id}")
     for node_id in only_b:
@@ -342,6 +349,15 @@ def _fraction(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
     return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration of 0 or more (30m, 1800s, 1h), got {text!r}"
+        ) from None
 
 
 def _positive(text: str) -> int:
@@ -792,6 +808,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="every N consecutive records are passes of one session (the last N are B): each "
         "check is judged by its fastest pass, before and after alike (default 1)",
+    )
+    comp.add_argument(
+        "--baseline-window",
+        type=_duration,
+        default=stats.BACK_TO_BACK_S,
+        metavar="DURATION",
+        help="A runs created within this time of each other (30m, 1800s, 1h) count as one "
+        f"session; with runs from fewer than {stats.MIN_RUNS} sessions A is judged with a "
+        "cautious run-to-run spread; 0 counts each run as its own (default: 30m)",
     )
     comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
     comp.set_defaults(func=_compare)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -184,6 +185,19 @@ def sessions(records: Sequence[RunRecord], passes: int) -> list[RunRecord]:
     return [fastest_passes(records[i : i + passes]) for i in range(0, len(records), passes)]
 
 
+def _timestamp(created: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(created).timestamp()
+    except ValueError:
+        return None
+
+
+def _sessions(times: Sequence[float | None], window_s: float) -> int:
+    """The sessions runs created at ``times`` come from; each its own if one time is unknown."""
+    known = [t for t in times if t is not None]
+    return stats.sessions(known, window_s) if len(known) == len(times) else len(times)
+
+
 def compare_runs(
     a: RunRecord | Sequence[RunRecord],
     b: RunRecord,
@@ -191,10 +205,13 @@ def compare_runs(
     tolerance: float | None = None,
     alpha: float = stats.ALPHA,
     correction: str = stats.DEFAULT_CORRECTION,
+    window_s: float = stats.BACK_TO_BACK_S,
 ) -> tuple[list[Row], list[str], list[str]]:
     """Compare B against the run(s) A check by check, corrected over all compared checks.
 
-    Several A runs act as a multi-run baseline: their run-to-run spread is then known.
+    Several A runs act as a multi-run baseline: their run-to-run spread is then known, once
+    they come from :data:`perfsuite.stats.MIN_RUNS` sessions (runs created within
+    ``window_s`` of a session's first share it; 0: each run its own, see ``stats.sessions``).
     ``tolerance`` overrides the tolerance each result of B was judged with.
     """
     before = [a] if isinstance(a, RunRecord) else list(a)
@@ -209,11 +226,13 @@ def compare_runs(
         )
     b_results: dict[str, Result] = {r.id: r for r in b.results}
     runs: dict[str, list[Result]] = {}
+    times: dict[str, list[float | None]] = {}
     for record in before:
         for r in record.results:
             rb = b_results.get(r.id)
             if rb is not None and r.unit == rb.unit:
                 runs.setdefault(r.id, []).append(r)
+                times.setdefault(r.id, []).append(_timestamp(record.created))
     common = [i for i in b_results if i in runs]
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
@@ -231,8 +250,10 @@ def compare_runs(
         for pair in speed.run_variances(judged[i][1], kept[i], b_results[i].higher_is_better)
     ]
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
-    # A check's A side is young when A has too few runs of it (before any link-state subset).
-    young = {i: len(runs[i]) < stats.MIN_RUNS for i in common}
+    # A check's A side is young when A has runs of it from too few sessions (before any
+    # link-state subset).
+    states = {i: _sessions(times[i], window_s) for i in common}
+    young = {i: states[i] < stats.MIN_RUNS for i in common}
     link_flags: dict[str, NoiseFlag] = {}
     bounds: dict[str, tuple[str, NoiseFlag | None]] = {}
     for i in common:
@@ -261,6 +282,7 @@ def compare_runs(
             higher_is_better=b_results[i].higher_is_better,
             prior=prior,
             cautious=young[i],
+            sessions=states[i],
         )
         for i in common
     ]

@@ -98,6 +98,13 @@ class Judge:
         # A changed unit is a different measurement: judged as new.
         return entry if entry is not None and entry.unit == unit else None
 
+    def _sessions(self, entry: BaselineEntry) -> int:
+        """The sessions a baseline entry's runs come from (``--perf-baseline-window``)."""
+        times = run_times(entry)
+        if times is None:  # a run without a readable time: each run its own session
+            return len(entry.runs)
+        return stats.sessions(times, self.settings.baseline_window_s)
+
     def plan(self, node_id: str, workload: Workload, marker_tolerance: float | None) -> Plan:
         """The samples a check takes: more than the policy's when its baseline needs them."""
         policy: Policy = self.settings.policy
@@ -110,6 +117,7 @@ class Judge:
             entry.judged_run_samples(),
             higher_is_better=entry.higher_is_better,
             prior=self.baseline.prior,
+            sessions=self._sessions(entry),
         )
         limit = policy.limit if self.settings.samples is None else planned
         needed = stats.samples_needed(lv, tol, self.threshold, planned, max(limit, 200))
@@ -263,7 +271,8 @@ class Judge:
             noise_flags=noise_flags,
             prior=self.baseline.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
-            cautious=entry is None or len(entry.runs) < stats.MIN_RUNS,
+            cautious=entry is None or self._sessions(entry) < stats.MIN_RUNS,
+            sessions=self._sessions(entry) if entry is not None else None,
             judged_against_bound=against_bound,
             bound_because=bound_because,
         )
@@ -428,17 +437,23 @@ def finalize(
     return out, changed
 
 
-def baseline_span(entry: BaselineEntry | None) -> float | None:
-    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
-    if entry is None or len(entry.runs) < 2:
-        return None
+def run_times(entry: BaselineEntry) -> list[float] | None:
+    """When each of a baseline entry's runs was accepted (seconds), or None if one is unknown."""
     times = []
     for run in entry.runs:
         try:
             times.append(dt.datetime.fromisoformat(run.created).timestamp())
         except ValueError:
             return None
-    return max(times) - min(times)
+    return times
+
+
+def baseline_span(entry: BaselineEntry | None) -> float | None:
+    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
+    if entry is None or len(entry.runs) < 2:
+        return None
+    times = run_times(entry)
+    return None if times is None else max(times) - min(times)
 
 
 def reference_moved(check_ratio: float, reference_ratio: float) -> bool:

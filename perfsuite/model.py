@@ -303,6 +303,7 @@ class BaselineLimit:
     # others: a standard deviation (log scale); None for UNKNOWN_SPREAD.
     value: float | None
     runs: int  # the baseline's runs
+    sessions: int | None = None  # the sessions they come from (None: one a run)
 
 
 @dataclass(frozen=True)
@@ -338,6 +339,9 @@ class BaselineVerdict:
     few_samples: bool = False
     confidence: float = 0.95
     baseline_runs: int | None = None  # accepted runs the baseline holds for this check
+    # The sessions those runs come from: runs accepted within stats.BACK_TO_BACK_S of a
+    # session's first share its machine state (None in records written before it was stored).
+    baseline_sessions: int | None = None
     between_run_sd: float | None = None  # log scale; None when the spread is unknown
     within_run_sd: float | None = None  # log scale
     run_spread: float | None = None  # largest distance of a baseline run from its centre

@@ -14,7 +14,13 @@ import pytest
 
 from perfsuite import allocator, outcome, stats
 from perfsuite.baseline import DEFAULT_WINDOW
-from perfsuite.settings import DEFAULT_TOLERANCE, MAX_SAMPLE_SECONDS, MIN_SAMPLES, Settings
+from perfsuite.settings import (
+    DEFAULT_TOLERANCE,
+    MAX_SAMPLE_SECONDS,
+    MIN_SAMPLES,
+    Settings,
+    duration,
+)
 
 
 def _flag(help_text: str) -> dict[str, Any]:
@@ -78,6 +84,19 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         },
         "string",
         "",
+    ),
+    (
+        "--perf-baseline-window",
+        "perf_baseline_window",
+        {
+            "metavar": "DURATION",
+            "help": "baseline runs accepted within this time of each other (30m, 1800s, 1h) "
+            "count as one session, and a baseline is judged with a cautious run-to-run spread "
+            f"until it has runs from {stats.MIN_RUNS} sessions; 0 counts each run as its own "
+            "(default: 30m)",
+        },
+        "string",
+        "30m",
     ),
     (
         "--perf-malloc-threshold",
@@ -521,6 +540,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
             option("perf_baseline_runs"),
             lambda text: _count(1)(text) if text else None,
             "a whole number >= 1",
+        ),
+        baseline_window_s=_parse(
+            "--perf-baseline-window",
+            option("perf_baseline_window"),
+            duration,
+            "a duration of 0 or more: 30m, 1800s, 1h",
         ),
         malloc_threshold=_parse(
             "--perf-malloc-threshold",

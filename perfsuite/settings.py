@@ -14,6 +14,16 @@ MIN_SAMPLES = 3  # a median, a spread and a test need at least this many
 MAX_SAMPLE_SECONDS = 60.0  # longer samples leave too few of them in any sensible session
 
 
+def duration(text: str) -> float:
+    """Seconds, 0 or more, from ``1800``, ``1800s``, ``30m`` or ``1h``; ValueError otherwise."""
+    raw = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], 0)
+    value = float(raw[:-1] if scale else raw) * (scale or 1)
+    if not 0 <= value < 1e7:  # also refuses nan and inf
+        raise ValueError(text)
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a perf session needs to know, independent of pytest."""
@@ -25,6 +35,9 @@ class Settings:
     save_baseline: bool = False
     force_baseline: bool = False
     baseline_runs: int | None = None  # None: the stored baseline's own window, else 5
+    # Baseline runs accepted within this many seconds of a session's first count as one
+    # session (stats.sessions); 0 counts each run as its own.
+    baseline_window_s: float = stats.BACK_TO_BACK_S
     malloc_threshold: int = allocator.DEFAULT_MIB  # MiB; 0 leaves glibc's own policy
     quick: bool = False  # a smoke: the representative cases, short samples
     full: bool = False  # every case of each sweep, each beside its bare reference

@@ -80,6 +80,25 @@ DISPERSION_WIDTH = 4.0
 MIN_RUNS = 3
 CAUTIOUS_BETWEEN_SD = 0.25
 CAUTIOUS_DF = 1000.0
+# Baseline runs accepted closer together than this share the machine's state of those
+# minutes: their spread understates the spread between runs hours apart, so they count as one
+# session, and a baseline needs runs from MIN_RUNS sessions before its own spread is trusted.
+BACK_TO_BACK_S = 30 * 60
+
+
+def sessions(times: Sequence[float], window_s: float = BACK_TO_BACK_S) -> int:
+    """How many sessions runs accepted at ``times`` (seconds) come from.
+
+    A session opens with its first run and takes every run accepted within ``window_s`` of
+    that first one; the next run opens the next.  ``window_s`` 0 counts every run as its own.
+    """
+    if window_s <= 0:
+        return len(times)
+    count, opened = 0, -math.inf
+    for t in sorted(times):
+        if t - opened >= window_s:
+            count, opened = count + 1, t
+    return count
 
 
 def summarize(values: Sequence[float]) -> Summary:
@@ -220,6 +239,7 @@ class Levels:
     # MIN_RUNS runs is judged with the cautious spread because its own was smaller
     between_source: str
     centre: float = 0.0  # mean of the run medians (oriented log scale)
+    sessions: int | None = None  # the sessions the runs come from (:func:`sessions`)
 
     def variance(
         self, n_current: int, current_var: float | None = None, current_df: int = 0
@@ -251,11 +271,13 @@ def levels(
     higher_is_better: bool,
     prior: Prior = Prior(),
     cautious: bool = True,
+    sessions: int | None = None,
 ) -> Levels:
     """Estimate within- and between-run variation from a baseline's runs.
 
-    With fewer than :data:`MIN_RUNS` runs and ``cautious`` (the default), the run-to-run
-    variance is at least ``CAUTIOUS_BETWEEN_SD**2``: the baseline cannot yet show its own.
+    With runs from fewer than :data:`MIN_RUNS` sessions and ``cautious`` (the default), the
+    run-to-run variance is at least ``CAUTIOUS_BETWEEN_SD**2``: the baseline cannot yet show
+    its own.  ``sessions``: how many sessions the runs come from (default: one per run).
     """
     if not runs:
         raise ValueError("a baseline needs at least one run")
@@ -264,6 +286,7 @@ def levels(
     medians = np.array([np.median(x) for x in logs])
     centre = float(medians.mean())
     k = len(logs)
+    states = k if sessions is None else max(1, min(k, sessions))
     mean_inv_n = float(np.mean([1 / x.size for x in logs]))
     within_part = MEDIAN_FACTOR * within_var * mean_inv_n
     spread: float | None = float(np.max(np.abs(medians - centre))) if k >= 2 else None
@@ -277,13 +300,17 @@ def levels(
     elif prior.df > 0:
         run_var, run_df, source = prior.var, prior.df, "prior"
     elif not cautious:
-        return Levels(1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown", centre)
+        return Levels(
+            1, within_var, within_df, None, 0.0, None, mean_inv_n, "unknown", centre, states
+        )
     else:
         run_var, run_df, source = 0.0, 0.0, "unknown"
     between = max(0.0, run_var - within_part)
-    if cautious and k < MIN_RUNS and between < CAUTIOUS_BETWEEN_SD**2:
+    if cautious and states < MIN_RUNS and between < CAUTIOUS_BETWEEN_SD**2:
         between, run_df, source = CAUTIOUS_BETWEEN_SD**2, CAUTIOUS_DF, "cautious"
-    return Levels(k, within_var, within_df, between, run_df, spread, mean_inv_n, source, centre)
+    return Levels(
+        k, within_var, within_df, between, run_df, spread, mean_inv_n, source, centre, states
+    )
 
 
 def _pooled(logs: Sequence[np.ndarray]) -> tuple[float, int]:
@@ -310,6 +337,7 @@ class Comparison:
     n_current: int
     n_baseline: int  # samples over all baseline runs
     runs: int = 1  # baseline runs
+    sessions: int | None = None  # the sessions those runs come from
     se: float = 0.0  # standard error of log(ratio)
     df: float = 1.0
     spread: float | None = None  # baseline run-to-run spread, as a ratio distance (log)
@@ -335,17 +363,23 @@ def compare(
     confidence: float = CONFIDENCE,
     lv: Levels | None = None,
     cautious: bool = True,
+    sessions: int | None = None,
 ) -> Comparison:
     """Ratio of levels, its confidence interval and the two-level t-test's p-value.
 
-    ``lv``: the baseline's :func:`levels`, when the caller has them already.
+    ``lv``: the baseline's :func:`levels`, when the caller has them already; else they are
+    estimated with ``prior``, ``cautious`` and ``sessions`` (see :func:`levels`).
     """
     from scipy import stats as sps
 
     cur = _oriented_logs(current, higher_is_better)
     if lv is None:
         lv = levels(
-            baseline_runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious
+            baseline_runs,
+            higher_is_better=higher_is_better,
+            prior=prior,
+            cautious=cautious,
+            sessions=sessions,
         )
     cur_var, cur_df = _pooled([cur])
     diff = float(np.median(cur)) - lv.centre
@@ -362,6 +396,7 @@ def compare(
         n_current=int(cur.size),
         n_baseline=int(sum(len(r) for r in baseline_runs)),
         runs=lv.runs,
+        sessions=lv.sessions,
         se=se,
         df=df,
         spread=lv.spread,
@@ -393,6 +428,7 @@ def comparison_of(verdict: BaselineVerdict, n_current: int) -> Comparison:
         n_current=n_current,
         n_baseline=verdict.n_baseline or 0,
         runs=verdict.baseline_runs or 1,
+        sessions=verdict.baseline_sessions,
         spread=None if verdict.run_spread is None else math.log1p(verdict.run_spread),
         between_sd=verdict.between_run_sd,
         within_sd=verdict.within_run_sd or 0.0,
@@ -451,7 +487,7 @@ def baseline_limit(lv: Levels, tolerance: float) -> BaselineLimit:
     if lv.between_var is None:
         return BaselineLimit(Limit.UNKNOWN_SPREAD, None, lv.runs)
     if lv.between_source == "cautious":
-        return BaselineLimit(Limit.CAUTIOUS_SPREAD, CAUTIOUS_BETWEEN_SD, lv.runs)
+        return BaselineLimit(Limit.CAUTIOUS_SPREAD, CAUTIOUS_BETWEEN_SD, lv.runs, lv.sessions)
     borrowed = lv.between_source == "prior"
     kind = Limit.BORROWED_RUN_TO_RUN if borrowed else Limit.RUN_TO_RUN
     return BaselineLimit(kind, math.sqrt(lv.between_var), lv.runs)
@@ -657,11 +693,13 @@ def baseline_verdict(
     judged_against_bound: str = "",
     bound_because: NoiseFlag | None = None,
     cautious: bool = True,
+    sessions: int | None = None,
 ) -> BaselineVerdict:
     """Compare samples with the baseline's runs; no baseline runs means *new*.
 
-    ``cautious``: judge a baseline of fewer than :data:`MIN_RUNS` runs with the cautious
-    spread (off where the runs compared are a subset of a baseline that has enough).
+    ``cautious``: judge a baseline of runs from fewer than :data:`MIN_RUNS` sessions with the
+    cautious spread (off where the runs compared are a subset of a baseline that has enough).
+    ``sessions``: how many sessions the runs come from (:func:`sessions`; default one a run).
     ``judged_against_bound``: see :func:`decide`; ``bound_because`` says why (stored).
 
     The verdict also says the smallest slowdown the comparison could detect at the family's
@@ -670,7 +708,9 @@ def baseline_verdict(
     if not baseline_runs or not any(len(r) for r in baseline_runs):
         return BaselineVerdict("new", tolerance=tolerance, why=Why(Because.NO_BASELINE))
     runs = [r for r in baseline_runs if len(r)]
-    lv = levels(runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious)
+    lv = levels(
+        runs, higher_is_better=higher_is_better, prior=prior, cautious=cautious, sessions=sessions
+    )
     c = compare(current, runs, higher_is_better=higher_is_better, lv=lv)
     threshold = family.first_threshold if family else alpha
     detect = detectable(
@@ -736,6 +776,7 @@ def verdict_of(
         n_baseline=c.n_baseline,
         few_samples=c.few_samples,
         baseline_runs=c.runs,
+        baseline_sessions=c.sessions,
         between_run_sd=c.between_sd,
         within_run_sd=c.within_sd,
         run_spread=None if c.spread is None else math.exp(c.spread) - 1,

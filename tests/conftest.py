@@ -63,6 +63,11 @@ def _pytester_baselines(request: pytest.FixtureRequest) -> None:
     ``integration`` reads the real machine (it is about processes, load or hardware).
     """
     if "pytester" in request.fixturenames:
+        # The verdicts import scipy.stats on first use, and it loads numpy's fft extension,
+        # which cannot be loaded twice in one process: imported here, before pytester's
+        # snapshot of the loaded modules, it is kept (see _frameworks_imported_once).
+        import scipy.stats  # noqa: F401
+
         if request.node.get_closest_marker("integration") is not None:
             _frameworks_imported_once()
         request.getfixturevalue("pytester").mkdir("baselines")
@@ -155,8 +160,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 def repeated_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
     """Copies of a run record as ``n`` runs of a baseline: their own ids, samples 0.3% apart.
 
-    A baseline of fewer than 3 runs cannot show its run-to-run spread and is judged with a
-    cautious one; a test of what a confident verdict looks like gives its A side 3 runs.
+    A baseline of runs from fewer than 3 sessions cannot show its run-to-run spread and is
+    judged with a cautious one; a test of what a confident verdict looks like gives its A side
+    3 runs, a day apart.
     """
 
     def make(path: Path, n: int = 3) -> list[str]:
@@ -166,6 +172,7 @@ def repeated_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., lis
         for i in range(n):
             copy = json.loads(json.dumps(data))
             copy["run_id"] = f"{data['run_id']}-{i}"
+            copy["created"] = f"2026-11-{i + 1:02d}T00:00:00+00:00"  # a session each
             for result in copy["results"]:
                 factor = 1 + 0.003 * (i - (n - 1) / 2)
                 result["samples"] = [v * factor for v in result["samples"]]

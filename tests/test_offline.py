@@ -53,6 +53,32 @@ def test_a_one_run_baseline_judges_with_a_cautious_spread(
     assert "compare: INCONCLUSIVE" in out
 
 
+def test_compare_counts_a_runs_minutes_apart_as_one_session(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    repeated_runs: Callable[..., list[str]],
+) -> None:
+    """Three A runs saved back to back show one state of the machine: B's -20% is not red."""
+    close = []
+    for i, path in enumerate(repeated_runs(A)):
+        data = json.loads(Path(path).read_text())
+        data["created"] = f"2026-11-01T00:{10 * i:02d}:00+00:00"
+        close.append(tmp_path / f"close-{i}.json")
+        close[-1].write_text(json.dumps(data))
+    assert main(["compare", *map(str, close), str(B)]) == 3
+    out = capsys.readouterr().out
+    assert "3 baseline runs from 1 session(s), judged with a cautious run-to-run spread" in out
+    assert "have runs from 1 session(s) of the 3" in out and "--baseline-window" in out
+    assert main(["compare", "--baseline-window", "0", *map(str, close), str(B)]) == 1
+    assert "compare: FAILED (1 regressed)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["compare", "--baseline-window", "soon", *map(str, close), str(B)])
+    assert bad.value.code == 2
+    assert "expected a duration of 0 or more (30m, 1800s, 1h), got 'soon'" in (
+        capsys.readouterr().err
+    )
+
+
 def test_compare_refuses_different_profiles(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(A), str(C)]) == 2
     err = capsys.readouterr().err

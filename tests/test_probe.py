@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import subprocess
@@ -44,6 +45,14 @@ from perfsuite import probe
 reading = probe.host_probe().measure()
 print(json.dumps(reading))
 """
+
+
+_DAYS = itertools.count(1)
+
+
+def _next_day() -> str:
+    """A record's ``created``, a day after the one before: each record a session of its own."""
+    return (dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=next(_DAYS))).isoformat()
 
 
 def reading(memory: float, compute: float, source: str = SOURCE) -> dict[str, object]:
@@ -221,7 +230,7 @@ def judge_once(tmp_path: Path, drop: float, machine_drop: float, probed: bool = 
         machine = reading(25.0 * level, 9.0) if probed else None
         store.save("cpu", [result("a", samples, machine)], f"run-{i}")
     judge = Judge(
-        Settings(),
+        Settings(baseline_window_s=0),  # the runs saved here stand for separate sessions
         ProfileRegistry().load("a100"),
         store.load("cpu"),
         Tolerances(),
@@ -306,7 +315,7 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
     def record(run_id: str, level: float, machine_level: float) -> RunRecord:
         samples = list(20.0 * level * (1 + 0.005 * rng.standard_normal(10)))
         r = result("a", samples, reading(25.0 * machine_level, 9.0))
-        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+        return RunRecord(run_id, _next_day(), {"name": "cpu"}, {}, (r,))
 
     before = [record(f"a{i}", level, level) for i, level in enumerate(LEVELS)]
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.8, CENTRE))
@@ -430,7 +439,7 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
         store.save("cpu", [stream_like(list(30 * (1 + 0.01 * rng.standard_normal(10))), link)],
                    f"run-{i}")  # fmt: skip
     judge = Judge(
-        Settings(), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
+        Settings(baseline_window_s=0), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
         dt.date(2026, 1, 1),
     )  # fmt: skip
 
@@ -489,7 +498,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
         samples = list(latency * (1 + 0.01 * rng.standard_normal(10)))
         store.save("cpu", [collective(samples, link)], f"run-{i}")
     judge = Judge(
-        Settings(), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
+        Settings(baseline_window_s=0), ProfileRegistry().load("a100"), store.load("cpu"), Tolerances(), [],
         dt.date(2026, 1, 1),
     )  # fmt: skip
     workload = Workload(
@@ -532,7 +541,7 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
     def record(run_id: str, latency: float, link: float) -> RunRecord:
         r = collective(list(latency * (1 + 0.01 * rng.standard_normal(10))), link)
-        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+        return RunRecord(run_id, _next_day(), {"name": "cpu"}, {}, (r,))
 
     states = [(25, 25.0), (55, 6.0), (25, 24.0), (56, 5.9), (25, 26.0)]
     before = [record(f"a{i}", latency, link) for i, (latency, link) in enumerate(states)]
@@ -543,7 +552,7 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
     def stream(run_id: str, rate: float, link: float, before: float | None = None) -> RunRecord:
         r = stream_like(list(rate * (1 + 0.01 * rng.standard_normal(10))), link, before)
-        return RunRecord(run_id, "2026-01-01", {"name": "cpu"}, {}, (r,))
+        return RunRecord(run_id, _next_day(), {"name": "cpu"}, {}, (r,))
 
     near = [stream(f"a{i}", 30.0, link) for i, link in enumerate([25.0, 24.0, 26.0, 23.0])]
     rows, _, _ = compare_runs(near, stream("b", 20.0, 6.0, before=25.0))

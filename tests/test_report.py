@@ -23,11 +23,12 @@ HOSTILE = '<script>document.title="pwned"</script>'
 
 
 def repeated(record, n: int = 3):
-    """A record as ``n`` baseline runs, 0.3% apart: enough runs to show their own spread."""
+    """A record as ``n`` baseline runs a day apart, 0.3% apart: enough to show their spread."""
     return [
         replace(
             record,
             run_id=f"{record.run_id}-{i}",
+            created=f"2026-11-{i + 1:02d}T00:00:00+00:00",  # a session each
             results=tuple(
                 replace(r, samples=tuple(v * (1 + 0.003 * (i - 1)) for v in r.samples))
                 for r in record.results

@@ -89,6 +89,32 @@ def test_a_young_baseline_never_calls_a_run_to_run_shift_a_regression() -> None:
     assert three.between_source != "cautious"
 
 
+def test_runs_close_together_count_as_one_session() -> None:
+    minutes = [0.0, 10.0, 20.0, 31.0, 40.0, 95.0]
+    assert stats.sessions([60 * m for m in minutes]) == 3  # opened at 0, 31 and 95 min
+    assert stats.sessions([60 * m for m in minutes], window_s=0) == 6
+    assert stats.sessions([3600.0 * h for h in (2, 0, 1)]) == 3
+    assert stats.sessions([]) == 0
+
+
+def test_a_baseline_of_runs_from_one_session_is_judged_as_a_young_one() -> None:
+    base = [samples(10 + i) for i in range(5)]
+    slower = samples(3, scale=0.8)
+    kw = {"higher_is_better": True, "tolerance": 0.05}
+    together = stats.baseline_verdict(slower, base, sessions=1, **kw)
+    assert together.verdict == "noisy" and together.between_source == "cautious"
+    assert together.baseline_runs == 5 and together.baseline_sessions == 1
+    assert (
+        "5 baseline runs from 1 session(s), judged with a cautious run-to-run spread (sd 25%) "
+        "until the baseline has runs from 3 sessions" in reason(together)
+    )
+    apart = stats.baseline_verdict(slower, base, sessions=3, **kw)
+    assert apart.verdict == "regressed" and apart.baseline_sessions == 3
+    # Not cautious (a link-state subset of a baseline that has enough): its own spread.
+    subset = stats.baseline_verdict(slower, base, sessions=1, cautious=False, **kw)
+    assert subset.verdict == "regressed"
+
+
 def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
     base = [[m, m * 1.01, m * 0.99, m, m] for m in (100.0, 88.0, 112.0, 95.0, 105.0)]
     v = stats.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
@@ -376,7 +402,7 @@ def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
     assert limit(steady, 0.5) == BaselineLimit(Limit.UNKNOWN_SPREAD, None, 1)
     assert limit_words(limit(steady, 0.5)) == "their run-to-run spread, unknown with one run"
     young = stats.levels([[100.0] * 5], higher_is_better=True)
-    assert limit(young, 0.05) == BaselineLimit(Limit.CAUTIOUS_SPREAD, 0.25, 1)
+    assert limit(young, 0.05) == BaselineLimit(Limit.CAUTIOUS_SPREAD, 0.25, 1, 1)
     assert limit_words(limit(young, 0.05)) == (
         "1 baseline run(s) cannot show their run-to-run spread, taken as sd 25% until the "
         "baseline has 3"

@@ -6,6 +6,8 @@ detectability, multi-run baselines, and bad input.
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import json
 import os
 import re
@@ -49,10 +51,17 @@ def test_rate(perf, name, seconds):
 """
 
 
+DAY = dt.timedelta(days=1)
+
+
 def write_baseline(
-    root: Path, runs: dict[str, list[list[float]]], profile: str = "slowgpu"
+    root: Path,
+    runs: dict[str, list[list[float]]],
+    profile: str = "slowgpu",
+    apart: dt.timedelta = DAY,
 ) -> Path:
-    """A schema-2 baseline with the given runs per check."""
+    """A schema-2 baseline with the given runs per check, accepted ``apart`` from each other."""
+    first = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     path = root / "baselines" / profile / "baseline.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = {
@@ -61,7 +70,7 @@ def write_baseline(
             "unit": "1/s",
             "higher_is_better": True,
             "runs": [
-                {"run_id": f"r{i}", "created": "2026-11-01T00:00:00+00:00", "samples": s}
+                {"run_id": f"r{i}", "created": (first + i * apart).isoformat(), "samples": s}
                 for i, s in enumerate(samples)
             ],
         }
@@ -313,10 +322,15 @@ def project_profile(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
     return ProfileRegistry([pytester.path / "profiles"]).load("slowgpu")
 
 
+_DAYS = itertools.count()
+
+
 def _record(tmp_path: Path, name: str, samples: dict[str, list[float]]) -> Path:
+    """A run record of the given samples, a day after the one before (a session each)."""
     data = json.loads((FIXTURES / "run-a-tf220.json").read_text())
     template = data["results"][0]
     data["run_id"] = name
+    data["created"] = (dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + next(_DAYS) * DAY).isoformat()
     data["results"] = []
     for node_id, values in samples.items():
         r = json.loads(json.dumps(template))
@@ -537,6 +551,37 @@ def test_save_keeps_a_window_of_runs_and_migrates_schema_1(project: pytest.Pytes
     assert old["runs"][0]["run_id"] == "ref-slow"
     history = list((path.parent / "history").glob("baseline-*.json"))
     assert len(history) == 3
+
+
+def test_runs_saved_back_to_back_are_one_session_of_a_young_baseline(
+    project: pytest.Pytester,
+) -> None:
+    """Five runs minutes apart show one state of the machine: a 20% shift is not red."""
+    fast = "test_rates.py::test_rate[fast-0.002]"
+    baseline = {fast: rate_runs(1.25 / 0.002)}  # the fixed clock reads 1/0.002 per s
+    write_baseline(project.path, baseline, apart=dt.timedelta(minutes=5))
+    result = project.runpytest("-k", "fast", "--perf-samples=5")
+    result.assert_outcomes(passed=1, deselected=2)
+    (entry,) = last_record(project)["results"]
+    verdict = entry["baseline"]
+    assert verdict["verdict"] == "noisy" and verdict["between_source"] == "cautious"
+    assert verdict["baseline_runs"] == 5 and verdict["baseline_sessions"] == 1
+    assert "5 baseline runs from 1 session(s), judged with a cautious" in verdict["reason"]
+    result.stdout.fnmatch_lines(["*1 check(s) have runs from 1 session(s) of the 3*"])
+    # Where runs minutes apart do stand for runs days apart, the window can be closed.
+    result = project.runpytest("-k", "fast", "--perf-samples=5", "--perf-baseline-window=0")
+    result.assert_outcomes(failed=1, deselected=2)
+    (entry,) = last_record(project)["results"]
+    assert entry["baseline"]["verdict"] == "regressed"
+    assert entry["baseline"]["baseline_sessions"] == 5
+    # Runs from three sessions, 40 minutes apart, are judged with their own spread.
+    write_baseline(project.path, baseline, apart=dt.timedelta(minutes=40))
+    project.runpytest("-k", "fast", "--perf-samples=5").assert_outcomes(failed=1, deselected=2)
+    result = project.runpytest("-k", "fast", "--perf-baseline-window=soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --perf-baseline-window: expected a duration of 0 or more: 30m, 1800s, 1h, got*"]
+    )
 
 
 def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester) -> None:
@@ -791,13 +836,17 @@ def test_a_waiver_follows_the_verdict_decided_again() -> None:
 def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> None:
     """Five runs accepted in the same minute understate the spread: the session says so."""
     ids = [f"test_rates.py::test_rate[{n}-{s}]" for n, s in (("fast", 0.002), ("other", 0.002))]
-    write_baseline(project.path, {i: rate_runs(500.0) for i in ids})  # all at one instant
+    write_baseline(project.path, {i: rate_runs(500.0) for i in ids}, apart=dt.timedelta(0))
     result = project.runpytest("-k", "fast or other", "--perf-fail-on=fail")
-    result.stdout.fnmatch_lines(["baseline: its runs were accepted within 0 min of each other*"])
+    result.stdout.fnmatch_lines(["baseline: 2 check(s) have runs from 1 session(s) of the 3*"])
     record = last_record(project)
     assert all(r["context"]["baseline_span_s"] == 0 for r in record["results"])
     html = next((project.path / "reports" / "slowgpu").glob("*.html")).read_text()
-    assert 'id="baseline-note"' in html
+    assert 'id="baseline-note"' in html and "runs from 1 session(s)" in html
+    # Judged with their own spread all the same (the window closed), the runs are named.
+    window = "--perf-baseline-window=0"
+    result = project.runpytest("-k", "fast or other", "--perf-fail-on=fail", window)
+    result.stdout.fnmatch_lines(["baseline: its runs were accepted within 0 min of each other*"])
 
 
 def test_a_baseline_spread_over_hours_needs_no_note() -> None:

@@ -67,8 +67,9 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
     runs = (
         f"; {b.baseline_runs} baseline run(s), between-run spread unknown"
         if b.between_run_sd is None
-        else f"; {b.baseline_runs} baseline run(s), judged with a cautious run-to-run spread "
-        f"(sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has {stats.MIN_RUNS}"
+        else f"; {_runs_words(b.baseline_runs, b.baseline_sessions)}, judged with a cautious "
+        f"run-to-run spread (sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) until the baseline has "
+        f"{_wanted(b.baseline_runs, b.baseline_sessions)}"
         if b.between_source == "cautious"
         else f"; {b.baseline_runs} baseline run(s)"
     )
@@ -193,10 +194,15 @@ def cannot_detect_note(verdict: BaselineVerdict) -> str:
         return f"{text}; {n} samples left it just short: take more (--perf-samples)"
     limit = blind.limited_by
     runs = limit.runs if limit is not None else verdict.baseline_runs
+    remedy = (
+        "accept baseline runs from separate sessions, hours apart"
+        if limit is not None and back_to_back(limit.runs, limit.sessions)
+        else "accept more baseline runs (--perf-baseline-runs)"
+    )
     return (
         f"{text}; more samples cannot help: the baseline's {runs} run(s) "
-        f"limit it ({limit_words(limit) if limit else 'their spread'}); accept more baseline "
-        "runs (--perf-baseline-runs) or raise the tolerance"
+        f"limit it ({limit_words(limit) if limit else 'their spread'}); {remedy} or raise "
+        "the tolerance"
     )
 
 
@@ -217,13 +223,31 @@ def limit_words(limit: BaselineLimit) -> str:
         return "their run-to-run spread, unknown with one run"
     if limit.kind is Limit.CAUTIOUS_SPREAD:
         return (
-            f"{limit.runs} baseline run(s) cannot show their run-to-run spread, taken as sd "
-            f"{value:.0%} until the baseline has {stats.MIN_RUNS}"
+            f"{_runs_words(limit.runs, limit.sessions)} cannot show their run-to-run spread, "
+            f"taken as sd {value:.0%} until the baseline has {_wanted(limit.runs, limit.sessions)}"
         )
     borrowed = (
         " (borrowed from the other checks)" if limit.kind is Limit.BORROWED_RUN_TO_RUN else ""
     )
     return f"their run-to-run spread, sd {value:.1%}{borrowed}"
+
+
+def back_to_back(runs: int | None, sessions: int | None) -> bool:
+    """Whether a baseline's runs are fewer sessions than runs (some taken back to back)."""
+    return sessions is not None and runs is not None and sessions < runs
+
+
+def _runs_words(runs: int | None, sessions: int | None) -> str:
+    if back_to_back(runs, sessions):
+        return f"{runs} baseline runs from {sessions} session(s)"
+    return f"{runs} baseline run(s)"
+
+
+def _wanted(runs: int | None, sessions: int | None) -> str:
+    """What a young baseline still needs: runs, or runs from separate sessions."""
+    if back_to_back(runs, sessions):
+        return f"runs from {stats.MIN_RUNS} sessions"
+    return str(stats.MIN_RUNS)
 
 
 def _figure(value: float | None, default: float) -> float:
@@ -349,15 +373,50 @@ def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:
     return text
 
 
-# Baseline runs closer together than this share the machine's state of those minutes.
-BACK_TO_BACK_S = 30 * 60
+def young_baseline_note(results: Sequence[Result]) -> str:
+    """How many runs a young baseline has and needs, said once; empty when it has them."""
+    young = [r for r in results if r.baseline.between_source == "cautious"]
+    if not young:
+        return ""
+    caution = (
+        f"until then only changes beyond a cautious spread (sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) "
+        "count"
+    )
+    close = [
+        r for r in young if back_to_back(r.baseline.baseline_runs, r.baseline.baseline_sessions)
+    ]
+    if close:
+        fewest = min(r.baseline.baseline_sessions or 1 for r in close)
+        minutes = stats.BACK_TO_BACK_S // 60
+        return (
+            f"baseline: {len(young)} check(s) have runs from {fewest} session(s) of the "
+            f"{stats.MIN_RUNS} a verdict needs to know their run-to-run spread (runs accepted "
+            f"close together, within --perf-baseline-window, {minutes} min by default, share "
+            f"the machine's state); {caution}. Add runs with --perf-save-baseline in separate "
+            "sessions, hours apart, or compare two stacks with perfsuite ab"
+        )
+    fewest = min(r.baseline.baseline_runs or 1 for r in young)
+    return (
+        f"baseline: {len(young)} check(s) have {fewest} baseline run(s) of the "
+        f"{stats.MIN_RUNS} a verdict needs to know their run-to-run spread; {caution}. Add "
+        "runs with --perf-save-baseline"
+    )
 
 
 def baseline_note(results: Sequence[Result]) -> str:
-    """A warning when the baseline's runs were taken back to back, or ""."""
-    spans = [r.facts.baseline_span_s for r in results if r.facts.baseline_span_s is not None]
+    """A warning when the baseline's runs were taken back to back, or "".
+
+    Checks judged with the cautious spread (the baseline's runs come from too few sessions)
+    are left out: the young-baseline note speaks for them.  What is left was judged with
+    the runs' own spread although they were close together (``--perf-baseline-window`` 0).
+    """
+    spans = [
+        r.facts.baseline_span_s
+        for r in results
+        if r.facts.baseline_span_s is not None and r.baseline.between_source != "cautious"
+    ]
     span = statistics.median(spans) if spans else math.inf
-    if span >= BACK_TO_BACK_S:
+    if span >= stats.BACK_TO_BACK_S:
         return ""
     minutes = span / 60
     return (

@@ -30,6 +30,7 @@ from perfsuite.report.explain import (
     machine_note,
     mode_tag,
     reference_tag,
+    young_baseline_note,
 )
 
 VERDICT_ORDER = {"regressed": 0, "noisy": 1, "improved": 2, "new": 3, "ok": 4}
@@ -191,7 +192,7 @@ def render(
             fail_on=", ".join(sorted(fail_on)),
             banner_named=BANNER_NAMED,
             machine=machine_note(record.results),
-            back_to_back=baseline_note(record.results),
+            back_to_back=young_baseline_note(record.results) or baseline_note(record.results),
             verdicts=dict(verdicts),
             floors=dict(floors),
             outcomes=dict(outcomes),

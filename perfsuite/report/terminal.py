@@ -21,6 +21,7 @@ from perfsuite.report.explain import (
     machine_note,
     mode_tag,
     reference_tag,
+    young_baseline_note,
 )
 
 if TYPE_CHECKING:
@@ -174,20 +175,6 @@ def verdict_lines(
     else:
         lines.append((text, {"green": True, "bold": True}))
     return lines
-
-
-def young_baseline_note(results: Sequence[Result]) -> str:
-    """How many runs a young baseline has and needs, said once; empty when it has them."""
-    young = [r for r in results if r.baseline.between_source == "cautious"]
-    if not young:
-        return ""
-    fewest = min(r.baseline.baseline_runs or 1 for r in young)
-    return (
-        f"baseline: {len(young)} check(s) have {fewest} baseline run(s) of the "
-        f"{stats.MIN_RUNS} a verdict needs to know their run-to-run spread; until then only "
-        f"changes beyond a cautious spread (sd {stats.CAUTIOUS_BETWEEN_SD:.0%}) count. Add "
-        "runs with --perf-save-baseline"
-    )
 
 
 def note_lines(results: Sequence[Result]) -> list[str]:
