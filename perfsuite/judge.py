@@ -467,13 +467,14 @@ def measured_unlike(
 ) -> ModeDifference | None:
     """How this run's measurement differs from every baseline run's, or None.
 
-    Mode and warm-up: quick mode warms each check up for a fifth of full mode's time.  A
-    check that speeds up as it runs (clocks, caches, a library's autotuning) can then read
-    differently in the two modes with nothing changed: on an H100, the fp16 GEMM
-    7860x64x2560 read 206-209 TFLOP/s in quick runs and 250 in full runs, minutes apart,
-    where the other shapes agreed.  Sample length (``--perf-sample-seconds``): within a
-    quick run on an H100 the power-capped GEMMs' 0.1 s samples followed the controller's
-    course (bf16 720, 621, 627, 674, 681 TFLOP/s), which longer samples may average out.
+    Mode and warm-up: quick mode once warmed each check up for a fifth of full mode's time
+    (it now takes the same warm-up, and older records keep theirs).  A check that speeds up
+    as it runs (clocks, caches, a library's autotuning) can then read differently in the two
+    modes with nothing changed: on an H100, the fp16 GEMM 7860x64x2560 read 206-209 TFLOP/s
+    in quick runs and 250 in full runs, minutes apart, where the other shapes agreed.
+    Sample length (``--perf-sample-seconds``): within a quick run on an H100 the power-capped
+    GEMMs' 0.1 s samples followed the controller's course (bf16 720, 621, 627, 674, 681
+    TFLOP/s), which longer samples may average out.
     """
     if entry is None:
         return None

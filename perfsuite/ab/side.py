@@ -19,7 +19,9 @@ import pytest
 from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
-# The settling warm-up of a side's check stops after this long (quick mode's cap is 1 s).
+# A side's check warms up for this long at least, and its settling warm-up stops after
+# SETTLE_CAP_S (quick mode's are 0.5 s and 3 s): the power of an A/B comes from its rounds.
+WARMUP_S = 0.1
 SETTLE_CAP_S = 0.3
 
 
@@ -57,6 +59,7 @@ def pytest_perfsuite_policy(policy: Policy) -> Policy:
     """
     return dataclasses.replace(
         policy,
+        warmup_seconds=min(policy.warmup_seconds, WARMUP_S),
         warmup_max_seconds=min(policy.warmup_max_seconds, SETTLE_CAP_S),
         max_repetitions=policy.repetitions,
         max_seconds=0.0,
