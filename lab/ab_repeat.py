@@ -1,0 +1,80 @@
+"""``perfsuite ab`` repeated, to count how often a real A/B run gives each verdict.
+
+Runs ``perfsuite ab`` ``--reps`` times in a row, A and B both this interpreter unless
+``--b-env`` makes B differ (``PERFSUITE_INJECT_SLOWDOWN=0.1`` for power), each repetition
+with its own output folder and round-order seed, then counts the checks' verdicts over all
+repetitions: for an A/A, every ``regressed`` or ``improved`` is a false alarm.
+
+    python -m lab.ab_repeat --reps 10 --work reports/ab-repeat [--budget 10m]
+        [--b-env NAME=VALUE] -- suites/test_memory_bandwidth.py suites/test_gemm.py
+        suites/test_conv_roofline.py
+    python -m lab.ab_repeat --work reports/ab-repeat --tally-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+VERDICTS = ("regressed", "improved", "same", "unknown")
+
+
+def main() -> None:
+    """Run the repetitions, then print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--budget", default="10m")
+    parser.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+    if not args.tally_only:
+        if args.reps < 1:
+            parser.error("--reps must be at least 1")
+        if not args.pytest_args:
+            parser.error("give the selection after --, e.g. -- suites/test_gemm.py")
+        for i in range(args.reps):
+            out = args.work / f"rep-{i:02d}"
+            cmd = [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable]
+            cmd += ["--b", sys.executable, "--budget", args.budget, "--seed", str(i)]
+            cmd += [f"--b-env={e}" for e in args.b_env]
+            cmd += ["--html", "no", "--output-dir", str(out), "--", *args.pytest_args]
+            start = time.strftime("%H:%M:%S", time.gmtime())
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            (args.work / f"rep-{i:02d}.log").write_text(done.stdout + done.stderr)
+            print(f"rep {i}: started {start} UTC, exit {done.returncode}", flush=True)
+    tally(args.work)
+
+
+def tally(work: Path) -> None:
+    """One row per repetition, then the totals."""
+    records = sorted(work.glob("rep-*/*/ab.json"))
+    if not records:
+        sys.exit(f"no ab.json under {work}")
+    total: Counter[str] = Counter()
+    print("| rep | started | rounds | seconds | s per round | " + " | ".join(VERDICTS) + " |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, path in enumerate(records):
+        data = json.loads(path.read_text())
+        counts = Counter(c["verdict"] for c in data["checks"])
+        total.update(counts)
+        rounds = len(data["order"])
+        per = data["seconds"] / rounds if rounds else float("nan")
+        cells = " | ".join(str(counts[v]) for v in VERDICTS)
+        print(
+            f"| {n} | {data['created'][11:16]} | {rounds} | {data['seconds']:.0f} | {per:.0f} "
+            f"| {cells} |"
+        )
+    n = sum(total.values())
+    shares = ", ".join(f"{v} {total[v]} ({100 * total[v] / n:.1f}%)" for v in VERDICTS)
+    print(f"\n{len(records)} repetitions, {n} check verdicts: {shares}")
+
+
+if __name__ == "__main__":
+    main()
