@@ -21,6 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from perfsuite.ab.run import parse_budget
+
 VERDICTS = ("regressed", "improved", "same", "unknown")
 
 
@@ -32,6 +34,13 @@ def main() -> None:
     parser.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
+    parser.add_argument(
+        "--stop-by",
+        type=float,
+        default=0.0,
+        help="start no repetition that would end after "
+        "this many seconds from now (a repetition is taken to last the budget and a minute)",
+    )
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     if not args.tally_only:
@@ -39,7 +48,11 @@ def main() -> None:
             parser.error("--reps must be at least 1")
         if not args.pytest_args:
             parser.error("give the selection after --, e.g. -- suites/test_gemm.py")
+        deadline = time.monotonic() + args.stop_by if args.stop_by else float("inf")
         for i in range(args.reps):
+            if time.monotonic() + parse_budget(args.budget) + 60 > deadline:
+                print(f"rep {i}: not started, it would end after --stop-by", flush=True)
+                break
             out = args.work / f"rep-{i:02d}"
             cmd = [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable]
             cmd += ["--b", sys.executable, "--budget", args.budget, "--seed", str(i)]
