@@ -373,12 +373,14 @@ class BaselineStore:
         run_id: str,
         environment: Mapping[str, Any] | None = None,
         policy: Mapping[str, Any] | None = None,
+        created: str | None = None,
     ) -> tuple[Path, int]:
         """Add results as one run to the profile's baseline; other entries are kept.
 
         Each check keeps its newest ``window`` runs; a run accepted twice replaces itself.
-        The previous file is kept under ``history/``.  Returns the path and the number of
-        entries written.
+        The previous file is kept under ``history/``.  ``created``: when the run measured
+        (ISO 8601; default now), which tells the runs' sessions apart (``stats.sessions``).
+        Returns the path and the number of entries written.
         """
         chosen = [r for r in results if r.samples]
         safe_profile_name(profile)
@@ -388,7 +390,7 @@ class BaselineStore:
                 clean_stale_temporaries(directory, older_than_s=0.0)
             path = self.path(profile)
             data = self._read_raw(profile)
-            created = datetime.now(UTC).isoformat(timespec="seconds")
+            created = created or datetime.now(UTC).isoformat(timespec="seconds")
             entries: dict[str, Any] = data["entries"]
             run_policies: dict[str, Any] = data["run_policies"]
             window = self.window or data["window"] or DEFAULT_WINDOW

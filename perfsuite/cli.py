@@ -332,7 +332,12 @@ def _accept(args: argparse.Namespace) -> int:
     profile = safe_profile_name(name)
     store = BaselineStore(Path(args.baseline_dir), args.runs)
     path, saved = store.save(
-        profile, chosen, record.run_id, record.environment, policy=record.settings.get("policy")
+        profile,
+        chosen,
+        record.run_id,
+        record.environment,
+        policy=record.settings.get("policy"),
+        created=record.created,  # when it measured: runs accepted together stay apart
     )
     print(f"accepted {saved} result(s) of run {record.run_id} into {path}")
     kept = store.kept(profile)

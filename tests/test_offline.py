@@ -178,6 +178,11 @@ def test_accept_promotes_a_run_and_keeps_the_previous_baseline(
             "20261121T010000000Z-node-bbbb",
         ],
     }
+    # Each run keeps the time it measured, not the time it was accepted: runs accepted
+    # together a day later are still a day apart, two sessions.
+    (entry,) = [v for k, v in second["entries"].items() if "tensorflow" in k]
+    created = [r["created"] for r in entry["runs"]]
+    assert created == [load_record(A).created, load_record(B).created]
     # The environment of each accepted run is kept, so the report's diff still works.
     assert set(second["environments"]) == {
         "20261120T010000000Z-node-aaaa",
