@@ -58,10 +58,11 @@ def test_one_round_is_no_test_and_identical_rounds_are_exact() -> None:
 @pytest.mark.parametrize(
     ("logs", "hib", "significant", "expected"),
     [
-        ([-0.22, -0.20, -0.25, -0.21], True, True, "regressed"),  # a rate fell 20%
-        ([-0.22, -0.20, -0.25, -0.21], False, True, "improved"),  # a latency fell 20%
-        ([0.22, 0.20, 0.25, 0.21], True, True, "improved"),
-        ([-0.22, -0.20, -0.25, -0.21], True, False, "unknown"),  # not significant yet
+        ([-0.22, -0.20, -0.25, -0.21, -0.23, -0.2], True, True, "regressed"),  # a rate fell 20%
+        ([-0.22, -0.20, -0.25, -0.21, -0.23, -0.2], False, True, "improved"),  # a latency fell
+        ([0.22, 0.20, 0.25, 0.21, 0.23, 0.2], True, True, "improved"),
+        ([-0.22, -0.20, -0.25, -0.21, -0.23, -0.2], True, False, "unknown"),  # not significant
+        ([-0.22, -0.20, -0.25, -0.21], True, True, "unknown"),  # 4 rounds: the signs cannot tell
         ([-0.03, -0.02, -0.035, -0.025], True, True, "same"),  # significant, inside 5%
         ([0.001, -0.002, 0.0015, -0.001], True, False, "same"),  # CI inside +-5%
         ([0.1, -0.1, 0.12, -0.09], True, False, "unknown"),  # wide: neither
@@ -74,7 +75,7 @@ def test_the_four_verdicts(logs: list[float], hib: bool, significant: bool, expe
 
 def test_the_family_is_corrected_and_undecided_checks_say_what_they_need() -> None:
     rng = np.random.default_rng(1)
-    slow = paired.summarize(list(-0.2 + 0.02 * rng.standard_normal(5)))
+    slow = paired.summarize(list(-0.2 + 0.02 * rng.standard_normal(6)))
     wide = paired.summarize([0.08, -0.09, 0.07, -0.06])
     # Alone, p = 0.01 passes 0.05; in a family of 20 other checks at p = 1 BH needs 0.0025.
     borderline = paired.summarize([-0.10, -0.14, -0.08, -0.13])
@@ -86,6 +87,46 @@ def test_the_family_is_corrected_and_undecided_checks_say_what_they_need() -> No
     judged = paired.judge_family([(slow, True, 0.05), (wide, True, 0.05)])
     assert [j.verdict for j in judged] == ["regressed", "unknown"]
     assert judged[1].ruled_out > 0.05 and judged[0].rounds_needed is None
+
+
+def test_the_sign_flip_test_is_exact() -> None:
+    assert paired.sign_flip_p([-0.48, -0.52, -0.48]) == 0.25  # 2 of 8 patterns as far
+    assert paired.sign_flip_p([-0.1] * 6) == 2 / 64
+    assert paired.sign_flip_p([-0.1] * 5) == 2 / 32
+    assert paired.sign_flip_p([0.1, -0.1, 0.2, -0.05]) == 0.75
+    assert paired.sign_flip_p([-0.1] * 20) < 1e-4  # past EXACT_SIGNS: seeded draws
+    assert paired.MIN_SIGN_ROUNDS == 5
+    # Three rounds that agree closely pass the t-test, not the sign-flip test.
+    three = paired.summarize([-0.48, -0.52, -0.48])
+    assert three.p < 0.01 and three.p_signs == 0.25
+
+
+def test_bimodal_rounds_in_an_a_a_are_no_regression() -> None:
+    """A STREAM-like check: each round's ratio is 1, 0.6 or 1/0.6, whichever plateau each side met.
+
+    Nothing changed, so every regressed or improved is a false alarm. Judged after 3 to 8
+    rounds in a family of 51 checks, 12 of them bimodal, as perfsuite ab judges them.
+    """
+    rng = np.random.default_rng(7)
+    jump = math.log(1 / 0.6)
+
+    def check_rounds(n: int, bimodal: bool) -> list[float]:
+        steps = rng.choice([0.0, -jump, jump], p=[0.5, 0.25, 0.25], size=n) if bimodal else 0
+        return list(steps + 0.02 * rng.standard_normal(n))
+
+    alarms = trials = 0
+    for _ in range(200):
+        for n in range(3, 9):
+            family = [(paired.summarize(check_rounds(n, i < 12)), True, 0.05) for i in range(51)]
+            judged = paired.judge_family(family)
+            alarms += sum(j.verdict in ("regressed", "improved") for j in judged)
+            trials += len(judged)
+    assert alarms / trials < 0.001, (alarms, trials)
+    # The t-test alone called some of them: this is what the sign-flip test is for.
+    three = [paired.summarize([-jump, -jump + 0.01, -jump - 0.01])] + [
+        paired.summarize(list(0.02 * rng.standard_normal(3))) for _ in range(50)
+    ]
+    assert paired.stats.correct([p.p for p in three], 0.05, 51, "fdr")[0]
 
 
 def test_a_change_on_the_tolerance_may_never_be_decided() -> None:
@@ -175,11 +216,12 @@ def test_a_slowdown_under_drift_is_found_and_the_selection_narrows() -> None:
     session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=12), clock=sides.clock)
     verdicts = {rounds.verdict(s) for s in session.states.values()}
     assert verdicts == {"regressed"}
-    # Rounds past the minimum ran only what was undecided (possibly nothing: it stopped).
+    # Rounds past the minimum ran only what was undecided (possibly nothing: it stopped); no
+    # change is called before the sign-flip test can pass, so the first to narrow follows it.
     for _, rnd, _, selection in sides.calls:
         if rnd <= 3:
             assert selection is None
-        else:
+        elif rnd > paired.MIN_SIGN_ROUNDS:
             assert selection is not None and len(selection) < len(checks)
 
 

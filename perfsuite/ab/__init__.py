@@ -71,6 +71,7 @@ class CheckVerdict:
             "ci_low": _exp(j.pairs.low) if j else None,
             "ci_high": _exp(j.pairs.high) if j else None,
             "p_value": j.pairs.p if j else None,
+            "p_signs": j.pairs.p_signs if j else None,
             "significant": j.significant if j else None,
             "ruled_out": j.ruled_out if j and j.ruled_out != float("inf") else None,
             "rounds_needed": j.rounds_needed if j else None,
