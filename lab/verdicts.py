@@ -55,6 +55,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BANDWIDTH = "suites/test_memory_bandwidth.py"
 
 
+def _counts_sessions(root: Path) -> bool:
+    """Whether the checkout at ``root`` has ``--perf-baseline-window``."""
+    options = root / "perfsuite" / "options.py"
+    return options.is_file() and "--perf-baseline-window" in options.read_text()
+
+
 def pytest_run(
     work: Path,
     name: str,
@@ -80,9 +86,8 @@ def pytest_run(
         f"--perf-report-dir={reports}",
         f"--perf-baseline-dir={work / 'baselines'}",
         # The baseline runs here are taken back to back, standing in for runs hours apart:
-        # each counts as its own session (an ini override, so older checkouts ignore it).
-        "-o",
-        "perf_baseline_window=0",
+        # each counts as its own session (in a checkout that counts sessions at all).
+        *(["--perf-baseline-window=0"] if _counts_sessions(root) else []),
         *args,
     ]
     start = time.perf_counter()
