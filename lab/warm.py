@@ -7,7 +7,9 @@ now it runs after another family's check.  This plugin tests whether warming eac
 as the default mode does buys the verdicts back: it sets quick mode's untimed warm-up to
 ``PERFSUITE_LAB_WARMUP_S`` seconds at least (default 0.5, the default mode's) and lets the
 settling windows go on to ``PERFSUITE_LAB_WARMUP_MAX_S`` (default 3.0).  The samples are
-left as quick mode takes them.
+left as quick mode takes them.  Quick mode itself has taken this warm-up since the
+experiment (``lab/measurements.md``); the plugin still sets other lengths, or replays the
+experiment on an older checkout.
 """
 
 from __future__ import annotations
