@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -185,19 +184,6 @@ def sessions(records: Sequence[RunRecord], passes: int) -> list[RunRecord]:
     return [fastest_passes(records[i : i + passes]) for i in range(0, len(records), passes)]
 
 
-def _timestamp(created: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(created).timestamp()
-    except ValueError:
-        return None
-
-
-def _sessions(times: Sequence[float | None], window_s: float) -> int:
-    """The sessions runs created at ``times`` come from; each its own if one time is unknown."""
-    known = [t for t in times if t is not None]
-    return stats.sessions(known, window_s) if len(known) == len(times) else len(times)
-
-
 def compare_runs(
     a: RunRecord | Sequence[RunRecord],
     b: RunRecord,
@@ -226,13 +212,13 @@ def compare_runs(
         )
     b_results: dict[str, Result] = {r.id: r for r in b.results}
     runs: dict[str, list[Result]] = {}
-    times: dict[str, list[float | None]] = {}
+    created: dict[str, list[str]] = {}
     for record in before:
         for r in record.results:
             rb = b_results.get(r.id)
             if rb is not None and r.unit == rb.unit:
                 runs.setdefault(r.id, []).append(r)
-                times.setdefault(r.id, []).append(_timestamp(record.created))
+                created.setdefault(r.id, []).append(record.created)
     common = [i for i in b_results if i in runs]
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
@@ -252,7 +238,7 @@ def compare_runs(
     prior = stats.fit_prior([v for v, _ in pairs], [d for _, d in pairs])
     # A check's A side is young when A has runs of it from too few sessions (before any
     # link-state subset).
-    states = {i: _sessions(times[i], window_s) for i in common}
+    states = {i: stats.sessions_of(created[i], window_s) for i in common}
     young = {i: states[i] < stats.MIN_RUNS for i in common}
     link_flags: dict[str, NoiseFlag] = {}
     bounds: dict[str, tuple[str, NoiseFlag | None]] = {}

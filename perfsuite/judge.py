@@ -100,10 +100,7 @@ class Judge:
 
     def _sessions(self, entry: BaselineEntry) -> int:
         """The sessions a baseline entry's runs come from (``--perf-baseline-window``)."""
-        times = run_times(entry)
-        if times is None:  # a run without a readable time: each run its own session
-            return len(entry.runs)
-        return stats.sessions(times, self.settings.baseline_window_s)
+        return stats.sessions_of([r.created for r in entry.runs], self.settings.baseline_window_s)
 
     def plan(self, node_id: str, workload: Workload, marker_tolerance: float | None) -> Plan:
         """The samples a check takes: more than the policy's when its baseline needs them."""
@@ -260,6 +257,7 @@ class Judge:
                 runs = speed.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
                 flag = speed.guard(change, plan.tolerance, raw)
                 noise_flags = [*noise_flags, flag] if flag else noise_flags
+        sessions = self._sessions(entry) if entry is not None else None
         baseline = stats.baseline_verdict(
             judged,
             runs,
@@ -271,8 +269,8 @@ class Judge:
             noise_flags=noise_flags,
             prior=self.baseline.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
-            cautious=entry is None or self._sessions(entry) < stats.MIN_RUNS,
-            sessions=self._sessions(entry) if entry is not None else None,
+            cautious=sessions is None or sessions < stats.MIN_RUNS,
+            sessions=sessions,
             judged_against_bound=against_bound,
             bound_because=bound_because,
         )
@@ -437,23 +435,17 @@ def finalize(
     return out, changed
 
 
-def run_times(entry: BaselineEntry) -> list[float] | None:
-    """When each of a baseline entry's runs was accepted (seconds), or None if one is unknown."""
+def baseline_span(entry: BaselineEntry | None) -> float | None:
+    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
+    if entry is None or len(entry.runs) < 2:
+        return None
     times = []
     for run in entry.runs:
         try:
             times.append(dt.datetime.fromisoformat(run.created).timestamp())
         except ValueError:
             return None
-    return times
-
-
-def baseline_span(entry: BaselineEntry | None) -> float | None:
-    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
-    if entry is None or len(entry.runs) < 2:
-        return None
-    times = run_times(entry)
-    return None if times is None else max(times) - min(times)
+    return max(times) - min(times)
 
 
 def reference_moved(check_ratio: float, reference_ratio: float) -> bool:

@@ -101,6 +101,17 @@ def sessions(times: Sequence[float], window_s: float = BACK_TO_BACK_S) -> int:
     return count
 
 
+def sessions_of(created: Sequence[str], window_s: float = BACK_TO_BACK_S) -> int:
+    """:func:`sessions` of runs given by their ISO 8601 times; one a run if one is unreadable."""
+    import datetime as dt
+
+    try:
+        times = [dt.datetime.fromisoformat(c).timestamp() for c in created]
+    except ValueError:
+        return len(created)
+    return sessions(times, window_s)
+
+
 def summarize(values: Sequence[float]) -> Summary:
     """Median, extremes, mean, count and coefficient of variation of samples."""
     if not values:
