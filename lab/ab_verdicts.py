@@ -1,7 +1,7 @@
 """How good are perfsuite ab's verdicts on this machine?  A benchmark, not a test.
 
     python -m lab.ab_verdicts AA.json [--replays 200] [--budget 600] [--slowdowns 0.1,0.2]
-                                      [--fixed-seconds 5] [--seed 0]
+                                      [--fixed-seconds 5] [--seed 0] [--tolerance 0.02]
 
 Reads the record of an A/A session of ``perfsuite ab`` in which every check ran in every round
 (``--min-rounds`` = ``--max-rounds``, the same stack on both sides: nothing changed), and
@@ -194,6 +194,9 @@ def main() -> None:
     parser.add_argument("--slowdowns", default="0.1,0.2")
     parser.add_argument("--fixed-seconds", type=float, default=5.0)
     parser.add_argument("--min-rounds", type=int, default=3)
+    parser.add_argument(
+        "--tolerance", type=float, default=None, help="as perfsuite ab's (default: each check's)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stored-replays", type=int, default=60)
     parser.add_argument("--skip-others", action="store_true", help="only perfsuite ab's rows")
@@ -210,7 +213,9 @@ def main() -> None:
         raise SystemExit(f"{args.record}: {len(a_rounds)} complete rounds; record more")
     check_s = sum(per_check) / len(per_check) - args.fixed_seconds / len(a_rounds[0])
     cap = len(a_rounds)
-    plan = rounds.Plan(min_rounds=args.min_rounds, max_rounds=cap, budget_s=args.budget)
+    plan = rounds.Plan(
+        min_rounds=args.min_rounds, max_rounds=cap, budget_s=args.budget, tolerance=args.tolerance
+    )
     n_checks = len(a_rounds[0])
     full_round = 2 * (args.fixed_seconds + check_s * n_checks)
     plain_rounds = max(1, min(cap, int(args.budget // full_round)))

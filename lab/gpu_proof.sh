@@ -26,6 +26,12 @@
 #           runs each (lab/sample_length.py): does a longer sample average over the
 #           power controller's course (not in the default steps; up to 7 minutes; the
 #           records are packed as samplelen.tgz, so a cut-off step still leaves them);
+# abaa      perfsuite ab, A/A (this interpreter on both sides) on the GPU's STREAM and GEMM
+#           checks (AB_SELECT), every check in each of AB_ROUNDS (default 8) rounds, tolerance
+#           AB_TOL (default 0.02): the record lab/ab_verdicts.py replays for power; budget
+#           AB_AA_S seconds (default 300); packed as ab.tgz (not in the default steps);
+# ab5       perfsuite ab with B slowed by 5% through -p perfsuite.slowdown, adaptive rounds,
+#           budget AB_5_S seconds (default 200) (not in the default steps);
 # rest      the torch CPU parameters of suites/ on the same machine, in quick mode, with what
 #           is left of DEADLINE_S (seconds since the script started; default 560).
 #
@@ -105,6 +111,18 @@ step verdicts "$VERDICT_S" $PY lab/verdicts.py --mode quick --backends torch \
     --select "gpu and (test_stream or test_gemm)" --baseline-runs 5 --reruns 10 --power-runs 10 \
     --skip-taskset --deadline-s $((VERDICT_S - 25)) --work "$VWORK"
 [[ " ${STEPS[*]} " == *" verdicts "* && -d $VWORK ]] && tar czf "$OUT/verdicts.tgz" -C "$VWORK" .
+# The A/B engine on the GPU: both sides this interpreter, its perfsuite and torch.
+ABPY=$(command -v "$PY")
+ABSEL=(suites/test_memory_bandwidth.py suites/test_gemm.py "${PLUG[@]}" -p perfsuite.slowdown
+    --hw=auto --perf-backend torch -k "${AB_SELECT:-gpu}")
+ABTOL=${AB_TOL:-0.02}
+step abaa $(( ${AB_AA_S:-300} + 90 )) $PY -m perfsuite ab --a "$ABPY" --b "$ABPY" --seed 1 \
+    --min-rounds "${AB_ROUNDS:-8}" --max-rounds "${AB_ROUNDS:-8}" --budget "${AB_AA_S:-300}s" \
+    --tolerance "$ABTOL" --output-dir reports/ab-aa -- "${ABSEL[@]}"
+step ab5 $(( ${AB_5_S:-200} + 90 )) $PY -m perfsuite ab --a "$ABPY" --b "$ABPY" --seed 2 \
+    --b-env PERFSUITE_INJECT_SLOWDOWN=0.05 --budget "${AB_5_S:-200}s" --tolerance "$ABTOL" \
+    --output-dir reports/ab-5 -- "${ABSEL[@]}"
+[[ -d reports/ab-aa || -d reports/ab-5 ]] && tar czf "$OUT/ab.tgz" reports/ab-aa reports/ab-5 2>/dev/null
 LEFT=$(( ${DEADLINE_S:-560} - SECONDS - 10 ))
 if (( LEFT > 20 )); then
     step rest "$LEFT" $PY -m pytest suites/ "${PLUG[@]}" -p no:cacheprovider --hw=auto \
