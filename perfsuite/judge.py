@@ -439,13 +439,8 @@ def baseline_span(entry: BaselineEntry | None) -> float | None:
     """Seconds from a baseline entry's first accepted run to its last (None under two)."""
     if entry is None or len(entry.runs) < 2:
         return None
-    times = []
-    for run in entry.runs:
-        try:
-            times.append(dt.datetime.fromisoformat(run.created).timestamp())
-        except ValueError:
-            return None
-    return max(times) - min(times)
+    times = stats.timestamps([run.created for run in entry.runs])
+    return None if times is None else max(times) - min(times)
 
 
 def reference_moved(check_ratio: float, reference_ratio: float) -> bool:

@@ -41,6 +41,7 @@ This module takes numbers and returns numbers and typed findings (:class:`Decisi
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,15 +102,18 @@ def sessions(times: Sequence[float], window_s: float = BACK_TO_BACK_S) -> int:
     return count
 
 
+def timestamps(created: Sequence[str]) -> list[float] | None:
+    """Runs' ISO 8601 times as seconds since the epoch; None if one is unreadable."""
+    try:
+        return [dt.datetime.fromisoformat(c).timestamp() for c in created]
+    except ValueError:
+        return None
+
+
 def sessions_of(created: Sequence[str], window_s: float = BACK_TO_BACK_S) -> int:
     """:func:`sessions` of runs given by their ISO 8601 times; one a run if one is unreadable."""
-    import datetime as dt
-
-    try:
-        times = [dt.datetime.fromisoformat(c).timestamp() for c in created]
-    except ValueError:
-        return len(created)
-    return sessions(times, window_s)
+    times = timestamps(created)
+    return len(created) if times is None else sessions(times, window_s)
 
 
 def summarize(values: Sequence[float]) -> Summary:
