@@ -128,7 +128,7 @@ def replay(
         clock.now += seconds
         return rounds.SideRun(rnd, side, position, seconds, 0, "", readings)
 
-    return rounds.run_rounds(run_side, plan, clock=clock)
+    return rounds.run_rounds(rounds.one_then_the_other(run_side), plan, clock=clock)
 
 
 _LOADED: dict[Path, RunRecord] = {}

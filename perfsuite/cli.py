@@ -428,6 +428,7 @@ def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:
             correction=args.correction,
             tolerance=args.tolerance,
             seed=args.seed,
+            interleave=args.interleave,
         )
     except ValueError as exc:  # --min-rounds, --max-rounds, --budget
         raise PerfsuiteError(f"--min-rounds/--max-rounds: {exc}") from None
@@ -573,6 +574,14 @@ def _round_options(p: argparse.ArgumentParser) -> None:
         help="a side still running after this is killed and its round recorded as failed",
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the round order")
+    p.add_argument(
+        "--interleave",
+        choices=["checks", "processes"],
+        default="checks",
+        help="checks (default): each round starts both sides at once and they take turns check "
+        "by check, so a check's two readings are seconds apart; processes: one side's process "
+        "runs its checks, then the other's",
+    )
     p.add_argument(
         "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"
     )

@@ -24,6 +24,7 @@ from perfsuite.ab import (
     broken_by_b,
     decide_exit,
     gather,
+    lockstep,
     paired,
     rounds,
     stacks,
@@ -152,6 +153,55 @@ def test_the_order_is_balanced_in_blocks_of_two() -> None:
     assert len({got[i] for i in range(0, 40, 2)}) == 2  # both block orders occur
 
 
+def _turns(broker: lockstep.Broker, script: Sequence[tuple[str, ...]]) -> list[str]:
+    """Feed the broker what the sides say; the turns it hands out, as "side:check"."""
+    out = []
+    for side, word, *check in script:
+        getattr(broker, word)(side, *check)
+        while side_to_go := broker.next():
+            out.append(f"{side_to_go}:{broker.granted[-1][1]}")
+    return out
+
+
+def _both_run(checks: Sequence[str], order: tuple[str, str]) -> list[str]:
+    """Two sides that each run ``checks``, asking as soon as they may."""
+    broker = lockstep.Broker(order)
+    left = {"A": list(checks[1:]), "B": list(checks[1:])}
+    turns = _turns(broker, [("A", "want", checks[0]), ("B", "want", checks[0])])
+    while broker.holder:
+        side = broker.holder
+        if left[side]:
+            turns += _turns(broker, [(side, "release"), (side, "want", left[side].pop(0))])
+        else:
+            turns += _turns(broker, [(side, "exited")])
+    return turns
+
+
+def test_lockstep_turns_pair_each_check_in_alternating_order() -> None:
+    turns = _both_run(["c1", "c2", "c3", "c4"], ("B", "A"))
+    assert turns == [
+        "B:c1", "A:c1", "A:c2", "B:c2", "B:c3", "A:c3", "A:c4", "B:c4",
+    ]  # fmt: skip
+
+
+def test_lockstep_waits_for_a_side_still_starting_and_frees_the_turn_when_one_ends() -> None:
+    broker = lockstep.Broker(("A", "B"))
+    assert _turns(broker, [("A", "want", "c1")]) == []  # B still starting: nobody measures
+    assert _turns(broker, [("B", "want", "c1")]) == ["A:c1"]
+    assert _turns(broker, [("B", "exited")]) == []  # A holds the turn
+    assert _turns(broker, [("A", "release"), ("A", "want", "c2")]) == ["A:c2"]
+
+
+def test_lockstep_lets_the_side_behind_go_when_selections_differ() -> None:
+    broker = lockstep.Broker(("A", "B"))
+    turns = _turns(broker, [("A", "want", "only-a"), ("B", "want", "c1")])
+    assert turns == ["A:only-a"]  # equal counts: the round's first side
+    turns = _turns(broker, [("A", "release"), ("A", "want", "c1")])
+    assert turns == ["A:c1"]  # both ask for c1: the pair's first side
+    turns = _turns(broker, [("A", "release"), ("A", "want", "c2")])
+    assert turns == ["B:c1"]  # A asks for c2 after 2 checks, B for c1 after none
+
+
 class FakeSides:
     """Sides whose checks read a value times a per-round drift, B slowed by ``slowdown``."""
 
@@ -204,7 +254,11 @@ CHECKS = {f"suites/test_x.py::test_x[{i}]": 10.0 + i for i in range(6)}
 
 def test_an_a_a_under_drift_is_same_and_stops_once_decided() -> None:
     sides = FakeSides(CHECKS)
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=10), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides),
+        rounds.Plan(min_rounds=3, max_rounds=10),
+        clock=sides.clock,
+    )
     assert session.stopped == "decided"
     assert 3 <= len(session.order) <= 5
     assert {rounds.verdict(s) for s in session.states.values()} == {"same"}
@@ -213,7 +267,11 @@ def test_an_a_a_under_drift_is_same_and_stops_once_decided() -> None:
 def test_a_slowdown_under_drift_is_found_and_the_selection_narrows() -> None:
     checks = dict(CHECKS)
     sides = FakeSides(checks, slowdown=0.2, noise=0.02, seed=5)
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=12), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides),
+        rounds.Plan(min_rounds=3, max_rounds=12),
+        clock=sides.clock,
+    )
     verdicts = {rounds.verdict(s) for s in session.states.values()}
     assert verdicts == {"regressed"}
     # Rounds past the minimum ran only what was undecided (possibly nothing: it stopped); no
@@ -228,14 +286,16 @@ def test_a_slowdown_under_drift_is_found_and_the_selection_narrows() -> None:
 def test_the_budget_stops_the_rounds_before_one_would_overrun() -> None:
     sides = FakeSides(CHECKS, noise=0.3)  # too noisy to decide
     plan = rounds.Plan(min_rounds=3, max_rounds=50, budget_s=200.0)
-    session = rounds.run_rounds(sides, plan, clock=sides.clock)
+    session = rounds.run_rounds(rounds.one_then_the_other(sides), plan, clock=sides.clock)
     assert session.stopped == "budget"
     assert sides.now <= 200.0
 
 
 def test_a_failed_side_gives_no_evidence_for_its_round() -> None:
     sides = FakeSides(CHECKS, fail={(2, "B")})
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=3), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides), rounds.Plan(min_rounds=3, max_rounds=3), clock=sides.clock
+    )
     state = next(iter(session.states.values()))
     assert state.rounds == (1, 3)
     assert [r.failed for r in session.runs if r.round == 2 and r.side == "B"] != [""]
@@ -243,7 +303,11 @@ def test_a_failed_side_gives_no_evidence_for_its_round() -> None:
 
 def test_sides_that_always_fail_stop_after_the_minimum_with_nothing_compared() -> None:
     sides = FakeSides(CHECKS, fail={(r, s) for r in range(1, 20) for s in "AB"})
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=10), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides),
+        rounds.Plan(min_rounds=3, max_rounds=10),
+        clock=sides.clock,
+    )
     assert session.stopped == "nothing compared" and len(session.order) == 3
     checks, _, _ = gather(session.states, session.runs)
     assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
@@ -251,7 +315,9 @@ def test_sides_that_always_fail_stop_after_the_minimum_with_nothing_compared() -
 
 def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete() -> None:
     sides = FakeSides(CHECKS, interrupt_at=3)
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=5), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides), rounds.Plan(min_rounds=3, max_rounds=5), clock=sides.clock
+    )
     assert session.stopped == "interrupted"
     assert session.incomplete == "interrupted during round 3"
     assert len(next(iter(session.states.values())).log_ratios) == 2
@@ -661,7 +727,9 @@ def test_bisect_refuses_a_range_it_cannot_search(good: str, bad: str, message: s
 
 def test_the_page_draws_the_forest_and_the_rounds(tmp_path: Path) -> None:
     sides = FakeSides(CHECKS, slowdown=0.2, noise=0.02, seed=5)
-    session = rounds.run_rounds(sides, rounds.Plan(min_rounds=3, max_rounds=6), clock=sides.clock)
+    session = rounds.run_rounds(
+        rounds.one_then_the_other(sides), rounds.Plan(min_rounds=3, max_rounds=6), clock=sides.clock
+    )
     checks, only_in, unhealthy = gather(session.states, session.runs)
     stack = stacks.Stack("x", "python", sys.executable)
     result = Outcome(

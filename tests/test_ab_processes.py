@@ -6,6 +6,7 @@ wheels of a small package with 5 releases.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -102,6 +103,57 @@ def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Pat
     assert check["tainted_rounds"] == []  # the steady seam: no foreign load is seen
     assert (tmp_path / "out" / data["run_id"] / "ab.html").is_file()
     assert "perfsuite ab: " in done.stdout.splitlines()[-1]
+
+
+LOGGED = """
+import os, time
+import pytest
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+LOG = os.environ["CALLS_LOG"]
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_logged(perf, n):
+    def work():
+        with open(LOG, "a") as out:
+            out.write(f"{os.getpid()} {n} {time.monotonic()}\\n")
+        return sum(range(20000))
+    perf.measure(Workload(check="logged", params={"n": n}, metric="rate", unit="call/s",
+                          work=Work(1.0, "call"), run=work))
+"""
+
+
+def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_logged.py").write_text(LOGGED)
+    calls = tmp_path / "calls.log"
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
+        "--max-rounds", "2", "--seed", "1", "--output-dir", "out", "--", "test_logged.py",
+        cwd=tmp_path, env={"CALLS_LOG": str(calls)}, timeout=600,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    data = _record(tmp_path / "out", "ab.json")
+    assert data["plan"]["interleave"] == "checks"
+    # Each (process, check): the span from its first call to its last.
+    spans: dict[tuple[str, str], list[float]] = {}
+    for line in calls.read_text().splitlines():
+        pid, n, t = line.split()
+        span = spans.setdefault((pid, n), [float(t), float(t)])
+        span[1] = float(t)
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    for (_, (_, end)), (_, (start, _)) in itertools.pairwise(ordered):
+        assert end < start  # one check ends before the next (of either side) starts
+    assert len(ordered) == 12  # 2 rounds x 2 sides x 3 checks
+    # In each round the two readings of a check are next to each other: pairs by check.
+    pairs = [key[1] for key, _ in ordered]
+    assert pairs == ["1", "1", "2", "2", "3", "3"] * 2
+    turns = sorted((tmp_path / "out").glob("*/round-01-turns.tsv"))[0].read_text().splitlines()
+    first = [line.split("\t")[1] for line in turns]
+    order = data["order"][0]
+    assert first == [order[0], order[1], order[1], order[0], order[0], order[1]]
 
 
 def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ class Outcome:
                 "budget_s": self.plan.budget_s,
                 "tolerance": self.plan.tolerance,
                 "seed": self.plan.seed,
+                "interleave": self.plan.interleave,
             },
             "fail_on": sorted(self.fail_on),
             "pytest_args": list(self.pytest_args),

@@ -28,6 +28,7 @@ from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
 
 SIDES = ("A", "B")
+INTERLEAVES = ("checks", "processes")
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,14 @@ class Plan:
     correction: str = stats.DEFAULT_CORRECTION
     tolerance: float | None = None  # None: each check's own
     seed: int | None = None
+    # checks: both sides' processes start together and take turns check by check (lockstep);
+    # processes: one side's process runs all its checks, then the other's.
+    interleave: str = "checks"
 
     def __post_init__(self) -> None:
         """Reject plans that cannot run."""
+        if self.interleave not in INTERLEAVES:
+            raise ValueError(f"interleave {self.interleave!r}: choose one of {INTERLEAVES}")
         if self.min_rounds < 2:
             raise ValueError("an A/B needs at least 2 rounds before it judges")
         if self.max_rounds < self.min_rounds:
@@ -224,6 +230,11 @@ def verdict(state: CheckState) -> str:
 
 
 SideRunner = Callable[[str, int, int, Sequence[str] | None], SideRun]
+# run_round(round, order, selection, keep): runs both sides of a round, giving each side's
+# run to ``keep`` as it ends (so an interrupt loses no finished side).
+RoundRunner = Callable[
+    [int, tuple[str, str], Sequence[str] | None, Callable[[SideRun], None]], None
+]
 # progress(round done, rounds cap, undecided checks, seconds left, the round's runs)
 Progress = Callable[[int, int, int, float, Sequence[SideRun]], None]
 
@@ -241,8 +252,23 @@ class Session:
     seconds: float = 0.0
 
 
+def one_then_the_other(run_side: SideRunner) -> RoundRunner:
+    """A round runner that runs one side's process, then the other's, in the round's order."""
+
+    def run_round(
+        rnd: int,
+        order: tuple[str, str],
+        selection: Sequence[str] | None,
+        keep: Callable[[SideRun], None],
+    ) -> None:
+        for position, side in enumerate(order):
+            keep(run_side(side, rnd, position, selection))
+
+    return run_round
+
+
 def run_rounds(
-    run_side: SideRunner,
+    run_round: RoundRunner,
     plan: Plan,
     progress: Progress | None = None,
     on_round: Callable[[Session], None] | None = None,
@@ -251,8 +277,10 @@ def run_rounds(
 ) -> Session:
     """Run rounds until every check is decided, the cap, or the budget.
 
-    ``run_side(side, round, position, selection)`` runs one side (``selection`` None: the
-    whole selection).  ``on_round`` gets the session after each round (to save the record).
+    ``run_round(round, order, selection, keep)`` runs both sides of a round (``selection``
+    None: the whole selection), e.g. :func:`one_then_the_other` or
+    :func:`perfsuite.ab.lockstep.lockstep_runner`.  ``on_round`` gets the session after each
+    round (to save the record).
     ``selection``: the node ids to run from the first round (None: the whole selection).
     A KeyboardInterrupt ends the rounds; the session so far is returned, marked incomplete.
     """
@@ -273,11 +301,13 @@ def run_rounds(
             order = next(sequence)
             session.order.append(order)
             round_start = clock()
-            this_round = []
-            for position, side in enumerate(order):
-                run = run_side(side, rnd, position, selection)
+            this_round: list[SideRun] = []
+
+            def keep(run: SideRun, this_round: list[SideRun] = this_round) -> None:
                 session.runs.append(run)
                 this_round.append(run)
+
+            run_round(rnd, order, selection, keep)
             last_round_s = clock() - round_start
             session.states = judge(evidence(session.runs, plan.tolerance), plan)
             undecided = [c for c, s in session.states.items() if verdict(s) == "unknown"]
@@ -328,6 +358,100 @@ class SideCommand:
 BUDGET_GRACE_S = 120.0
 
 
+@dataclass
+class Launch:
+    """A side's process, started, and where its output goes."""
+
+    side: str
+    round: int
+    position: int
+    selection: Sequence[str] | None
+    where: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    started: float
+    timeout: float
+
+
+def launch(
+    command: SideCommand,
+    side: str,
+    rnd: int,
+    position: int,
+    selection: Sequence[str] | None,
+    workdir: Path,
+    extra_args: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
+) -> Launch:
+    """Start one side as a fresh ``python -m pytest`` process, its output to a log file."""
+    where = workdir / f"round-{rnd:02d}-{side}"
+    where.mkdir(parents=True, exist_ok=True)
+    args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
+    args += ["--perf-report-dir", str(where / "records")]
+    if selection is not None:
+        select = where / "selection.txt"
+        select.write_text("".join(f"{c}\n" for c in selection))
+        args += ["--perf-ab-select", str(select)]
+    log = where / "output.log"
+    environ = {**os.environ, **command.env, **(env or {})}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=environ,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
+    return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
+
+
+def collect(started: Launch, hung: bool) -> SideRun:
+    """The side's run, from its exit, its log and its run record."""
+    returncode = None if hung else started.proc.wait()
+    seconds = time.monotonic() - started.started
+    output = started.log.read_text(errors="replace")
+    records = sorted((started.where / "records").glob("*/*.json"))
+    failed = ""
+    if hung:
+        failed = f"no result within {started.timeout:.0f} s (killed)"
+    elif not records:
+        failed = f"exited {returncode} without a run record"
+    readings: dict[str, Reading] = {}
+    crashed: tuple[str, ...] = ()
+    environment: Mapping[str, Any] = {}
+    if records and not hung:
+        try:
+            record = load_record(records[-1])
+        except Exception as exc:
+            failed = f"its run record could not be read: {exc}"
+        else:
+            readings = readings_of(record)
+            crashed = tuple(c.id for c in record.crashed)
+            environment = record.environment
+            if record.incomplete:
+                failed = f"incomplete: {record.incomplete}"
+            elif not readings:
+                failed = f"exited {returncode} with no measured check"
+    return SideRun(
+        started.round,
+        started.side,
+        started.position,
+        seconds,
+        returncode,
+        failed,
+        readings if not failed else {},
+        crashed,
+        str(records[-1]) if records else "",
+        str(started.log),
+        _tail(output) if failed else "",
+        environment,
+        len(started.selection) if started.selection is not None else 0,
+    )
+
+
 def process_runner(
     commands: Mapping[str, SideCommand],
     workdir: Path,
@@ -346,75 +470,22 @@ def process_runner(
         timeout = command.timeout_s
         if seconds_left is not None:
             timeout = min(timeout, max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S))
-        where = workdir / f"round-{rnd:02d}-{side}"
-        where.mkdir(parents=True, exist_ok=True)
-        args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
-        args += ["--perf-report-dir", str(where / "records")]
-        if selection is not None:
-            select = where / "selection.txt"
-            select.write_text("".join(f"{c}\n" for c in selection))
-            args += ["--perf-ab-select", str(select)]
-        log = where / "output.log"
-        env = {**os.environ, **command.env}
-        started = time.monotonic()
-        returncode: int | None
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-            try:
-                returncode = proc.wait(timeout=timeout)
-                hung = False
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-                returncode, hung = None, True
-            except KeyboardInterrupt:
-                _kill(proc)
-                raise
-        seconds = time.monotonic() - started
-        output = log.read_text(errors="replace")
-        records = sorted((where / "records").glob("*/*.json"))
-        failed = ""
-        if hung:
-            failed = f"no result within {timeout:.0f} s (killed)"
-        elif not records:
-            failed = f"exited {returncode} without a run record"
-        readings: dict[str, Reading] = {}
-        crashed: tuple[str, ...] = ()
-        environment: Mapping[str, Any] = {}
-        if records and not hung:
-            try:
-                record = load_record(records[-1])
-            except Exception as exc:
-                failed = f"its run record could not be read: {exc}"
-            else:
-                readings = readings_of(record)
-                crashed = tuple(c.id for c in record.crashed)
-                environment = record.environment
-                if record.incomplete:
-                    failed = f"incomplete: {record.incomplete}"
-                elif not readings:
-                    failed = f"exited {returncode} with no measured check"
-        return SideRun(
-            rnd,
-            side,
-            position,
-            seconds,
-            returncode,
-            failed,
-            readings if not failed else {},
-            crashed,
-            str(records[-1]) if records else "",
-            str(log),
-            _tail(output) if failed else "",
-            environment,
-            len(selection) if selection is not None else 0,
-        )
+        started = launch(command, side, rnd, position, selection, workdir, extra_args, timeout)
+        try:
+            started.proc.wait(timeout=timeout)
+            hung = False
+        except subprocess.TimeoutExpired:
+            kill(started.proc)
+            hung = True
+        except KeyboardInterrupt:
+            kill(started.proc)
+            raise
+        return collect(started, hung)
 
     return run_side
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: subprocess.Popen[bytes]) -> None:
     """Stop a side and everything it started (ranks, workers)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -24,7 +24,15 @@ from perfsuite.ab import (
     side_diff,
 )
 from perfsuite.ab import stacks as stacks_mod
-from perfsuite.ab.rounds import Plan, Session, SideCommand, SideRun, process_runner, run_rounds
+from perfsuite.ab.rounds import (
+    Plan,
+    Session,
+    SideCommand,
+    SideRun,
+    one_then_the_other,
+    process_runner,
+    run_rounds,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report.terminal import clock
 
@@ -198,9 +206,14 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         result = outcome_of(session)
         save(result, record_path)
 
+    how = {
+        "checks": "both sides at once, taking turns check by check",
+        "processes": "one side's process, then the other's",
+    }[options.plan.interleave]
     say(
         f"A/B {run_id}: at least {options.plan.min_rounds} rounds, at most "
-        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; record {record_path}"
+        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; each round {how}; "
+        f"record {record_path}"
     )
     progress = _Progress(options.plan, say)
     started = time.monotonic()
@@ -208,9 +221,15 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     def seconds_left() -> float:
         return options.plan.budget_s - (time.monotonic() - started)
 
+    if options.plan.interleave == "checks":
+        from perfsuite.ab.lockstep import lockstep_runner
+
+        run_round = lockstep_runner(commands, workdir, extra, seconds_left)
+    else:
+        run_round = one_then_the_other(process_runner(commands, workdir, extra, seconds_left))
     try:
         session = run_rounds(
-            process_runner(commands, workdir, extra, seconds_left),
+            run_round,
             options.plan,
             progress,
             on_round,

@@ -7,15 +7,21 @@
 * Each check measures briefly: a fixed warm-up and a short settling cap, the samples the
   A/B asked for, and no adaptive top-ups.  An A/B's power comes from its rounds, not from
   long runs of one process.
+* Started by ``perfsuite ab`` in lockstep (``PERFSUITE_AB_TURNS`` set), the side waits for its
+  turn before each check and gives it back after (:mod:`perfsuite.ab.lockstep`), so it never
+  measures beside the other side.  Its last check keeps the turn until the process ends: the
+  record it writes then is not written beside a check of the other side.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
+from perfsuite.ab.lockstep import WHOLE_SESSION, Turns
 from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
@@ -23,6 +29,47 @@ from perfsuite.selection import keep_sweeps
 # SETTLE_CAP_S (quick mode's are 0.5 s and 3 s): the power of an A/B comes from its rounds.
 WARMUP_S = 0.1
 SETTLE_CAP_S = 0.3
+
+TURNS_KEY = pytest.StashKey["Turns | None"]()
+
+
+def _in_workers(config: pytest.Config) -> bool:
+    """Whether this session's checks run in xdist workers (or this is one)."""
+    if hasattr(config, "workerinput"):
+        return True
+    return bool(getattr(config.option, "numprocesses", None)) and (
+        getattr(config.option, "dist", "no") != "no"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Take the turns this side was started with (none in an xdist worker)."""
+    config.stash[TURNS_KEY] = None if hasattr(config, "workerinput") else Turns.from_environment()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Checks run in workers cannot take turns one by one: the side waits to run alone."""
+    turns = session.config.stash[TURNS_KEY]
+    if turns is not None and _in_workers(session.config):
+        turns.take(WHOLE_SESSION)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Wait for the turn, run the check (set-up, call, tear-down), give the turn back."""
+    turns = item.config.stash.get(TURNS_KEY, None)
+    if turns is None or _in_workers(item.config):
+        return (yield)
+    turns.take(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        if nextitem is not None:
+            turns.give(item.nodeid)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

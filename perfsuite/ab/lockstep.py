@@ -1,0 +1,299 @@
+"""Sides in lockstep: A and B start together and take turns, check by check.
+
+A round of separate processes (A's whole selection, then B's) puts the two readings of a
+check tens of seconds apart, and a shared machine drifts over tens of seconds: on a 2-core VM
+the spread of a STREAM round's log ratio grew from 8% at 1 s apart to 15% at 40 s
+(``lab/stream_modes.py lags``).  In lockstep both sides are fresh processes started at once;
+each asks for a turn before every check (its set-up, call and tear-down) and waits, blocked
+and idle, until it has one.  The broker here hands the turns out so that the two readings of
+each check come back to back, in the order ABBA, BAAB, ... (the round's order for its first
+check, then alternating), and only one side ever measures at a time.
+
+The protocol runs over two pipes per side, their descriptors named in ``PERFSUITE_AB_TURNS``
+(``GO,ASK``): the side writes ``want NODEID`` and reads one line ``go`` before a check, and
+writes ``done NODEID`` after it.  A side that never asks (an older perfsuite, or a crash
+before its first check) runs when the other has ended or is waiting alone, never beside a
+check of the other; a side that ends, crashes or is killed frees its turn.  A side that
+cannot take turns check by check (its checks run in xdist workers) asks once for the
+whole session, ``want *``, and so runs alone.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfsuite.ab.rounds import (
+    BUDGET_GRACE_S,
+    SIDES,
+    Launch,
+    RoundRunner,
+    SideCommand,
+    SideRun,
+    collect,
+    kill,
+    launch,
+)
+
+ENV = "PERFSUITE_AB_TURNS"
+WHOLE_SESSION = "*"
+
+
+@dataclass
+class Broker:
+    """Who may measure next (no I/O: the runner feeds it what the sides say).
+
+    ``order`` is the round's order: the first side of the round's first check.  The checks'
+    pairs alternate from there, so a side runs twice in a row at every pair's boundary
+    (A B | B A | A B ...), and neither side is always first.
+    """
+
+    order: tuple[str, str]
+    state: dict[str, str] = field(default_factory=lambda: dict.fromkeys(SIDES, "starting"))
+    wants: dict[str, str] = field(default_factory=dict)
+    done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    holder: str = ""
+    pairs: int = 0  # checks both sides asked for together so far
+    granted: list[tuple[str, str]] = field(default_factory=list)  # (side, node id), in order
+
+    def want(self, side: str, nodeid: str) -> None:
+        """``side`` waits to run ``nodeid``."""
+        self.state[side] = "waiting"
+        self.wants[side] = nodeid
+
+    def release(self, side: str) -> None:
+        """``side`` ended its check."""
+        if self.holder == side:
+            self.holder = ""
+        self.state[side] = "between"
+        self.done[side] += 1
+
+    def exited(self, side: str) -> None:
+        """``side``'s process ended (or will say nothing more)."""
+        if self.holder == side:
+            self.holder = ""
+        self.state[side] = "exited"
+        self.wants.pop(side, None)
+
+    def next(self) -> str:
+        """The side to let run now, or "" to wait for more news."""
+        if self.holder:
+            return ""
+        waiting = [s for s in SIDES if self.state[s] == "waiting"]
+        if not waiting:
+            return ""
+        if len(waiting) == 1:
+            other = next(s for s in SIDES if s != waiting[0])
+            if self.state[other] != "exited":
+                return ""  # the other is starting or between checks: it asks soon
+            return self._grant(waiting[0])
+        a, b = (self.wants[s] for s in SIDES)
+        if a == b:
+            first = self.order[self.pairs % 2]
+            self.pairs += 1
+            return self._grant(first)
+        # Asking for different checks: one side is a check ahead (the other ran its half of
+        # the pair last) or their selections differ.  The one behind goes.
+        behind = min(SIDES, key=lambda s: (self.done[s], self.order.index(s)))
+        return self._grant(behind)
+
+    def _grant(self, side: str) -> str:
+        self.holder = side
+        self.state[side] = "running"
+        self.granted.append((side, self.wants.pop(side)))
+        return side
+
+
+@dataclass
+class _Pipe:
+    """The parent's ends of one side's two pipes, and what it said so far."""
+
+    go: int  # the parent writes "go" here
+    ask: int  # the side's requests arrive here
+    buffer: bytes = b""
+
+
+def lockstep_runner(
+    commands: Mapping[str, SideCommand],
+    workdir: Path,
+    extra_args: Sequence[str],
+    seconds_left: Callable[[], float] | None = None,
+) -> RoundRunner:
+    """A round runner whose sides start at once and take turns check by check."""
+
+    def run_round(
+        rnd: int,
+        order: tuple[str, str],
+        selection: Sequence[str] | None,
+        keep: Callable[[SideRun], None],
+    ) -> None:
+        budget_end = None
+        if seconds_left is not None:
+            budget_end = max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S)
+        broker = Broker(order)
+        pipes: dict[str, _Pipe] = {}
+        launches: dict[str, Launch] = {}
+        selector = selectors.DefaultSelector()
+        try:
+            for side in order:
+                go_r, go_w = os.pipe()
+                ask_r, ask_w = os.pipe()
+                pipes[side] = _Pipe(go_w, ask_r)
+                try:
+                    launches[side] = launch(
+                        commands[side],
+                        side,
+                        rnd,
+                        order.index(side),
+                        selection,
+                        workdir,
+                        extra_args,
+                        min(commands[side].timeout_s, budget_end or commands[side].timeout_s),
+                        {ENV: f"{go_r},{ask_w}"},
+                        (go_r, ask_w),
+                    )
+                finally:
+                    os.close(go_r)
+                    os.close(ask_w)
+                selector.register(ask_r, selectors.EVENT_READ, side)
+            started_at = time.monotonic()
+            turn_times: list[float] = []
+            hung = _broker_loop(broker, pipes, selector, launches, turn_times)
+            # The turns as handed out, kept beside the sides' folders: when each check ran.
+            (workdir / f"round-{rnd:02d}-turns.tsv").write_text(
+                "".join(
+                    f"{t - started_at:.3f}\t{side}\t{nodeid}\n"
+                    for t, (side, nodeid) in zip(turn_times, broker.granted, strict=True)
+                )
+            )
+            for side in order:
+                keep(collect(launches[side], side in hung))
+        except KeyboardInterrupt:
+            for started in launches.values():
+                kill(started.proc)
+            raise
+        finally:
+            selector.close()
+            for pipe in pipes.values():
+                for fd in (pipe.go, pipe.ask):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+
+    return run_round
+
+
+def _broker_loop(
+    broker: Broker,
+    pipes: Mapping[str, _Pipe],
+    selector: selectors.BaseSelector,
+    launches: Mapping[str, Launch],
+    turn_times: list[float],
+) -> set[str]:
+    """Hand out turns until both sides have ended; kill a side that runs past its timeout.
+
+    A side's time is its own: the time it spent waiting for a turn is not counted, so a side
+    that hangs holding the turn is killed at its timeout while the other, which waited, goes
+    on.  ``turn_times`` gets the time of each turn handed out.  Returns the sides killed.
+    """
+    open_sides = set(pipes)
+    waited = dict.fromkeys(pipes, 0.0)
+    waiting_since: dict[str, float] = {}
+    hung: set[str] = set()
+
+    def own_time(side: str, now: float) -> float:
+        waiting = now - waiting_since[side] if side in waiting_since else 0.0
+        return now - launches[side].started - waited[side] - waiting
+
+    while open_sides:
+        now = time.monotonic()
+        for side in sorted(open_sides):
+            if own_time(side, now) > launches[side].timeout:
+                kill(launches[side].proc)
+                hung.add(side)
+                selector.unregister(pipes[side].ask)
+                open_sides.discard(side)
+                waiting_since.pop(side, None)
+                broker.exited(side)
+        # Wake at the earliest moment a side could run out of time (at most a second away).
+        for key, _ in selector.select(timeout=1.0) if open_sides else ():
+            side = key.data
+            pipe = pipes[side]
+            chunk = os.read(pipe.ask, 4096)
+            if not chunk:
+                selector.unregister(pipe.ask)
+                open_sides.discard(side)
+                waiting_since.pop(side, None)
+                broker.exited(side)
+                continue
+            pipe.buffer += chunk
+            *lines, pipe.buffer = pipe.buffer.split(b"\n")
+            for line in lines:
+                word, _, nodeid = line.decode(errors="replace").partition(" ")
+                if word == "want":
+                    broker.want(side, nodeid)
+                    waiting_since[side] = time.monotonic()
+                elif word == "done":
+                    broker.release(side)
+        while side_to_go := broker.next():
+            since = waiting_since.pop(side_to_go, None)
+            turn_times.append(time.monotonic())
+            if since is not None:
+                waited[side_to_go] += time.monotonic() - since
+            try:
+                os.write(pipes[side_to_go].go, b"go\n")
+            except OSError:
+                broker.exited(side_to_go)  # it ended between asking and being told
+    for side, started in launches.items():
+        if side not in hung:
+            started.proc.wait()
+    return hung
+
+
+class Turns:
+    """A side's end of the protocol (:mod:`perfsuite.ab.side` uses it)."""
+
+    def __init__(self, spec: str) -> None:
+        go, ask = (int(fd) for fd in spec.split(","))
+        self._go = os.fdopen(go, "rb", buffering=0)
+        self._ask = os.fdopen(ask, "wb", buffering=0)
+        self.broken = False
+
+    @classmethod
+    def from_environment(cls) -> Turns | None:
+        """The turns this process was started with, or None (then it runs freely).
+
+        The variable is removed, so the processes a check starts do not take turns.
+        """
+        spec = os.environ.pop(ENV, "")
+        if not spec:
+            return None
+        try:
+            return cls(spec)
+        except (ValueError, OSError):
+            return None
+
+    def take(self, what: str) -> None:
+        """Wait for the turn to run ``what`` (a node id, or the whole session)."""
+        if self.broken:
+            return
+        try:
+            self._ask.write(f"want {what}\n".encode())
+            if not self._go.readline():
+                self.broken = True  # the broker is gone: run on
+        except OSError:
+            self.broken = True
+
+    def give(self, what: str) -> None:
+        """Say ``what`` has ended."""
+        if self.broken:
+            return
+        try:
+            self._ask.write(f"done {what}\n".encode())
+        except OSError:
+            self.broken = True
