@@ -81,7 +81,7 @@ def load(
             run = sides[side]
             # From the side's own run record: its samples and its noise guard's flags.
             pair.append(rounds.readings_of(load_record(Path(run["record"]))))
-            per_check.append(run["seconds"] / max(1, len(run["readings"])))
+            per_check.append(own_seconds(run, data) / max(1, len(run["readings"])))
             records.append(Path(run["record"]))
         a_rounds.append(pair[0])
         b_rounds.append(pair[1])
@@ -89,6 +89,19 @@ def load(
     a_rounds = [{c: r[c] for c in common} for r in a_rounds]
     b_rounds = [{c: r[c] for c in common} for r in b_rounds]
     return a_rounds, b_rounds, per_check, records
+
+
+def own_seconds(run: dict, data: dict) -> float:
+    """A side's own time in a round: its process's life less its wait for turns.
+
+    Records of sides in lockstep written before the wait was recorded: half the round, as the
+    two sides of a round took turns over the same checks.
+    """
+    if "waited" in run:
+        return float(run["seconds"]) - float(run["waited"])
+    if data.get("plan", {}).get("interleave") == "checks":
+        return float(run["seconds"]) / 2
+    return float(run["seconds"])
 
 
 def slowed(reading: rounds.Reading, slowdown: float) -> rounds.Reading:

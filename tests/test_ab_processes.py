@@ -156,6 +156,34 @@ def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
     assert first == [order[0], order[1], order[1], order[0], order[0], order[1]]
 
 
+FORKS = """
+import os, time
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_forks(perf):
+    perf.measure(Workload(check="forks", params={}, metric="rate", unit="loop/s",
+                          work=Work(1.0, "loop"), run=lambda: sum(range(20000))))
+    if os.fork() == 0:  # a worker that outlives the side, holding every descriptor it had
+        time.sleep(60)
+        os._exit(0)
+"""
+
+
+def test_a_side_that_ended_frees_its_turn_though_a_child_holds_the_pipe(tmp_path: Path) -> None:
+    (tmp_path / "test_forks.py").write_text(FORKS)
+    started = time.monotonic()
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
+        "--max-rounds", "2", "--output-dir", "out", "--", "test_forks.py",
+        cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert time.monotonic() - started < 50  # not held until the children's 60 s are over
+    data = _record(tmp_path / "out", "ab.json")
+    assert not any(r["failed"] for r in data["rounds"])
+
+
 def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path) -> None:
     (tmp_path / "test_loop.py").write_text(CHECK)
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_PLUGINS": STEADY}

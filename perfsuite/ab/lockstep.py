@@ -162,7 +162,8 @@ def lockstep_runner(
                 selector.register(ask_r, selectors.EVENT_READ, side)
             started_at = time.monotonic()
             turn_times: list[float] = []
-            hung = _broker_loop(broker, pipes, selector, launches, turn_times)
+            waited = dict.fromkeys(order, 0.0)
+            hung = _broker_loop(broker, pipes, selector, launches, turn_times, waited)
             # The turns as handed out, kept beside the sides' folders: when each check ran.
             (workdir / f"round-{rnd:02d}-turns.tsv").write_text(
                 "".join(
@@ -171,7 +172,7 @@ def lockstep_runner(
                 )
             )
             for side in order:
-                keep(collect(launches[side], side in hung))
+                keep(collect(launches[side], side in hung, waited[side]))
         except KeyboardInterrupt:
             for started in launches.values():
                 kill(started.proc)
@@ -194,15 +195,16 @@ def _broker_loop(
     selector: selectors.BaseSelector,
     launches: Mapping[str, Launch],
     turn_times: list[float],
+    waited: dict[str, float],
 ) -> set[str]:
     """Hand out turns until both sides have ended; kill a side that runs past its timeout.
 
     A side's time is its own: the time it spent waiting for a turn is not counted, so a side
     that hangs holding the turn is killed at its timeout while the other, which waited, goes
-    on.  ``turn_times`` gets the time of each turn handed out.  Returns the sides killed.
+    on.  ``turn_times`` gets the time of each turn handed out, ``waited`` each side's time
+    spent waiting.  Returns the sides killed.
     """
     open_sides = set(pipes)
-    waited = dict.fromkeys(pipes, 0.0)
     waiting_since: dict[str, float] = {}
     hung: set[str] = set()
 
@@ -213,9 +215,13 @@ def _broker_loop(
     while open_sides:
         now = time.monotonic()
         for side in sorted(open_sides):
-            if own_time(side, now) > launches[side].timeout:
-                kill(launches[side].proc)
-                hung.add(side)
+            timed_out = own_time(side, now) > launches[side].timeout
+            # A process that has ended frees its turn even while a child it forked (a data
+            # loader's worker) still holds its end of the pipe open.
+            if timed_out or launches[side].proc.poll() is not None:
+                if timed_out:
+                    kill(launches[side].proc)
+                    hung.add(side)
                 selector.unregister(pipes[side].ask)
                 open_sides.discard(side)
                 waiting_since.pop(side, None)

@@ -67,6 +67,12 @@ class SideRun:
     output_tail: str = ""  # the end of the output, when it failed
     environment: Mapping[str, Any] = field(default_factory=dict)
     selected: int = 0  # checks the round asked for (0: the whole selection)
+    waited: float = 0.0  # of ``seconds``, the time it waited for turns (sides in lockstep)
+
+    @property
+    def own_seconds(self) -> float:
+        """The side's own time: its process's life less the time it waited for turns."""
+        return self.seconds - self.waited
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with every sample."""
@@ -75,6 +81,7 @@ class SideRun:
             "side": self.side,
             "position": self.position,
             "seconds": round(self.seconds, 3),
+            "waited": round(self.waited, 3),
             "returncode": self.returncode,
             "failed": self.failed,
             "selected": self.selected,
@@ -408,8 +415,11 @@ def launch(
     return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
 
 
-def collect(started: Launch, hung: bool) -> SideRun:
-    """The side's run, from its exit, its log and its run record."""
+def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
+    """The side's run, from its exit, its log and its run record.
+
+    ``waited``: the time it spent waiting for turns.
+    """
     returncode = None if hung else started.proc.wait()
     seconds = time.monotonic() - started.started
     output = started.log.read_text(errors="replace")
@@ -449,6 +459,7 @@ def collect(started: Launch, hung: bool) -> SideRun:
         _tail(output) if failed else "",
         environment,
         len(started.selection) if started.selection is not None else 0,
+        waited,
     )
 
 

@@ -101,7 +101,7 @@ class _Progress:
         self, done: int, cap: int, undecided: int, left: float, runs: Sequence[SideRun]
     ) -> None:
         sides = ", ".join(
-            f"{r.side} {r.seconds:.0f} s" + (f" FAILED ({r.failed})" if r.failed else "")
+            f"{r.side} {r.own_seconds:.0f} s" + (f" FAILED ({r.failed})" if r.failed else "")
             for r in runs
         )
         flagged = sum(1 for r in runs for reading in r.readings.values() if reading.flags)
