@@ -173,7 +173,7 @@ def lockstep_runner(
             )
             for side in order:
                 keep(collect(launches[side], side in hung, waited[side]))
-        except KeyboardInterrupt:
+        except BaseException:  # an interrupt, or the second side failed to start
             for started in launches.values():
                 kill(started.proc)
             raise
