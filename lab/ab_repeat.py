@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from perfsuite.ab.rounds import INTERLEAVES
 from perfsuite.ab.run import parse_budget
 
 VERDICTS = ("regressed", "improved", "same", "unknown")
@@ -33,7 +34,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--budget", default="10m")
     parser.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--interleave", choices=["checks", "processes"], default="checks")
+    parser.add_argument("--interleave", choices=INTERLEAVES, default="checks")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
     parser.add_argument(

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfsuite.ab.rounds import (
-    BUDGET_GRACE_S,
     SIDES,
     Launch,
     RoundRunner,
@@ -37,6 +36,7 @@ from perfsuite.ab.rounds import (
     collect,
     kill,
     launch,
+    side_timeout,
 )
 
 ENV = "PERFSUITE_AB_TURNS"
@@ -131,9 +131,6 @@ def lockstep_runner(
         selection: Sequence[str] | None,
         keep: Callable[[SideRun], None],
     ) -> None:
-        budget_end = None
-        if seconds_left is not None:
-            budget_end = max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S)
         broker = Broker(order)
         pipes: dict[str, _Pipe] = {}
         launches: dict[str, Launch] = {}
@@ -152,7 +149,7 @@ def lockstep_runner(
                         selection,
                         workdir,
                         extra_args,
-                        min(commands[side].timeout_s, budget_end or commands[side].timeout_s),
+                        side_timeout(commands[side], seconds_left),
                         {ENV: f"{go_r},{ask_w}"},
                         (go_r, ask_w),
                     )
@@ -212,6 +209,12 @@ def _broker_loop(
         waiting = now - waiting_since[side] if side in waiting_since else 0.0
         return now - launches[side].started - waited[side] - waiting
 
+    def ended(side: str) -> None:
+        selector.unregister(pipes[side].ask)
+        open_sides.discard(side)
+        waiting_since.pop(side, None)
+        broker.exited(side)
+
     while open_sides:
         now = time.monotonic()
         for side in sorted(open_sides):
@@ -222,20 +225,14 @@ def _broker_loop(
                 if timed_out:
                     kill(launches[side].proc)
                     hung.add(side)
-                selector.unregister(pipes[side].ask)
-                open_sides.discard(side)
-                waiting_since.pop(side, None)
-                broker.exited(side)
+                ended(side)
         # Wake at the earliest moment a side could run out of time (at most a second away).
         for key, _ in selector.select(timeout=1.0) if open_sides else ():
             side = key.data
             pipe = pipes[side]
             chunk = os.read(pipe.ask, 4096)
             if not chunk:
-                selector.unregister(pipe.ask)
-                open_sides.discard(side)
-                waiting_since.pop(side, None)
-                broker.exited(side)
+                ended(side)
                 continue
             pipe.buffer += chunk
             *lines, pipe.buffer = pipe.buffer.split(b"\n")

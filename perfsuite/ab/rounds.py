@@ -365,6 +365,13 @@ class SideCommand:
 BUDGET_GRACE_S = 120.0
 
 
+def side_timeout(command: SideCommand, seconds_left: Callable[[], float] | None) -> float:
+    """A side's time limit: its own timeout, or the budget's end plus the grace if earlier."""
+    if seconds_left is None:
+        return command.timeout_s
+    return min(command.timeout_s, max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S))
+
+
 @dataclass
 class Launch:
     """A side's process, started, and where its output goes."""
@@ -478,9 +485,7 @@ def process_runner(
 
     def run_side(side: str, rnd: int, position: int, selection: Sequence[str] | None) -> SideRun:
         command = commands[side]
-        timeout = command.timeout_s
-        if seconds_left is not None:
-            timeout = min(timeout, max(BUDGET_GRACE_S, seconds_left() + BUDGET_GRACE_S))
+        timeout = side_timeout(command, seconds_left)
         started = launch(command, side, rnd, position, selection, workdir, extra_args, timeout)
         try:
             started.proc.wait(timeout=timeout)

@@ -34,9 +34,7 @@ TURNS_KEY = pytest.StashKey["Turns | None"]()
 
 
 def _in_workers(config: pytest.Config) -> bool:
-    """Whether this session's checks run in xdist workers (or this is one)."""
-    if hasattr(config, "workerinput"):
-        return True
+    """Whether this session's checks run in xdist workers."""
     return bool(getattr(config.option, "numprocesses", None)) and (
         getattr(config.option, "dist", "no") != "no"
     )
@@ -50,10 +48,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Checks run in workers cannot take turns one by one: the side waits to run alone."""
+    """Checks run in workers cannot take turns one by one: the side waits to run alone.
+
+    It keeps that turn until its process ends, so it asks for no turn per check.
+    """
     turns = session.config.stash[TURNS_KEY]
     if turns is not None and _in_workers(session.config):
         turns.take(WHOLE_SESSION)
+        session.config.stash[TURNS_KEY] = None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -62,7 +64,7 @@ def pytest_runtest_protocol(
 ) -> Generator[None, object, object]:
     """Wait for the turn, run the check (set-up, call, tear-down), give the turn back."""
     turns = item.config.stash.get(TURNS_KEY, None)
-    if turns is None or _in_workers(item.config):
+    if turns is None:
         return (yield)
     turns.take(item.nodeid)
     try:
