@@ -531,6 +531,8 @@ def _bisect_parser(sub: Any) -> None:
 
 def _round_options(p: argparse.ArgumentParser) -> None:
     """The options of the rounds, shared by ab and bisect."""
+    from perfsuite.ab.rounds import INTERLEAVES
+
     p.add_argument(
         "--budget", default="10m", help="machine time for the rounds: 10m, 600s, 1h (default 10m)"
     )
@@ -576,11 +578,12 @@ def _round_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of the round order")
     p.add_argument(
         "--interleave",
-        choices=["checks", "processes"],
-        default="checks",
-        help="checks (default): each round starts both sides at once and they take turns check "
-        "by check, so a check's two readings are seconds apart; processes: one side's process "
-        "runs its checks, then the other's",
+        choices=list(INTERLEAVES),
+        default="samples",
+        help="samples (default): each round starts both sides at once and they take turns "
+        "sample by sample within each check; checks: the same, check by check, so a check's "
+        "two readings are a second apart; processes: one side's process runs its checks, then "
+        "the other's",
     )
     p.add_argument(
         "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"

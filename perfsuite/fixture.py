@@ -172,8 +172,11 @@ class Perf:
         noise_s = lap()
         policy = self._session.settings.policy
         policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
+        between = hook.pytest_perfsuite_between_samples(nodeid=self._item.nodeid)
         with framework_warnings(seen):
-            measurement = measure(workload, policy, clock, plan.rounds, progress=self._bar)
+            measurement = measure(
+                workload, policy, clock, plan.rounds, progress=self._bar, between=between
+            )
         measure_s = lap()
         replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)
         measurement = _hooked(replaced, measurement, "measured")

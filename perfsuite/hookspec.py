@@ -8,7 +8,8 @@ on a fixed machine reading, so a busy test runner never changes the outcome it a
 no test measures real hardware it does not mean to.  The third is the supported way to
 slow a check down by a known amount, for studies of a verdict's power.  The fourth sets how
 long a check's warm-up and samples last: a plugin's own tests make them brief, as
-pytest-benchmark's tests run with a tiny ``--benchmark-max-time``.
+pytest-benchmark's tests run with a tiny ``--benchmark-max-time``.  The fifth lets another
+process measure between a check's samples (``perfsuite ab``'s sides alternate there).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from perfsuite.measure import Measurement, Policy, Workload
     from perfsuite.noise import Snapshot
 
@@ -66,4 +69,18 @@ def pytest_perfsuite_policy(policy: Policy) -> Policy | None:
 
     :param policy: the :class:`perfsuite.measure.Policy` the options chose.
     :returns: the policy to measure this check with, or None to keep it.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_perfsuite_between_samples(nodeid: str) -> Callable[[int], object] | None:
+    """Let another process use the machine between a check's timed samples.
+
+    The function returned is called before each timed sample after the first, with the
+    sample's number (2, 3, ...), and returns when this check may measure again; one untimed
+    repetition then warms the workload before the sample.  ``perfsuite ab``'s sides take
+    turns here, so the two stacks' samples of a check alternate.
+
+    :param nodeid: the check about to measure.
+    :returns: that function, or None to take the samples back to back.
     """

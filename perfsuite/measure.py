@@ -394,6 +394,7 @@ def measure(
     *,
     close: bool = True,
     progress: Progress | None = None,
+    between: Callable[[int], object] | None = None,
 ) -> Measurement:
     """Measure a workload under a policy; the one loop every check uses.
 
@@ -406,7 +407,11 @@ def measure(
     sampling); ``close=False`` keeps the workload's buffers for another measurement.
     ``progress`` opens a progress bar when the calibrated samples will take at least
     :data:`PROGRESS_SECONDS`; it ticks in the synchronisation before each sample's clock
-    starts, never inside a sample.
+    starts, never inside a sample.  ``between`` is called before each timed sample after the
+    first, with the sample's number (2, 3, ...): another process may use the machine while it
+    runs (``perfsuite ab``'s sides take turns there), so one untimed repetition warms the
+    workload again before the sample.  A source that queues all its samples at once (device
+    events) or takes them in child ranks has no moment between samples: it never calls it.
     """
     source: Source = workload.source or clock or ClockSource()
     rounds = rounds or policy.repetitions
@@ -440,7 +445,15 @@ def measure(
                     replay()
                     workload.sync()
 
+            presyncs = [0]
+
             def presync() -> None:  # before a sample's clock starts: the bar ticks here
+                presyncs[0] += 1
+                sample = presyncs[0] - policy.warmup  # the sample this one precedes
+                if between is not None and 2 <= sample <= rounds:
+                    between(sample)
+                    workload.sync()
+                    step()  # warm again after the other process's turn; untimed
                 if bare is not None:
                     bare.sample()
                 workload.sync()

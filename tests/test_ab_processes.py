@@ -131,7 +131,8 @@ def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
     calls = tmp_path / "calls.log"
     done = _perfsuite(
         "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
-        "--max-rounds", "2", "--seed", "1", "--output-dir", "out", "--", "test_logged.py",
+        "--max-rounds", "2", "--seed", "1", "--interleave", "checks", "--output-dir", "out",
+        "--", "test_logged.py",
         cwd=tmp_path, env={"CALLS_LOG": str(calls)}, timeout=600,
     )  # fmt: skip
     assert done.returncode in (0, 3), done.stdout + done.stderr
@@ -154,6 +155,39 @@ def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
     first = [line.split("\t")[1] for line in turns]
     order = data["order"][0]
     assert first == [order[0], order[1], order[1], order[0], order[0], order[1]]
+
+
+def test_by_default_the_sides_alternate_sample_by_sample_and_never_measure_at_once(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_logged.py").write_text(LOGGED)
+    calls = tmp_path / "calls.log"
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
+        "--max-rounds", "2", "--seed", "1", "--output-dir", "out", "--", "test_logged.py",
+        cwd=tmp_path, env={"CALLS_LOG": str(calls)}, timeout=600,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    data = _record(tmp_path / "out", "ab.json")
+    assert data["plan"]["interleave"] == "samples"
+    turns = sorted((tmp_path / "out").glob("*/round-01-turns.tsv"))[0].read_text().splitlines()
+    granted = [tuple(line.split("\t")[1:]) for line in turns]
+    o0, o1 = data["order"][0]
+    for n, at in zip((1, 2, 3), range(0, 18, 6), strict=True):
+        check = f"test_logged.py::test_logged[{n}]"
+        keys = [check, check, f"{check}#2", f"{check}#2", f"{check}#3", f"{check}#3"]
+        sides = [o0, o1, o1, o0, o0, o1] if n != 2 else [o1, o0, o0, o1, o1, o0]
+        assert granted[at : at + 6] == list(zip(sides, keys, strict=True))
+    assert len(granted) == 18  # 3 checks x 3 samples x 2 sides
+    # Every turn calls the check (a sample after a warm call), so the calls, in time order,
+    # change process exactly where the turns change side: A | B B | A A | B B | ... and
+    # never more often, which they would if the two measured at once.
+    lines = [line.split() for line in calls.read_text().splitlines()]
+    pids = [pid for pid, _, _ in sorted(lines, key=lambda parts: float(parts[2]))]
+    runs = [pid for pid, _ in itertools.groupby(pids)]
+    assert len(runs) == 2 * 10  # per round: 18 turns, 8 of them after the same side's
+    for reading in data["rounds"]:
+        assert all(len(r["samples"]) == 3 and not r["flags"] for r in reading["readings"].values())
 
 
 FORKS = """

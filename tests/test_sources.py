@@ -476,3 +476,40 @@ def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime)
     )
     warm = warm_up(work, policy)
     assert len(warm.windows) >= 2  # a 30 s window would have been one, and 30 s long
+
+
+def test_between_samples_another_process_may_run_and_each_sample_is_warmed_again(
+    clock: FakeTime,
+) -> None:
+    """``between`` comes before every timed sample but the first; an untimed call follows."""
+    log: list[str] = []
+
+    def run() -> None:
+        log.append("call")
+        clock.sleep(0.001)
+
+    def between(sample: int) -> None:
+        log.append(f"between {sample}")
+        clock.sleep(5.0)  # the other process's turn: never inside a sample
+
+    work = Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run)
+    policy = Policy(warmup=1, repetitions=4, warmup_seconds=0.0, sample_seconds=0.0)
+    m = measure(work, policy, ClockSource(), between=between)
+    assert [entry for entry in log if entry.startswith("between")] == [
+        "between 2", "between 3", "between 4"
+    ]  # fmt: skip
+    for sample in (2, 3, 4):  # a warm call, then the timed one
+        at = log.index(f"between {sample}")
+        assert log[at + 1 : at + 3] == ["call", "call"]
+    assert m.seconds == pytest.approx((0.001,) * 4)
+
+
+def test_a_source_with_no_moment_between_samples_never_hands_over(clock: FakeTime) -> None:
+    calls: list[int] = []
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),
+        run=lambda: clock.sleep(0.001), source=EventSource(CpuEvent, device="cpu-events"),
+    )  # fmt: skip
+    policy = Policy(warmup=1, repetitions=3, warmup_seconds=0.0, sample_seconds=0.0)
+    measure(work, policy, between=calls.append)
+    assert calls == []

@@ -16,6 +16,13 @@ before its first check) runs when the other has ended or is waiting alone, never
 check of the other; a side that ends, crashes or is killed frees its turn.  A side that
 cannot take turns check by check (its checks run in xdist workers) asks once for the
 whole session, ``want *``, and so runs alone.
+
+A check's own samples taken back to back still share one moment of the machine, and on a
+shared VM a moment can be slow: single spells of a few tenths of a second read 10-40% off
+(``lab/draws.py``).  So by default (``PERFSUITE_AB_GRAIN=samples``) a side also gives the
+turn back between its samples of a check and asks again for ``NODEID#2``, ``NODEID#3``, ...;
+the same alternation then interleaves the samples, A B B A A B ..., and each side's median
+is taken over moments spread across the check's pair instead of one.
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ from perfsuite.ab.rounds import (
 )
 
 ENV = "PERFSUITE_AB_TURNS"
+# "samples": the sides also take turns between a check's samples (NODEID#2, NODEID#3, ...).
+GRAIN_ENV = "PERFSUITE_AB_GRAIN"
+# The pid of ``perfsuite ab``: both sides run in its process tree.
+ROOT_ENV = "PERFSUITE_AB_ROOT"
 WHOLE_SESSION = "*"
 
 
@@ -122,8 +133,13 @@ def lockstep_runner(
     workdir: Path,
     extra_args: Sequence[str],
     seconds_left: Callable[[], float] | None = None,
+    per_sample: bool = True,
 ) -> RoundRunner:
-    """A round runner whose sides start at once and take turns check by check."""
+    """A round runner whose sides start at once and take turns check by check.
+
+    ``per_sample``: they also take turns between a check's samples.
+    """
+    grain = {GRAIN_ENV: "samples"} if per_sample else {}
 
     def run_round(
         rnd: int,
@@ -150,7 +166,7 @@ def lockstep_runner(
                         workdir,
                         extra_args,
                         side_timeout(commands[side], seconds_left),
-                        {ENV: f"{go_r},{ask_w}"},
+                        {ENV: f"{go_r},{ask_w}", ROOT_ENV: str(os.getpid()), **grain},
                         (go_r, ask_w),
                     )
                 finally:

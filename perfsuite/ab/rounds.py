@@ -28,7 +28,7 @@ from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
 
 SIDES = ("A", "B")
-INTERLEAVES = ("checks", "processes")
+INTERLEAVES = ("samples", "checks", "processes")
 
 
 @dataclass(frozen=True)
@@ -142,9 +142,10 @@ class Plan:
     correction: str = stats.DEFAULT_CORRECTION
     tolerance: float | None = None  # None: each check's own
     seed: int | None = None
-    # checks: both sides' processes start together and take turns check by check (lockstep);
-    # processes: one side's process runs all its checks, then the other's.
-    interleave: str = "checks"
+    # samples: both sides' processes start together and take turns sample by sample within
+    # each check (lockstep); checks: the same, check by check; processes: one side's process
+    # runs all its checks, then the other's.
+    interleave: str = "samples"
 
     def __post_init__(self) -> None:
         """Reject plans that cannot run."""

@@ -207,6 +207,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         save(result, record_path)
 
     how = {
+        "samples": "both sides at once, taking turns sample by sample",
         "checks": "both sides at once, taking turns check by check",
         "processes": "one side's process, then the other's",
     }[options.plan.interleave]
@@ -221,10 +222,11 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     def seconds_left() -> float:
         return options.plan.budget_s - (time.monotonic() - started)
 
-    if options.plan.interleave == "checks":
+    if options.plan.interleave in ("samples", "checks"):
         from perfsuite.ab.lockstep import lockstep_runner
 
-        run_round = lockstep_runner(commands, workdir, extra, seconds_left)
+        per_sample = options.plan.interleave == "samples"
+        run_round = lockstep_runner(commands, workdir, extra, seconds_left, per_sample)
     else:
         run_round = one_then_the_other(process_runner(commands, workdir, extra, seconds_left))
     try:

@@ -11,17 +11,24 @@
   turn before each check and gives it back after (:mod:`perfsuite.ab.lockstep`), so it never
   measures beside the other side.  Its last check keeps the turn until the process ends: the
   record it writes then is not written beside a check of the other side.
+* With ``PERFSUITE_AB_GRAIN=samples`` it also gives the turn back between a check's samples
+  and asks for it again (``NODEID#2``, ``NODEID#3``, ...), so the two sides' samples of a
+  check alternate, a fraction of a second apart.  The other side's work between them is not
+  foreign load to the noise guard: both sides run under ``perfsuite ab`` (its process is
+  named in ``PERFSUITE_AB_ROOT``), and their CPU time counts as the session's own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator
+import os
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
-from perfsuite.ab.lockstep import WHOLE_SESSION, Turns
+from perfsuite import noise
+from perfsuite.ab.lockstep import GRAIN_ENV, ROOT_ENV, WHOLE_SESSION, Turns
 from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
@@ -30,7 +37,78 @@ from perfsuite.selection import keep_sweeps
 WARMUP_S = 0.1
 SETTLE_CAP_S = 0.3
 
-TURNS_KEY = pytest.StashKey["Turns | None"]()
+
+class _Turns:
+    """The side's turns, registered as a plugin when ``perfsuite ab`` started it in lockstep.
+
+    ``per_sample``: give the turn back between a check's samples too, not only between
+    checks.  ``root``: the pid whose process tree holds both sides (0: none known).
+    """
+
+    def __init__(self, turns: Turns, per_sample: bool, root: int) -> None:
+        self.turns = turns
+        self.per_sample = per_sample
+        self.root = root
+        self.holding = ""  # the turn this side holds now
+        self.whole_session = False
+
+    def take(self, what: str) -> None:
+        self.turns.take(what)
+        self.holding = what
+
+    def give(self) -> None:
+        if self.holding:
+            self.turns.give(self.holding)
+            self.holding = ""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Checks run in workers cannot take turns one by one: the side waits to run alone.
+
+        It keeps that turn until its process ends, so it asks for no turn per check.
+        """
+        if _in_workers(session.config):
+            self.take(WHOLE_SESSION)
+            self.whole_session = True
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        """Wait for the turn, run the check (set-up, call, tear-down), give the turn back."""
+        if self.whole_session:
+            return (yield)
+        self.take(item.nodeid)
+        try:
+            return (yield)
+        finally:
+            if nextitem is not None:
+                self.give()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_perfsuite_between_samples(self, nodeid: str) -> Callable[[int], object] | None:
+        """Between samples, give the turn to the other side and wait for it back."""
+        if self.whole_session or not self.per_sample:
+            return None
+
+        def hand_over(sample: int) -> None:
+            self.give()
+            self.take(f"{nodeid}#{sample}")
+
+        return hand_over
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_perfsuite_noise_snapshot(
+        self, with_gpus: bool
+    ) -> Generator[None, noise.Snapshot | None, noise.Snapshot | None]:
+        """With samples interleaved, the other side's CPU time is the session's own.
+
+        A reading another plugin gives stands as it is.
+        """
+        reading = yield
+        if reading is not None or not self.per_sample or not self.root:
+            return reading
+        return dataclasses.replace(noise.snapshot(with_gpus), own=noise.own_cpu_seconds(self.root))
 
 
 def _in_workers(config: pytest.Config) -> bool:
@@ -43,35 +121,12 @@ def _in_workers(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Take the turns this side was started with (none in an xdist worker)."""
-    config.stash[TURNS_KEY] = None if hasattr(config, "workerinput") else Turns.from_environment()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Checks run in workers cannot take turns one by one: the side waits to run alone.
-
-    It keeps that turn until its process ends, so it asks for no turn per check.
-    """
-    turns = session.config.stash[TURNS_KEY]
-    if turns is not None and _in_workers(session.config):
-        turns.take(WHOLE_SESSION)
-        session.config.stash[TURNS_KEY] = None
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
-    """Wait for the turn, run the check (set-up, call, tear-down), give the turn back."""
-    turns = item.config.stash.get(TURNS_KEY, None)
-    if turns is None:
-        return (yield)
-    turns.take(item.nodeid)
-    try:
-        return (yield)
-    finally:
-        if nextitem is not None:
-            turns.give(item.nodeid)
+    grain = os.environ.pop(GRAIN_ENV, "")
+    root = os.environ.pop(ROOT_ENV, "")
+    turns = None if hasattr(config, "workerinput") else Turns.from_environment()
+    if turns is not None:
+        plugin = _Turns(turns, grain == "samples", int(root) if root.isdigit() else 0)
+        config.pluginmanager.register(plugin, "perfsuite-ab-turns")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
