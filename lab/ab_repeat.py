@@ -6,7 +6,7 @@ with its own output folder and round-order seed, then counts the checks' verdict
 repetitions: for an A/A, every ``regressed`` or ``improved`` is a false alarm.
 
     python -m lab.ab_repeat --reps 10 --work reports/ab-repeat [--budget 10m]
-        [--b-env NAME=VALUE] [--interleave checks|processes] --
+        [--b-env NAME=VALUE] [--interleave samples|checks|processes] --
         suites/test_memory_bandwidth.py suites/test_gemm.py
         suites/test_conv_roofline.py
     python -m lab.ab_repeat --work reports/ab-repeat --tally-only
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--budget", default="10m")
     parser.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--interleave", choices=INTERLEAVES, default="checks")
+    parser.add_argument("--interleave", choices=INTERLEAVES, default=INTERLEAVES[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
     parser.add_argument(
