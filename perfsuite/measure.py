@@ -410,8 +410,9 @@ def measure(
     starts, never inside a sample.  ``between`` is called before each timed sample after the
     first, with the sample's number (2, 3, ...): another process may use the machine while it
     runs (``perfsuite ab``'s sides take turns there), so one untimed repetition warms the
-    workload again before the sample.  A source that queues all its samples at once (device
-    events) or takes them in child ranks has no moment between samples: it never calls it.
+    workload (and its bare reference) again before the sample.  A source that queues all its
+    samples at once (device events) or takes them in child ranks has no moment between
+    samples: it never calls it.
     """
     source: Source = workload.source or clock or ClockSource()
     rounds = rounds or policy.repetitions
@@ -454,6 +455,8 @@ def measure(
                     between(sample)
                     workload.sync()
                     step()  # warm again after the other process's turn; untimed
+                    if bare is not None:
+                        bare.warm()
                 if bare is not None:
                     bare.sample()
                 workload.sync()
@@ -520,6 +523,16 @@ class _BareSamples:
 
     def fail(self, exc: Exception) -> None:
         self.error = f"the reference failed: {type(exc).__name__}: {first_line(exc)}"[:300]
+
+    def warm(self) -> None:
+        """One untimed repetition (after another process had the machine)."""
+        if self.error:
+            return
+        try:
+            self.workload.sync()
+            self.workload.step(self.calls)
+        except Exception as exc:  # any framework's error: the check goes on without it
+            self.fail(exc)
 
     def sample(self, hook: bool = True) -> None:
         """One sample of the reference, as long as one of the check's."""

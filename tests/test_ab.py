@@ -30,6 +30,7 @@ from perfsuite.ab import (
     stacks,
 )
 from perfsuite.ab import run as ab_run
+from perfsuite.ab import side as side_plugin
 from perfsuite.ab.run import parse_budget, parse_env
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report import ab as report_ab
@@ -163,11 +164,14 @@ def _turns(broker: lockstep.Broker, script: Sequence[tuple[str, ...]]) -> list[s
     return out
 
 
-def _both_run(checks: Sequence[str], order: tuple[str, str]) -> list[str]:
-    """Two sides that each run ``checks``, asking as soon as they may."""
+def _both_run(
+    checks: Sequence[str], order: tuple[str, str], b_checks: Sequence[str] | None = None
+) -> list[str]:
+    """Two sides that run ``checks`` (B: ``b_checks`` if given), asking as soon as they may."""
     broker = lockstep.Broker(order)
-    left = {"A": list(checks[1:]), "B": list(checks[1:])}
-    turns = _turns(broker, [("A", "want", checks[0]), ("B", "want", checks[0])])
+    b_checks = checks if b_checks is None else b_checks
+    left = {"A": list(checks[1:]), "B": list(b_checks[1:])}
+    turns = _turns(broker, [("A", "want", checks[0]), ("B", "want", b_checks[0])])
     while broker.holder:
         side = broker.holder
         if left[side]:
@@ -181,6 +185,24 @@ def test_lockstep_turns_pair_each_check_in_alternating_order() -> None:
     turns = _both_run(["c1", "c2", "c3", "c4"], ("B", "A"))
     assert turns == [
         "B:c1", "A:c1", "A:c2", "B:c2", "B:c3", "A:c3", "A:c4", "B:c4",
+    ]  # fmt: skip
+
+
+def test_lockstep_samples_alternate_within_a_check_and_checks_alternate_with_even_counts() -> None:
+    turns = _both_run(["c1", "c1#2", "c2", "c2#2"], ("A", "B"))
+    assert turns == [
+        "A:c1", "B:c1", "B:c1#2", "A:c1#2", "B:c2", "A:c2", "A:c2#2", "B:c2#2",
+    ]  # fmt: skip
+
+
+def test_lockstep_a_side_that_left_a_check_early_waits_until_the_other_has_finished_it() -> None:
+    """A skipped c1 after its first turn: B takes its other samples, then c2 pairs again."""
+    turns = _both_run(
+        ["c1", "c2", "c2#2", "c2#3"], ("A", "B"), ["c1", "c1#2", "c1#3", "c2", "c2#2", "c2#3"]
+    )
+    assert turns == [
+        "A:c1", "B:c1", "B:c1#2", "B:c1#3",
+        "B:c2", "A:c2", "A:c2#2", "B:c2#2", "B:c2#3", "A:c2#3",
     ]  # fmt: skip
 
 
@@ -801,3 +823,64 @@ def test_a_side_starts_without_importing_scipy_stats() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert float(out.stdout) == pytest.approx(sps.t.ppf(0.975, 10))
+
+
+class _FakeTurns:
+    """A side's end of the protocol that only records what it said."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def take(self, what: str) -> None:
+        self.said.append(f"want {what}")
+
+    def give(self, what: str) -> None:
+        self.said.append(f"done {what}")
+
+
+def test_a_side_hands_over_between_samples_and_counts_only_the_lent_cpu_as_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other side's CPU during a hand-over is the session's; the rest stays foreign."""
+    # CPU seconds of the tree under perfsuite ab, and of this side's own tree.
+    cpu = {"root": 10.0, "own": 4.0}
+    monkeypatch.setattr(
+        side_plugin.noise, "own_cpu_seconds", lambda root=None: cpu["root" if root else "own"]
+    )
+    real = side_plugin.noise.Snapshot(
+        wall=0.0, busy=20.0, steal=0.0, own=4.0, load=(), cpu_mhz=None
+    )
+    monkeypatch.setattr(side_plugin.noise, "snapshot", lambda with_gpus=True: real)
+    turns = _FakeTurns()
+    lent = side_plugin._Lent(root=1)
+    plugin = side_plugin._Turns(turns, per_sample=True, lent=lent)  # type: ignore[arg-type]
+    plugin.take("t::x")
+    hand_over = plugin.pytest_perfsuite_between_samples(nodeid="t::x")
+    assert hand_over is not None
+
+    def other_side_runs(what: str) -> None:  # while this side waits, the other measures
+        turns.said.append(f"want {what}")
+        cpu["root"] += 0.3
+
+    turns.take = other_side_runs  # type: ignore[method-assign]
+    hand_over(2)
+    cpu["root"] += 0.5  # the other side's work while this side measures: not lent
+    assert turns.said == ["want t::x", "done t::x", "want t::x#2"]
+    assert plugin.holding == "t::x#2"
+    assert lent.seconds == pytest.approx(0.3)
+    wrapper = lent.pytest_perfsuite_noise_snapshot(with_gpus=False)
+    next(wrapper)
+    with pytest.raises(StopIteration) as ended:
+        wrapper.send(None)  # no other plugin read the machine: the real reading, adjusted
+    assert ended.value.value.own == pytest.approx(4.3)
+    given = dataclasses.replace(real, own=1.0)
+    wrapper = lent.pytest_perfsuite_noise_snapshot(with_gpus=False)
+    next(wrapper)
+    with pytest.raises(StopIteration) as ended:
+        wrapper.send(given)  # a plugin's reading stands
+    assert ended.value.value is given
+
+
+def test_a_side_taking_turns_check_by_check_never_hands_over_mid_check() -> None:
+    plugin = side_plugin._Turns(_FakeTurns(), per_sample=False, lent=None)  # type: ignore[arg-type]
+    assert plugin.pytest_perfsuite_between_samples(nodeid="t::x") is None

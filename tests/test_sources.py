@@ -513,3 +513,20 @@ def test_a_source_with_no_moment_between_samples_never_hands_over(clock: FakeTim
     policy = Policy(warmup=1, repetitions=3, warmup_seconds=0.0, sample_seconds=0.0)
     measure(work, policy, between=calls.append)
     assert calls == []
+
+
+def test_after_a_hand_over_the_bare_reference_is_warmed_again_too(clock: FakeTime) -> None:
+    log: list[str] = []
+    work, _ = _drifting_pair(log, clock)
+    policy = Policy(warmup=1, repetitions=3, warmup_seconds=0.01, sample_seconds=0.01)
+    measure(work, policy, ClockSource(), between=lambda sample: log.append(f"between {sample}"))
+    # Before sample 1 the reference takes one sample; after a hand-over, a warm one first.
+    at = log.index("between 2")
+    before = [(key, len(list(run))) for key, run in itertools.groupby(log[:at])]
+    one_sample = before[-2][1]  # ... reference sample, check sample 1 | between 2
+    assert before[-2][0] == "r" and before[-1][0] == "c"
+    for sample in (2, 3):  # the check warmed, the reference warmed and sampled, the check
+        at = log.index(f"between {sample}")
+        runs = [(key, len(list(run))) for key, run in itertools.groupby(log[at + 1 :])]
+        assert [key for key, _ in runs[:3]] == ["c", "r", "c"]
+        assert runs[1][1] == 2 * one_sample

@@ -54,34 +54,41 @@ ROOT_ENV = "PERFSUITE_AB_ROOT"
 WHOLE_SESSION = "*"
 
 
+def _sample(key: str) -> int:
+    """The sample a turn's key names: ``NODEID#3`` is 3, a check's first turn is 1."""
+    _, _, number = key.rpartition("#")
+    return int(number) if "#" in key and number.isdigit() else 1
+
+
 @dataclass
 class Broker:
     """Who may measure next (no I/O: the runner feeds it what the sides say).
 
-    ``order`` is the round's order: the first side of the round's first check.  The checks'
-    pairs alternate from there, so a side runs twice in a row at every pair's boundary
-    (A B | B A | A B ...), and neither side is always first.
+    ``order`` is the round's order: the first side of the round's first check.  The checks
+    alternate from there, and so do the samples within a check, so a side runs twice in a
+    row at every pair's boundary (A B | B A | A B ...), and neither side is always first.
     """
 
     order: tuple[str, str]
     state: dict[str, str] = field(default_factory=lambda: dict.fromkeys(SIDES, "starting"))
     wants: dict[str, str] = field(default_factory=dict)
-    done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    started: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
     holder: str = ""
-    pairs: int = 0  # checks both sides asked for together so far
+    checks: int = 0  # checks both sides started together so far
     granted: list[tuple[str, str]] = field(default_factory=list)  # (side, node id), in order
 
     def want(self, side: str, nodeid: str) -> None:
-        """``side`` waits to run ``nodeid``."""
+        """``side`` waits to run ``nodeid`` (a check's first turn, or ``NODEID#k``)."""
         self.state[side] = "waiting"
         self.wants[side] = nodeid
+        if _sample(nodeid) == 1:
+            self.started[side] += 1
 
     def release(self, side: str) -> None:
-        """``side`` ended its check."""
+        """``side`` ended its turn."""
         if self.holder == side:
             self.holder = ""
         self.state[side] = "between"
-        self.done[side] += 1
 
     def exited(self, side: str) -> None:
         """``side``'s process ended (or will say nothing more)."""
@@ -100,16 +107,21 @@ class Broker:
         if len(waiting) == 1:
             other = next(s for s in SIDES if s != waiting[0])
             if self.state[other] != "exited":
-                return ""  # the other is starting or between checks: it asks soon
+                return ""  # the other is starting or between turns: it asks soon
             return self._grant(waiting[0])
         a, b = (self.wants[s] for s in SIDES)
         if a == b:
-            first = self.order[self.pairs % 2]
-            self.pairs += 1
-            return self._grant(first)
-        # Asking for different checks: one side is a check ahead (the other ran its half of
-        # the pair last) or their selections differ.  The one behind goes.
-        behind = min(SIDES, key=lambda s: (self.done[s], self.order.index(s)))
+            sample = _sample(a)
+            if sample == 1:
+                self.checks += 1
+            return self._grant(self.order[(self.checks - 1 + sample - 1) % 2])
+        # Asking for different turns: one side is a turn ahead (the other ran its half of
+        # the pair last), or one side skipped or failed a check, or their selections
+        # differ.  The one behind (fewer checks started, then an earlier sample) goes, so a
+        # side that left a check early waits until the other has finished it.
+        behind = min(
+            SIDES, key=lambda s: (self.started[s], _sample(self.wants[s]), self.order.index(s))
+        )
         return self._grant(behind)
 
     def _grant(self, side: str) -> str:

@@ -13,9 +13,11 @@
   record it writes then is not written beside a check of the other side.
 * With ``PERFSUITE_AB_GRAIN=samples`` it also gives the turn back between a check's samples
   and asks for it again (``NODEID#2``, ``NODEID#3``, ...), so the two sides' samples of a
-  check alternate, a fraction of a second apart.  The other side's work between them is not
-  foreign load to the noise guard: both sides run under ``perfsuite ab`` (its process is
-  named in ``PERFSUITE_AB_ROOT``), and their CPU time counts as the session's own.
+  check alternate, a fraction of a second apart.  The other side's CPU time while it holds
+  the turn between this side's samples is not foreign load to the noise guard: both sides
+  run under ``perfsuite ab`` (its process is named in ``PERFSUITE_AB_ROOT``), and what the
+  other side's processes spend during those hand-overs counts as the session's own.
+  Anything else they do stays foreign.
 """
 
 from __future__ import annotations
@@ -42,13 +44,14 @@ class _Turns:
     """The side's turns, registered as a plugin when ``perfsuite ab`` started it in lockstep.
 
     ``per_sample``: give the turn back between a check's samples too, not only between
-    checks.  ``root``: the pid whose process tree holds both sides (0: none known).
+    checks.  ``lent``: with samples interleaved, what counts the other side's CPU time
+    while it had the turn (None where the noise guard is left as it is).
     """
 
-    def __init__(self, turns: Turns, per_sample: bool, root: int) -> None:
+    def __init__(self, turns: Turns, per_sample: bool, lent: _Lent | None) -> None:
         self.turns = turns
         self.per_sample = per_sample
-        self.root = root
+        self.lent = lent
         self.holding = ""  # the turn this side holds now
         self.whole_session = False
 
@@ -92,23 +95,56 @@ class _Turns:
             return None
 
         def hand_over(sample: int) -> None:
+            before = self.lent.others() if self.lent else 0.0
             self.give()
             self.take(f"{nodeid}#{sample}")
+            if self.lent:
+                self.lent.seconds += max(0.0, self.lent.others() - before)
 
         return hand_over
+
+
+class _Lent:
+    """The other side's CPU time while this side handed it the turn mid-check.
+
+    The noise guard counts it as the session's own: it is the other half of the pair, run
+    between this check's samples.  Anything else the other side's processes did (a data
+    loader's worker still busy while this side measures) stays foreign load.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root  # the pid whose process tree holds both sides
+        self.seconds = 0.0
+
+    def others(self) -> float:
+        """CPU seconds of the processes under ``root`` outside this session's own tree."""
+        return noise.own_cpu_seconds(self.root) - noise.own_cpu_seconds()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_perfsuite_noise_snapshot(
         self, with_gpus: bool
     ) -> Generator[None, noise.Snapshot | None, noise.Snapshot | None]:
-        """With samples interleaved, the other side's CPU time is the session's own.
+        """The real reading, with the CPU time lent to the other side as the session's own.
 
         A reading another plugin gives stands as it is.
         """
         reading = yield
-        if reading is not None or not self.per_sample or not self.root:
+        if reading is not None:
             return reading
-        return dataclasses.replace(noise.snapshot(with_gpus), own=noise.own_cpu_seconds(self.root))
+        real = noise.snapshot(with_gpus)
+        return dataclasses.replace(real, own=real.own + self.seconds)
+
+
+def _ancestor(raw: str) -> int:
+    """``raw`` as a pid when it names this process's parent or an ancestor of it, else 0."""
+    import psutil
+
+    if not raw.isdigit():
+        return 0
+    try:
+        return int(raw) if any(p.pid == int(raw) for p in psutil.Process().parents()) else 0
+    except psutil.Error:
+        return 0
 
 
 def _in_workers(config: pytest.Config) -> bool:
@@ -124,9 +160,14 @@ def pytest_configure(config: pytest.Config) -> None:
     grain = os.environ.pop(GRAIN_ENV, "")
     root = os.environ.pop(ROOT_ENV, "")
     turns = None if hasattr(config, "workerinput") else Turns.from_environment()
-    if turns is not None:
-        plugin = _Turns(turns, grain == "samples", int(root) if root.isdigit() else 0)
-        config.pluginmanager.register(plugin, "perfsuite-ab-turns")
+    if turns is None:
+        return
+    per_sample = grain == "samples"
+    pid = _ancestor(root) if per_sample else 0
+    lent = _Lent(pid) if pid else None
+    config.pluginmanager.register(_Turns(turns, per_sample, lent), "perfsuite-ab-turns")
+    if lent is not None:  # the noise guard counts the other side's turns as the session's
+        config.pluginmanager.register(lent, "perfsuite-ab-lent")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
