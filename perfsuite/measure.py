@@ -524,29 +524,29 @@ class _BareSamples:
     def fail(self, exc: Exception) -> None:
         self.error = f"the reference failed: {type(exc).__name__}: {first_line(exc)}"[:300]
 
-    def warm(self) -> None:
-        """One untimed repetition (after another process had the machine)."""
+    def _timed_step(self) -> float | None:
+        """One repetition's seconds, or None where the reference failed (and is dropped)."""
         if self.error:
-            return
-        try:
-            self.workload.sync()
-            self.workload.step(self.calls)
-        except Exception as exc:  # any framework's error: the check goes on without it
-            self.fail(exc)
-
-    def sample(self, hook: bool = True) -> None:
-        """One sample of the reference, as long as one of the check's."""
-        if self.error:
-            return
+            return None
         try:
             self.workload.sync()
             start = time.perf_counter()
             self.workload.step(self.calls)
-            self.seconds.append(time.perf_counter() - start)
+            return time.perf_counter() - start
         except Exception as exc:  # any framework's error: the check goes on without it
             self.fail(exc)
-            return
-        self.before_check += hook
+            return None
+
+    def warm(self) -> None:
+        """One untimed repetition (after another process had the machine)."""
+        self._timed_step()
+
+    def sample(self, hook: bool = True) -> None:
+        """One sample of the reference, as long as one of the check's."""
+        seconds = self._timed_step()
+        if seconds is not None:
+            self.seconds.append(seconds)
+            self.before_check += hook
 
     def top_up(self, rounds: int) -> None:
         """As many samples as the check took, where its source did not take them in pairs.

@@ -75,17 +75,23 @@ def snapshot(with_gpus: bool = True) -> Snapshot:
     )
 
 
-def session_root() -> int:
-    """The pid at the root of this session's process tree (this process if none is named)."""
+def in_own_line(raw: str) -> int:
+    """``raw`` as a pid when it names this process or an ancestor of it, else 0."""
     import psutil
 
-    raw = os.environ.get(SESSION_PID_ENV, "")
-    if raw.isdigit() and psutil.pid_exists(int(raw)):
-        pid = int(raw)
+    if not raw.isdigit() or not psutil.pid_exists(int(raw)):
+        return 0
+    pid = int(raw)
+    try:
         me = psutil.Process()
-        if pid == me.pid or any(p.pid == pid for p in me.parents()):
-            return pid
-    return os.getpid()
+        return pid if pid == me.pid or any(p.pid == pid for p in me.parents()) else 0
+    except psutil.Error:
+        return 0
+
+
+def session_root() -> int:
+    """The pid at the root of this session's process tree (this process if none is named)."""
+    return in_own_line(os.environ.get(SESSION_PID_ENV, "")) or os.getpid()
 
 
 def own_cpu_seconds(root: int | None = None) -> float:

@@ -124,19 +124,24 @@ def test_logged(perf, n):
 """
 
 
-def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
-    tmp_path: Path,
-) -> None:
+def _logged_ab(tmp_path: Path, *options: str) -> tuple[dict, Path]:
+    """A 2-round A/A of the logged checks: its record, and the log of every call."""
     (tmp_path / "test_logged.py").write_text(LOGGED)
     calls = tmp_path / "calls.log"
     done = _perfsuite(
         "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
-        "--max-rounds", "2", "--seed", "1", "--interleave", "checks", "--output-dir", "out",
+        "--max-rounds", "2", "--seed", "1", *options, "--output-dir", "out",
         "--", "test_logged.py",
         cwd=tmp_path, env={"CALLS_LOG": str(calls)}, timeout=600,
     )  # fmt: skip
     assert done.returncode in (0, 3), done.stdout + done.stderr
-    data = _record(tmp_path / "out", "ab.json")
+    return _record(tmp_path / "out", "ab.json"), calls
+
+
+def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
+    tmp_path: Path,
+) -> None:
+    data, calls = _logged_ab(tmp_path, "--interleave", "checks")
     assert data["plan"]["interleave"] == "checks"
     # Each (process, check): the span from its first call to its last.
     spans: dict[tuple[str, str], list[float]] = {}
@@ -160,15 +165,7 @@ def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
 def test_by_default_the_sides_alternate_sample_by_sample_and_never_measure_at_once(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "test_logged.py").write_text(LOGGED)
-    calls = tmp_path / "calls.log"
-    done = _perfsuite(
-        "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
-        "--max-rounds", "2", "--seed", "1", "--output-dir", "out", "--", "test_logged.py",
-        cwd=tmp_path, env={"CALLS_LOG": str(calls)}, timeout=600,
-    )  # fmt: skip
-    assert done.returncode in (0, 3), done.stdout + done.stderr
-    data = _record(tmp_path / "out", "ab.json")
+    data, calls = _logged_ab(tmp_path)
     assert data["plan"]["interleave"] == "samples"
     turns = sorted((tmp_path / "out").glob("*/round-01-turns.tsv"))[0].read_text().splitlines()
     granted = [tuple(line.split("\t")[1:]) for line in turns]

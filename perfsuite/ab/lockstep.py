@@ -56,8 +56,8 @@ WHOLE_SESSION = "*"
 
 def _sample(key: str) -> int:
     """The sample a turn's key names: ``NODEID#3`` is 3, a check's first turn is 1."""
-    _, _, number = key.rpartition("#")
-    return int(number) if "#" in key and number.isdigit() else 1
+    _, mark, number = key.rpartition("#")
+    return int(number) if mark and number.isdigit() else 1
 
 
 @dataclass

@@ -135,18 +135,6 @@ class _Lent:
         return dataclasses.replace(real, own=real.own + self.seconds)
 
 
-def _ancestor(raw: str) -> int:
-    """``raw`` as a pid when it names this process's parent or an ancestor of it, else 0."""
-    import psutil
-
-    if not raw.isdigit():
-        return 0
-    try:
-        return int(raw) if any(p.pid == int(raw) for p in psutil.Process().parents()) else 0
-    except psutil.Error:
-        return 0
-
-
 def _in_workers(config: pytest.Config) -> bool:
     """Whether this session's checks run in xdist workers."""
     return bool(getattr(config.option, "numprocesses", None)) and (
@@ -163,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if turns is None:
         return
     per_sample = grain == "samples"
-    pid = _ancestor(root) if per_sample else 0
+    pid = noise.in_own_line(root) if per_sample else 0
     lent = _Lent(pid) if pid else None
     config.pluginmanager.register(_Turns(turns, per_sample, lent), "perfsuite-ab-turns")
     if lent is not None:  # the noise guard counts the other side's turns as the session's
