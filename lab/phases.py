@@ -3,7 +3,8 @@
     python lab/phases.py RECORD.json [RECORD.json ...]
 
 Each result carries ``phases`` (seconds): building the workload, the machine probe before
-and after, the noise guard's readings, the warm-up, the timed samples, and what the
+and after, the noise guard's readings, the warm-up, the timed samples, the waits between
+samples while ``perfsuite ab``'s other side had the machine, and what the
 measuring loop spent besides (the bare reference's samples, calibration, rank launches,
 the loop's own overhead), then judging.  The session's ``duration_s`` less their sum is
 what happened outside the checks' measure calls: imports, collection, fixtures (datasets),
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from perfsuite.records import load_record
 
-PHASES = ("build", "probe", "noise", "warmup", "samples", "reference_and_overhead", "judge")
+PHASES = (
+    "build", "probe", "noise", "warmup", "samples", "waiting", "reference_and_overhead", "judge"
+)  # fmt: skip
 
 
 def main() -> None:

@@ -197,8 +197,12 @@ class Perf:
             "noise": noise_s,
             "warmup": measurement.warmup_s,
             "samples": samples_s,
+            # between samples, while the other side of ``perfsuite ab`` had the machine
+            "waiting": measurement.waited_s,
             # the bare reference's samples, calibration and the loop's own overhead
-            "reference_and_overhead": max(0.0, measure_s - measurement.warmup_s - samples_s),
+            "reference_and_overhead": max(
+                0.0, measure_s - measurement.warmup_s - samples_s - measurement.waited_s
+            ),
         }
 
         result = judge.judge(

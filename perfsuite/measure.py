@@ -269,6 +269,8 @@ class Measurement:
     call_seconds: float | None = None  # one call, timed alone with its sync (calibration)
     launch: str = "host"  # how a sample's calls were issued: "host", or "graph" (replayed)
     bare: dict[str, Any] | None = None  # the bare reference's samples (:func:`_bare_entry`)
+    # Seconds spent in ``between`` (another process's turns between samples: ``perfsuite ab``)
+    waited_s: float = 0.0
 
     @property
     def overhead_fraction(self) -> float | None:
@@ -447,12 +449,15 @@ def measure(
                     workload.sync()
 
             presyncs = [0]
+            waited = [0.0]
 
             def presync() -> None:  # before a sample's clock starts: the bar ticks here
                 presyncs[0] += 1
                 sample = presyncs[0] - policy.warmup  # the sample this one precedes
                 if between is not None and 2 <= sample <= rounds:
+                    handed = time.perf_counter()
                     between(sample)
+                    waited[0] += time.perf_counter() - handed
                     workload.sync()
                     step()  # warm again after the other process's turn; untimed
                     if bare is not None:
@@ -485,6 +490,7 @@ def measure(
         call_seconds=once,
         launch=launch,
         bare=_bare_entry(workload.bare, bare, values, policy.warmup) if policy.references else None,
+        waited_s=round(waited[0], 4),
     )
 
 

@@ -533,7 +533,8 @@ class Result:
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
     # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
-    # reference_and_overhead, judge (see lab/phases.py).
+    # waiting (for ``perfsuite ab``'s other side), reference_and_overhead, judge
+    # (see lab/phases.py).
     phases: Mapping[str, float] = field(default_factory=dict)
     facts: BaselineFacts = field(default_factory=BaselineFacts)  # in the record's context
     # What the noise guard flagged while the check measured (stored as the noise's ``flags``).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -879,6 +880,36 @@ def test_a_side_hands_over_between_samples_and_counts_only_the_lent_cpu_as_its_o
     with pytest.raises(StopIteration) as ended:
         wrapper.send(given)  # a plugin's reading stands
     assert ended.value.value is given
+
+
+def test_a_check_s_alarm_is_paused_while_the_other_side_has_the_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A per-check time limit (pytest-timeout's ``signal`` method) counts only own time."""
+    log: list[str] = []
+    alarm = {"left": 12.5}
+
+    def setitimer(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        assert which == signal.ITIMER_REAL
+        log.append(f"alarm {seconds}")
+        old, alarm["left"] = alarm["left"], seconds
+        return old, 0.0
+
+    monkeypatch.setattr(side_plugin.signal, "setitimer", setitimer)
+    turns = _FakeTurns()
+    turns.take = lambda what: log.append(f"want {what}")  # type: ignore[method-assign]
+    turns.give = lambda what: log.append(f"done {what}")  # type: ignore[method-assign]
+    plugin = side_plugin._Turns(turns, per_sample=True, lent=None)  # type: ignore[arg-type]
+    plugin.take("t::x")
+    hand_over = plugin.pytest_perfsuite_between_samples(nodeid="t::x")
+    assert hand_over is not None
+    hand_over(2)
+    # stopped before the turn goes, armed again with what was left once it is back
+    assert log == ["want t::x", "alarm 0", "done t::x", "want t::x#2", "alarm 12.5"]
+    alarm["left"] = 0.0  # no alarm armed: none is armed after the hand-over either
+    log.clear()
+    hand_over(3)
+    assert log == ["alarm 0", "done t::x#2", "want t::x#3"]
 
 
 def test_a_side_taking_turns_check_by_check_never_hands_over_mid_check() -> None:

@@ -502,6 +502,7 @@ def test_between_samples_another_process_may_run_and_each_sample_is_warmed_again
         at = log.index(f"between {sample}")
         assert log[at + 1 : at + 3] == ["call", "call"]
     assert m.seconds == pytest.approx((0.001,) * 4)
+    assert m.waited_s == pytest.approx(15.0)  # the three turns, outside the samples
 
 
 def test_a_source_with_no_moment_between_samples_never_hands_over(clock: FakeTime) -> None:

@@ -17,14 +17,17 @@
   the turn between this side's samples is not foreign load to the noise guard: both sides
   run under ``perfsuite ab`` (its process is named in ``PERFSUITE_AB_ROOT``), and what the
   other side's processes spend during those hand-overs counts as the session's own.
-  Anything else they do stays foreign.
+  Anything else they do stays foreign.  Its wait is recorded as the check's ``waiting``
+  phase, and a per-check alarm (pytest-timeout's ``signal`` method) is paused over it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Generator
+import signal
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -96,12 +99,32 @@ class _Turns:
 
         def hand_over(sample: int) -> None:
             before = self.lent.others() if self.lent else 0.0
-            self.give()
-            self.take(f"{nodeid}#{sample}")
+            with _alarm_paused():
+                self.give()
+                self.take(f"{nodeid}#{sample}")
             if self.lent:
                 self.lent.seconds += max(0.0, self.lent.others() - before)
 
         return hand_over
+
+
+@contextlib.contextmanager
+def _alarm_paused() -> Iterator[None]:
+    """Stop the process's real-time alarm while the other side has the turn, then resume it.
+
+    A per-check time limit armed with ``setitimer`` (pytest-timeout's ``signal`` method)
+    then counts only this side's own time, not the other side's samples in between.  A limit
+    kept by a timer thread (its ``thread`` method) cannot be paused and counts the wait.
+    """
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+    left, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 class _Lent:
