@@ -166,12 +166,12 @@ class Perf:
             spent, clock_at[0] = now - clock_at[0], now
             return spent
 
-        machine = self._machine_reading()
+        policy = self._session.settings.policy
+        policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
+        machine = self._machine_reading() if policy.machine_probe else None
         probe_s = lap()
         before = self._noise_snapshot()
         noise_s = lap()
-        policy = self._session.settings.policy
-        policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
         between = hook.pytest_perfsuite_between_samples(nodeid=self._item.nodeid)
         with framework_warnings(seen):
             measurement = measure(
@@ -187,7 +187,8 @@ class Perf:
             before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
         )
         noise_s += lap()
-        machine = probe.combine(machine, self._machine_reading())
+        if machine is not None:
+            machine = probe.combine(machine, self._machine_reading())
         probe_s += lap()
         # a ratio's samples are no durations: its ranks' time is all in the measurement
         samples_s = 0.0 if workload.ratio else sum(measurement.seconds)

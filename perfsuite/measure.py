@@ -72,6 +72,10 @@ class Policy:
     # part of a verdict, and pairing doubles a check's time: full mode takes it, quick and
     # default mode only with --perf-fidelity.
     references: bool = True
+    # Read the machine probe before and after each check (:mod:`perfsuite.probe`), so that a
+    # comparison with stored baselines can tell a slow spell of the machine from a slower
+    # stack.  A comparison measured in pairs side by side (``perfsuite ab``) needs none.
+    machine_probe: bool = True
 
     def __post_init__(self) -> None:
         """Reject counts that cannot produce a measurement."""

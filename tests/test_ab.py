@@ -581,6 +581,45 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
     result.assert_outcomes(passed=1, deselected=2)
 
 
+def test_a_side_takes_no_machine_probe(pytester: pytest.Pytester) -> None:
+    """The pair cancels the machine's state: a side skips the probe a stored baseline needs."""
+    pytester.makepyfile(
+        test_copy="""
+        import numpy as np
+        from perfsuite.measure import Workload
+        from perfsuite.model import Work
+
+        def test_copy(perf):
+            a = np.random.default_rng(0).random(1 << 12)
+            b = np.empty_like(a)
+            perf.measure(Workload(
+                check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
+                work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
+            ))
+        """
+    )
+    pytester.makeconftest(
+        """
+        import pytest
+        READINGS = []
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_perfsuite_machine_reading():
+            READINGS.append(1)  # counted, then the steady reading of perfsuite.testing
+
+        def pytest_sessionfinish():
+            print(f"machine readings: {len(READINGS)}")
+        """
+    )
+    args = ("-s", "-p", "no:cacheprovider", "-p", "perfsuite.testing", "--perf-html", "no")
+    alone = pytester.runpytest(*args)
+    alone.assert_outcomes(passed=1)
+    alone.stdout.fnmatch_lines(["*machine readings: 2*"])  # before and after the check
+    side = pytester.runpytest(*args, "-p", "perfsuite.ab.side")
+    side.assert_outcomes(passed=1)
+    side.stdout.fnmatch_lines(["*machine readings: 0*"])
+
+
 def test_a_side_keeps_the_sweep_cases_that_quick_mode_leaves_out(
     pytester: pytest.Pytester,
 ) -> None:
