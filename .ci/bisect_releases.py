@@ -53,7 +53,7 @@ def main() -> int:
         done = subprocess.run(
             [sys.executable, "-m", "perfsuite", "bisect", "--package", DIST,
              "--good", RELEASES[0], "--bad", RELEASES[-1], "--tolerance", "0.2",
-             "--min-rounds", "3", "--max-rounds", "10", "--output-dir", "out",
+             "--min-rounds", "3", "--max-rounds", "20", "--output-dir", "out",
              "--", "test_fixture.py"],
             cwd=work, env=env, text=True, capture_output=True, timeout=1800, check=False,
         )  # fmt: skip
