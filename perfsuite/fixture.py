@@ -153,12 +153,14 @@ class Perf:
         marker = self._item.get_closest_marker("perf")
         kwargs = marker.kwargs if marker else {}
         judge = self._session.judge
-        plan = judge.plan(self._item.nodeid, workload, kwargs.get("tolerance"))
+        hook = self._request.config.hook
+        policy = self._session.settings.policy
+        policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
+        plan = judge.plan(self._item.nodeid, workload, kwargs.get("tolerance"), policy)
         # Requested only now, so a check that fails before measuring leaves it unused; and
         # only for the in-process clock (child ranks and device events time themselves).
         benchmark = None if workload.source else self._request.getfixturevalue("benchmark")
         clock = BenchmarkClock(benchmark) if benchmark is not None else None
-        hook = self._request.config.hook
         clock_at = [time.perf_counter()]
 
         def lap() -> float:  # seconds since the last lap
@@ -166,8 +168,6 @@ class Perf:
             spent, clock_at[0] = now - clock_at[0], now
             return spent
 
-        policy = self._session.settings.policy
-        policy = _hooked(hook.pytest_perfsuite_policy(policy=policy), policy, "policy")
         machine = self._machine_reading() if policy.machine_probe else None
         probe_s = lap()
         before = self._noise_snapshot()
@@ -214,6 +214,7 @@ class Perf:
             floor_fraction=kwargs.get("floor"),
             noise=guards,
             machine=machine,
+            policy=policy,
         )
         result = self._session.explained(result)
         phases["judge"] = lap()

@@ -102,9 +102,19 @@ class Judge:
         """The sessions a baseline entry's runs come from (``--perf-baseline-window``)."""
         return stats.sessions_of([r.created for r in entry.runs], self.settings.baseline_window_s)
 
-    def plan(self, node_id: str, workload: Workload, marker_tolerance: float | None) -> Plan:
-        """The samples a check takes: more than the policy's when its baseline needs them."""
-        policy: Policy = self.settings.policy
+    def plan(
+        self,
+        node_id: str,
+        workload: Workload,
+        marker_tolerance: float | None,
+        policy: Policy | None = None,
+    ) -> Plan:
+        """The samples a check takes: more than the policy's when its baseline needs them.
+
+        ``policy``: the one the check measures under (a plugin's ``pytest_perfsuite_policy``
+        may have changed the session's); the session's by default.
+        """
+        policy = policy or self.settings.policy
         tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
         planned = policy.repetitions
         entry = self._entry(node_id, workload.unit)
@@ -198,11 +208,15 @@ class Judge:
         floor_fraction: float | None = None,
         noise: dict[str, Any] | None = None,
         machine: dict[str, Any] | None = None,
+        policy: Policy | None = None,
     ) -> Result:
         """Turn a measurement into a result with its floor and baseline verdicts.
 
         ``machine`` is the machine probe's reading over the check (see :mod:`probe`).
+        ``policy``: the one the check was measured under, which its record keeps; the
+        session's by default.
         """
+        policy = policy or self.settings.policy
         noise = dict(noise or {})
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
@@ -294,7 +308,7 @@ class Judge:
             machine_change=machine_change,
             link_state=link,
             reference_change=reference_change,
-            measured_unlike_baseline=measured_unlike(self.settings.policy.to_dict(), entry),
+            measured_unlike_baseline=measured_unlike(policy.to_dict(), entry),
             baseline_span_s=baseline_span(entry),
         )
         waiver = waivers.find(self.waivers, node_id)
@@ -324,7 +338,7 @@ class Judge:
                 "tolerance_from": plan.tolerance_from,
                 "expectations": [asdict(e) for e in workload.expectations],
                 "policy": {
-                    **self.settings.policy.to_dict(),
+                    **policy.to_dict(),
                     "repetitions": len(values),
                     "planned": plan.planned,
                     "warmup_s": measurement.warmup_s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 import signal
@@ -618,6 +619,42 @@ def test_a_side_takes_no_machine_probe(pytester: pytest.Pytester) -> None:
     side = pytester.runpytest(*args, "-p", "perfsuite.ab.side")
     side.assert_outcomes(passed=1)
     side.stdout.fnmatch_lines(["*machine readings: 0*"])
+
+
+def test_a_sides_record_keeps_the_policy_it_measured_under(
+    pytester: pytest.Pytester,
+) -> None:
+    """No top-ups, no probe, a short settling cap; and the record says so."""
+    pytester.makepyfile(
+        test_copy="""
+        import numpy as np
+        from perfsuite.measure import Workload
+        from perfsuite.model import Work
+
+        def test_copy(perf):
+            a = np.random.default_rng(0).random(1 << 12)
+            b = np.empty_like(a)
+            perf.measure(Workload(
+                check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
+                work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
+            ))
+        """
+    )
+    args = ("-p", "no:cacheprovider", "-p", "perfsuite.testing", "--perf-html", "no")
+
+    def policy(*more: str) -> dict[str, object]:
+        out = pytester.path / f"records{len(more)}"
+        pytester.runpytest(*args, "--perf-report-dir", str(out), *more).assert_outcomes(passed=1)
+        (path,) = out.rglob("*.json")
+        (result,) = json.loads(path.read_text())["results"]
+        return dict(result["context"]["policy"])
+
+    alone = policy("--perf-quick")
+    side = policy("--perf-quick", "-p", "perfsuite.ab.side")
+    assert (alone["warmup"], alone["machine_probe"]) == (1, True)
+    assert alone["max_repetitions"] > alone["repetitions"]
+    assert (side["warmup_max_seconds"], side["machine_probe"]) == (0.3, False)
+    assert side["max_repetitions"] == side["repetitions"]
 
 
 def test_a_side_keeps_the_sweep_cases_that_quick_mode_leaves_out(
