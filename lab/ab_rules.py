@@ -1,11 +1,15 @@
 """Other paired statistics for perfsuite ab's verdicts, to compare on the same rounds.
 
-    python -m lab.ab_rules [--statistic t|yuen] RECORD.json [RECORD.json ...]
+    python -m lab.ab_rules [--statistic t|yuen] [--value median|best] RECORD.json [...]
 
-Re-judges the recorded rounds of ``perfsuite ab`` records (each check's log ratios as the
-record kept them) with the product's rule or with a variant, and counts the verdicts: for
-A/A records every ``regressed`` or ``improved`` is a false alarm.  The rounds themselves are
-not replayed: a check decided early in the real run keeps the rounds it had then.
+Re-judges the recorded rounds of ``perfsuite ab`` records with the product's rule or with a
+variant, and counts the verdicts: for A/A records every ``regressed`` or ``improved`` is a
+false alarm.  The rounds themselves are not replayed: a check decided early in the real run
+keeps the rounds it had then.
+
+* ``--value``: each side's value for a round, from its recorded samples: ``median`` (the
+  product's) or ``best`` (the highest rate, the shortest latency: interference on a shared
+  machine only slows a sample down, so the best one is the least disturbed).
 
 * ``t``: the product's rule (:mod:`perfsuite.ab.paired`): the paired t on the log ratios,
   corrected over the family, and the sign-flip guard.
@@ -76,9 +80,12 @@ def statistic(name: str) -> Iterator[None]:
         paired.summarize = _product_summarize
 
 
-def rejudge(path: Path, plan: rounds.Plan) -> Counter[str]:
+def rejudge(path: Path, plan: rounds.Plan, value: str = "median") -> Counter[str]:
     """The verdicts of a record's checks on their recorded rounds, under the current rule."""
     data = json.loads(path.read_text())
+    if value != "median":
+        states = rounds.evidence([_side_run(r, value) for r in data["rounds"]], plan.tolerance)
+        return Counter(rounds.verdict(s) for s in rounds.judge(states, plan).values())
     states = {
         c["id"]: rounds.CheckState(
             c["id"],
@@ -94,16 +101,40 @@ def rejudge(path: Path, plan: rounds.Plan) -> Counter[str]:
     return Counter(rounds.verdict(s) for s in rounds.judge(states, plan).values())
 
 
+def _side_run(entry: dict, value: str) -> rounds.SideRun:
+    """A recorded side run, each reading's samples cut down to the round's ``value``."""
+
+    def cut(r: dict) -> tuple[float, ...]:
+        samples = [float(x) for x in r["samples"]]
+        if value == "best":
+            return (max(samples) if r["higher_is_better"] else min(samples),)
+        raise ValueError(f"unknown value {value!r}")
+
+    readings = {
+        check: rounds.Reading(
+            r["unit"], r["higher_is_better"], r["tolerance"], cut(r), r["floor"],
+            tuple(r["flags"]),
+        )
+        for check, r in entry["readings"].items()
+        if r["samples"]
+    }  # fmt: skip
+    return rounds.SideRun(
+        entry["round"], entry["side"], entry["position"], entry["seconds"],
+        entry["returncode"], entry["failed"], readings,
+    )  # fmt: skip
+
+
 def main() -> None:
     """Print the verdicts of each record and in all."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--statistic", choices=["t", "yuen"], default="t")
+    parser.add_argument("--value", choices=["median", "best"], default="median")
     parser.add_argument("records", nargs="+", type=Path)
     args = parser.parse_args()
     total: Counter[str] = Counter()
     with statistic(args.statistic):
         for path in args.records:
-            got = rejudge(path, rounds.Plan())
+            got = rejudge(path, rounds.Plan(), args.value)
             total.update(got)
             print(path, dict(got))
     n = sum(total.values())
