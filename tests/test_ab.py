@@ -621,10 +621,10 @@ def test_a_side_takes_no_machine_probe(pytester: pytest.Pytester) -> None:
     side.stdout.fnmatch_lines(["*machine readings: 0*"])
 
 
-def test_a_sides_record_keeps_the_policy_it_measured_under(
+def test_a_sides_record_keeps_the_brief_policy_it_measured_under(
     pytester: pytest.Pytester,
 ) -> None:
-    """No top-ups, no probe, a short settling cap; and the record says so."""
+    """No settling windows, no untimed sample, no top-ups, no probe; and the record says so."""
     pytester.makepyfile(
         test_copy="""
         import numpy as np
@@ -653,8 +653,9 @@ def test_a_sides_record_keeps_the_policy_it_measured_under(
     side = policy("--perf-quick", "-p", "perfsuite.ab.side")
     assert (alone["warmup"], alone["machine_probe"]) == (1, True)
     assert alone["max_repetitions"] > alone["repetitions"]
-    assert (side["warmup_max_seconds"], side["machine_probe"]) == (0.3, False)
+    assert (side["warmup"], side["warmup_max_seconds"], side["machine_probe"]) == (0, 0.0, False)
     assert side["max_repetitions"] == side["repetitions"]
+    assert side["warmup_windows"] == [] and side["warmup_settled"] is None
 
 
 def test_a_side_keeps_the_sweep_cases_that_quick_mode_leaves_out(

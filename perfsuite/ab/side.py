@@ -4,9 +4,11 @@
   checks still undecided after the first rounds); the rest are deselected.
 * A side runs the default mode's cases (each sweep's representatives), not quick mode's one
   per family: a pre-upgrade check wants the sizes and shapes, and its rounds pay for them.
-* Each check measures briefly: a fixed warm-up and a short settling cap, the samples the
-  A/B asked for, and no adaptive top-ups.  An A/B's power comes from its rounds, not from
-  long runs of one process.
+* Each check measures briefly: a fixed warm-up of a tenth of a second and the calibration's
+  calls, then the samples the A/B asked for, with no settling windows, no untimed warm-up
+  sample and no adaptive top-ups.  An A/B's power comes from its rounds, not from long runs
+  of one process, and with samples interleaved each sample after the first is warmed again
+  right before it anyway (:func:`perfsuite.measure.measure`).
 * Started by ``perfsuite ab`` in lockstep (``PERFSUITE_AB_TURNS`` set), the side waits for its
   turn before each check and gives it back after (:mod:`perfsuite.ab.lockstep`), so it never
   measures beside the other side.  Its last check keeps the turn until the process ends: the
@@ -37,10 +39,10 @@ from perfsuite.ab.lockstep import GRAIN_ENV, ROOT_ENV, WHOLE_SESSION, Turns
 from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
-# A side's check warms up for this long at least, and its settling warm-up stops after
-# SETTLE_CAP_S (quick mode's are 0.5 s and 3 s): the power of an A/B comes from its rounds.
+# A side's check warms up for this long (quick mode: 0.5 s, then settling windows for up to
+# 3 s, then an untimed sample).  The settling windows and the untimed sample took a quarter
+# of a side's time on a 2-core VM, and the power of an A/B comes from its rounds.
 WARMUP_S = 0.1
-SETTLE_CAP_S = 0.3
 
 
 class _Turns:
@@ -208,7 +210,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_perfsuite_policy(policy: Policy) -> Policy:
-    """A short settle; the samples as asked, with no top-ups; no machine probe.
+    """A short warm-up; the samples as asked, with no top-ups; no machine probe.
 
     The machine probe tells a slow spell of the machine from a slower stack when a run is
     compared with stored baselines; a side is compared only with the other side, measured
@@ -220,8 +222,9 @@ def pytest_perfsuite_policy(policy: Policy) -> Policy:
     """
     return dataclasses.replace(
         policy,
+        warmup=0,
         warmup_seconds=min(policy.warmup_seconds, WARMUP_S),
-        warmup_max_seconds=min(policy.warmup_max_seconds, SETTLE_CAP_S),
+        warmup_max_seconds=0.0,
         max_repetitions=policy.repetitions,
         max_seconds=0.0,
         machine_probe=False,
