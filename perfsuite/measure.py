@@ -415,10 +415,10 @@ def measure(
     :data:`PROGRESS_SECONDS`; it ticks in the synchronisation before each sample's clock
     starts, never inside a sample.  ``between`` is called before each timed sample after the
     first, with the sample's number (2, 3, ...): another process may use the machine while it
-    runs (``perfsuite ab``'s sides take turns there), so one untimed repetition warms the
-    workload (and its bare reference) again before the sample.  A source that queues all its
-    samples at once (device events) or takes them in child ranks has no moment between
-    samples: it never calls it.
+    runs (``perfsuite ab``'s sides take turns there), so one untimed call warms the workload
+    again before the sample (and one untimed repetition its bare reference).  A source that
+    queues all its samples at once (device events) or takes them in child ranks has no moment
+    between samples: it never calls it.
     """
     source: Source = workload.source or clock or ClockSource()
     rounds = rounds or policy.repetitions
@@ -463,7 +463,7 @@ def measure(
                     between(sample)
                     waited[0] += time.perf_counter() - handed
                     workload.sync()
-                    step()  # warm again after the other process's turn; untimed
+                    workload.step()  # one call, untimed: warm after the other's turn
                     if bare is not None:
                         bare.warm()
                 if bare is not None:

@@ -481,7 +481,11 @@ def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime)
 def test_between_samples_another_process_may_run_and_each_sample_is_warmed_again(
     clock: FakeTime,
 ) -> None:
-    """``between`` comes before every timed sample but the first; an untimed call follows."""
+    """``between`` comes before every timed sample but the first; one untimed call follows.
+
+    One call, not a sample's worth: it brings the workload back into the caches the other
+    process used, and a sample of many calls would double the side's time per sample.
+    """
     log: list[str] = []
 
     def run() -> None:
@@ -492,16 +496,21 @@ def test_between_samples_another_process_may_run_and_each_sample_is_warmed_again
         log.append(f"between {sample}")
         clock.sleep(5.0)  # the other process's turn: never inside a sample
 
-    work = Workload(check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run)
-    policy = Policy(warmup=1, repetitions=4, warmup_seconds=0.0, sample_seconds=0.0)
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run,
+        sync=lambda: log.append("sync"),
+    )  # fmt: skip
+    # a sample of 5 calls of 1 ms
+    policy = Policy(warmup=1, repetitions=4, warmup_seconds=0.0, sample_seconds=0.0045)
     m = measure(work, policy, ClockSource(), between=between)
+    assert m.calls == 5
     assert [entry for entry in log if entry.startswith("between")] == [
         "between 2", "between 3", "between 4"
     ]  # fmt: skip
-    for sample in (2, 3, 4):  # a warm call, then the timed one
+    for sample in (2, 3, 4):  # one warm call and its sync, the sample's sync, then the sample
         at = log.index(f"between {sample}")
-        assert log[at + 1 : at + 3] == ["call", "call"]
-    assert m.seconds == pytest.approx((0.001,) * 4)
+        assert log[at + 1 : at + 10] == ["sync", "call", "sync", "sync", *["call"] * 5]
+    assert m.seconds == pytest.approx((0.005,) * 4)
     assert m.waited_s == pytest.approx(15.0)  # the three turns, outside the samples
 
 
