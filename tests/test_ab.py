@@ -658,50 +658,6 @@ def test_a_sides_record_keeps_the_brief_policy_it_measured_under(
     assert side["warmup_windows"] == [] and side["warmup_settled"] is None
 
 
-def test_a_narrowed_round_takes_more_samples_per_check_in_proportion() -> None:
-    assert side_plugin.narrowed_samples(3, 1.0) == 3  # the whole selection
-    assert side_plugin.narrowed_samples(3, 51 / 46) == 3
-    assert side_plugin.narrowed_samples(3, 51 / 20) == 8
-    assert side_plugin.narrowed_samples(3, 51 / 3) == 3 * side_plugin.NARROW_SAMPLES_MAX
-
-
-def test_a_side_narrowed_by_its_file_counts_its_share_after_k_deselects(
-    pytester: pytest.Pytester,
-) -> None:
-    """The share is of what ``-k`` left (the A/B's whole selection), not of all collected."""
-    pytester.makepyfile(
-        test_four="""
-        import numpy as np
-        import pytest
-        from perfsuite.measure import Workload
-        from perfsuite.model import Work
-
-        @pytest.mark.parametrize("n", [1, 2, 3, 4])
-        def test_copy(perf, n):
-            a = np.random.default_rng(n).random(1 << 10)
-            b = np.empty_like(a)
-            perf.measure(Workload(
-                check="copy", params={"n": n}, metric="bandwidth", unit="GB/s",
-                work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
-            ))
-        """
-    )
-    select = pytester.path / "select.txt"
-    select.write_text("test_four.py::test_copy[1]\n")
-    out = pytester.path / "records"
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "-p", "perfsuite.testing", "-p", "perfsuite.ab.side",
-        "--perf-html", "no", "--perf-quick", "--perf-samples", "3",
-        "--perf-report-dir", str(out), "--perf-ab-select", str(select),
-        "-k", "1 or 2",
-    )  # fmt: skip
-    result.assert_outcomes(passed=1, deselected=3)
-    (path,) = out.rglob("*.json")
-    (check,) = json.loads(path.read_text())["results"]
-    # 1 of the 2 that -k left: twice the 3 asked (of all 4 collected it would be 9, the cap)
-    assert len(check["samples"]) == 6
-
-
 def test_a_side_keeps_the_sweep_cases_that_quick_mode_leaves_out(
     pytester: pytest.Pytester,
 ) -> None:

@@ -4,11 +4,6 @@
   checks still undecided after the first rounds); the rest are deselected.
 * A side runs the default mode's cases (each sweep's representatives), not quick mode's one
   per family: a pre-upgrade check wants the sizes and shapes, and its rounds pay for them.
-* When FILE narrows the selection, each check takes more samples, in proportion (the whole
-  selection's count over the round's), up to :data:`NARROW_SAMPLES_MAX` times as many: a
-  narrowed round's time goes mostly to starting its processes, so the samples come cheap, and
-  most of a round's scatter is the scatter of its few samples.  Both sides read the same FILE
-  and take the same count.
 * Each check measures briefly: a fixed warm-up of a tenth of a second and the calibration's
   calls, then the samples the A/B asked for, with no settling windows, no untimed warm-up
   sample and no adaptive top-ups.  An A/B's power comes from its rounds, not from long runs
@@ -48,10 +43,6 @@ from perfsuite.selection import keep_sweeps
 # 3 s, then an untimed sample).  The settling windows and the untimed sample took a quarter
 # of a side's time on a 2-core VM, and the power of an A/B comes from its rounds.
 WARMUP_S = 0.1
-# A narrowed round's checks take at most this many times the samples the A/B asked for.
-NARROW_SAMPLES_MAX = 3
-BRIEF = "perfsuite-ab-brief"
-SELECT = "perfsuite-ab-select"
 
 
 class _Turns:
@@ -176,51 +167,9 @@ def _in_workers(config: pytest.Config) -> bool:
     )
 
 
-class _Brief:
-    """The side's policy, registered as a plugin: brief checks, more samples when narrowed."""
-
-    def __init__(self) -> None:
-        self.samples_factor = 1.0  # the whole selection's checks over this round's
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_perfsuite_policy(self, policy: Policy) -> Policy:
-        """A short warm-up; the samples asked (more when narrowed); no top-ups; no probe.
-
-        The machine probe tells a slow spell of the machine from a slower stack when a run is
-        compared with stored baselines; a side is compared only with the other side, measured
-        beside it, so the pair cancels the spell, and the probe's two readings per check (on a
-        2-core VM, a seventh of a round for the two sides) are left out.
-
-        First among the policy hooks (it returns the first answer), so a conftest or another
-        plugin of the suite cannot silently replace the A/B's brief sides.
-        """
-        samples = narrowed_samples(policy.repetitions, self.samples_factor)
-        return dataclasses.replace(
-            policy,
-            warmup=0,
-            warmup_seconds=min(policy.warmup_seconds, WARMUP_S),
-            warmup_max_seconds=0.0,
-            repetitions=samples,
-            max_repetitions=samples,
-            max_seconds=0.0,
-            machine_probe=False,
-        )
-
-
-def narrowed_samples(asked: int, factor: float) -> int:
-    """The samples a check takes when the round runs 1/``factor`` of the whole selection."""
-    return max(asked, min(NARROW_SAMPLES_MAX * asked, round(asked * factor)))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the side's policy and selection; take the turns it was started with.
-
-    An xdist worker takes no turns: its session waits to run alone.
-    """
-    config.pluginmanager.register(_Brief(), BRIEF)
-    if config.getoption("perf_ab_select"):
-        config.pluginmanager.register(_Select(config.getoption("perf_ab_select")), SELECT)
+    """Take the turns this side was started with (none in an xdist worker)."""
     grain = os.environ.pop(GRAIN_ENV, "")
     root = os.environ.pop(ROOT_ENV, "")
     turns = None if hasattr(config, "workerinput") else Turns.from_environment()
@@ -246,32 +195,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the default mode's cases (before the mode's selection runs)."""
+    """Keep the default mode's cases (before the mode's selection runs), then the selected."""
     keep_sweeps(items)
+    path = config.getoption("perf_ab_select")
+    if not path:
+        return
+    wanted = {line.strip() for line in Path(path).read_text().splitlines() if line.strip()}
+    kept = [item for item in items if item.nodeid in wanted]
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
 
 
-class _Select:
-    """Run only the checks FILE names, after ``-k``, ``-m`` and the mode have selected.
+@pytest.hookimpl(tryfirst=True)
+def pytest_perfsuite_policy(policy: Policy) -> Policy:
+    """A short warm-up; the samples as asked, with no top-ups; no machine probe.
 
-    What is left before it is the A/B's whole selection (what its first rounds ran), so the
-    share FILE keeps of it sets how many more samples each check takes.
+    The machine probe tells a slow spell of the machine from a slower stack when a run is
+    compared with stored baselines; a side is compared only with the other side, measured
+    beside it, so the pair cancels the spell, and the probe's two readings per check (on a
+    2-core VM, a seventh of a round for the two sides) are left out.
+
+    First among the policy hooks (it returns the first answer), so a conftest or another
+    plugin of the suite cannot silently replace the A/B's brief sides.
     """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        """Deselect what FILE does not name."""
-        text = Path(self.path).read_text()
-        wanted = {line.strip() for line in text.splitlines() if line.strip()}
-        kept = [item for item in items if item.nodeid in wanted]
-        dropped = [item for item in items if item.nodeid not in wanted]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        brief = config.pluginmanager.get_plugin(BRIEF)
-        if kept and brief is not None:
-            brief.samples_factor = len(items) / len(kept)
-        items[:] = kept
+    return dataclasses.replace(
+        policy,
+        warmup=0,
+        warmup_seconds=min(policy.warmup_seconds, WARMUP_S),
+        warmup_max_seconds=0.0,
+        max_repetitions=policy.repetitions,
+        max_seconds=0.0,
+        machine_probe=False,
+    )
