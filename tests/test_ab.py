@@ -582,23 +582,25 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
     result.assert_outcomes(passed=1, deselected=2)
 
 
+# A check that copies a small array, for the side's pytester tests.
+COPY_CHECK = """
+import numpy as np
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_copy(perf):
+    a = np.random.default_rng(0).random(1 << 12)
+    b = np.empty_like(a)
+    perf.measure(Workload(
+        check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
+    ))
+"""
+
+
 def test_a_side_takes_no_machine_probe(pytester: pytest.Pytester) -> None:
     """The pair cancels the machine's state: a side skips the probe a stored baseline needs."""
-    pytester.makepyfile(
-        test_copy="""
-        import numpy as np
-        from perfsuite.measure import Workload
-        from perfsuite.model import Work
-
-        def test_copy(perf):
-            a = np.random.default_rng(0).random(1 << 12)
-            b = np.empty_like(a)
-            perf.measure(Workload(
-                check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
-                work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
-            ))
-        """
-    )
+    pytester.makepyfile(test_copy=COPY_CHECK)
     pytester.makeconftest(
         """
         import pytest
@@ -625,21 +627,7 @@ def test_a_sides_record_keeps_the_brief_policy_it_measured_under(
     pytester: pytest.Pytester,
 ) -> None:
     """No settling windows, no untimed sample, no top-ups, no probe; and the record says so."""
-    pytester.makepyfile(
-        test_copy="""
-        import numpy as np
-        from perfsuite.measure import Workload
-        from perfsuite.model import Work
-
-        def test_copy(perf):
-            a = np.random.default_rng(0).random(1 << 12)
-            b = np.empty_like(a)
-            perf.measure(Workload(
-                check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
-                work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
-            ))
-        """
-    )
+    pytester.makepyfile(test_copy=COPY_CHECK)
     args = ("-p", "no:cacheprovider", "-p", "perfsuite.testing", "--perf-html", "no")
 
     def policy(*more: str) -> dict[str, object]:
