@@ -40,8 +40,8 @@ from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
 # A side's check warms up for this long (quick mode: 0.5 s, then settling windows for up to
-# 3 s, then an untimed sample).  The settling windows and the untimed sample took a quarter
-# of a side's time on a 2-core VM, and the power of an A/B comes from its rounds.
+# 3 s, then an untimed sample).  The settling windows and the untimed sample took about a
+# fifth of a side's own time on a 2-core VM, and the power of an A/B comes from its rounds.
 WARMUP_S = 0.1
 
 
