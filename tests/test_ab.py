@@ -490,6 +490,45 @@ def test_a_built_environment_is_reused_and_a_failed_build_leaves_nothing(tmp_pat
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == [python.parents[1].name]
 
 
+@pytest.mark.parametrize(
+    ("config", "env", "strategy"),
+    [
+        ("global.extra-index-url='file:///a/simple file:///b/simple'", {}, "unsafe-best-match"),
+        ("global.extra-index-url='file:///a/simple'", {"UV_INDEX_STRATEGY": "first-index"}, None),
+        ("global.find-links='/opt/wheels'", {}, None),
+    ],
+)
+def test_uv_takes_a_release_from_any_of_pips_indexes(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    config: str,
+    env: dict[str, str],
+    strategy: str | None,
+) -> None:
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONSTRAINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("UV_INDEX_STRATEGY", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(stacks, "_find_uv", lambda: "uv")
+    installs: list[list[str]] = []
+
+    def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
+        if list(cmd[-2:]) == ["config", "list"]:
+            return subprocess.CompletedProcess(list(cmd), 0, config + "\n", "")
+        if "venv" in cmd:
+            (Path(cmd[-1]) / "bin").mkdir(parents=True)
+            (Path(cmd[-1]) / "bin" / "python").write_text("")
+        elif "install" in cmd:
+            installs.append(list(cmd))
+        return subprocess.CompletedProcess(list(cmd), 0, "", "")
+
+    stacks.build_environment(["numpy==2.1.0"], tmp_path, run)
+    (install,) = installs
+    given = [install[i + 1] for i, arg in enumerate(install) if arg == "--index-strategy"]
+    assert given == ([strategy] if strategy else [])
+
+
 def test_no_disk_space_names_the_cache(tmp_path: Path) -> None:
     def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(

@@ -143,12 +143,18 @@ def _find_uv() -> str | None:
     return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
-def _pip_index_args() -> list[str]:
-    """Index settings of pip (config, ``PIP_*`` variables), for uv, which reads neither."""
+def _pip_index_args(run: Runner = _run) -> list[str]:
+    """Index settings of pip (config, ``PIP_*`` variables), for uv, which reads neither.
+
+    pip takes a release from whichever of its indexes offers the best match, and the releases
+    bisect lists are pip's (``pip index versions``); uv by default stops at the first index
+    that has the package at all.  So with more than one index uv is told to match pip, unless
+    ``UV_INDEX_STRATEGY`` says otherwise.
+    """
     args: list[str] = []
     config: dict[str, str] = {}
     try:
-        done = _run([sys.executable, "-m", "pip", "config", "list"], timeout=60)
+        done = run([sys.executable, "-m", "pip", "config", "list"], timeout=60)
         for line in done.stdout.splitlines():
             key, _, value = line.partition("=")
             config[key.split(".", 1)[-1]] = value.strip().strip("'\"")
@@ -163,6 +169,8 @@ def _pip_index_args() -> list[str]:
         value = os.environ.get("PIP_" + name.upper().replace("-", "_")) or config.get(name, "")
         for item in value.split():
             args += [flag, item]
+    if "--extra-index-url" in args and not os.environ.get("UV_INDEX_STRATEGY"):
+        args += ["--index-strategy", "unsafe-best-match"]
     return args
 
 
@@ -210,7 +218,7 @@ def build_environment(
                 "--quiet",
                 "--python",
                 str(python),
-                *_pip_index_args(),
+                *_pip_index_args(run),
                 *requirements,
                 *install,
             ],
