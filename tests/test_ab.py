@@ -458,15 +458,19 @@ def test_an_interpreter_without_perfsuite_says_how_to_add_it() -> None:
         stacks.resolve(sys.executable, run=_fake_run(1))
 
 
+def _make_venv(cmd: Sequence[str]) -> None:
+    """What a ``venv`` step of a build leaves, for a fake runner: the interpreter's path."""
+    if "venv" in cmd:
+        (Path(cmd[-1]) / "bin").mkdir(parents=True)
+        (Path(cmd[-1]) / "bin" / "python").write_text("")
+
+
 def test_a_built_environment_is_reused_and_a_failed_build_leaves_nothing(tmp_path: Path) -> None:
     calls: list[list[str]] = []
 
     def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
         calls.append(list(cmd))
-        if "venv" in cmd:
-            root = Path(cmd[-1])
-            (root / "bin").mkdir(parents=True)
-            (root / "bin" / "python").write_text("")
+        _make_venv(cmd)
         return subprocess.CompletedProcess(list(cmd), 0, "", "")
 
     python, cached, _ = stacks.build_environment(["numpy==1.26.4"], tmp_path, run)
@@ -516,10 +520,8 @@ def test_uv_takes_a_release_from_any_of_pips_indexes(
     def run(cmd: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
         if list(cmd[-2:]) == ["config", "list"]:
             return subprocess.CompletedProcess(list(cmd), 0, config + "\n", "")
-        if "venv" in cmd:
-            (Path(cmd[-1]) / "bin").mkdir(parents=True)
-            (Path(cmd[-1]) / "bin" / "python").write_text("")
-        elif "install" in cmd:
+        _make_venv(cmd)
+        if "install" in cmd:
             installs.append(list(cmd))
         return subprocess.CompletedProcess(list(cmd), 0, "", "")
 
