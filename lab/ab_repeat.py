@@ -10,22 +10,59 @@ repetitions: for an A/A, every ``regressed`` or ``improved`` is a false alarm.
         suites/test_memory_bandwidth.py suites/test_gemm.py
         suites/test_conv_roofline.py
     python -m lab.ab_repeat --work reports/ab-repeat --tally-only
+
+``--burner steady`` runs a CPU burner (``while True: pass``) beside every repetition, taking
+one core for the whole run; ``--burner bursty`` turns it on and off (``--burst ON,OFF``
+seconds, 3,3 by default).  It is started here, outside ``perfsuite ab``'s process tree, so
+the sides' noise guards see it as the foreign load it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from perfsuite.ab.rounds import INTERLEAVES
 from perfsuite.ab.run import parse_budget
 
 VERDICTS = ("regressed", "improved", "same", "unknown")
+
+# A burner that turns itself on for ON seconds and off for OFF seconds, forever.
+BURSTY = """
+import sys, time
+on, off = float(sys.argv[1]), float(sys.argv[2])
+while True:
+    end = time.monotonic() + on
+    while time.monotonic() < end:
+        pass
+    time.sleep(off)
+"""
+
+
+@contextlib.contextmanager
+def burner(kind: str, burst: tuple[float, float]) -> Iterator[None]:
+    """A CPU burner beside the block: none, steady (one core throughout) or bursty."""
+    if kind == "none":
+        yield
+        return
+    if kind == "steady":
+        cmd = [sys.executable, "-c", "while True: pass"]
+    else:
+        cmd = [sys.executable, "-c", BURSTY, str(burst[0]), str(burst[1])]
+    proc = subprocess.Popen(cmd)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
 
 
 def main() -> None:
@@ -36,6 +73,9 @@ def main() -> None:
     parser.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--interleave", choices=INTERLEAVES, default=INTERLEAVES[0])
     parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--burner", choices=["none", "steady", "bursty"], default="none")
+    parser.add_argument("--burst", default="3,3", help="bursty: seconds on,off")
+    parser.add_argument("--samples", type=int, default=0, help="perfsuite ab --samples")
     parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
     parser.add_argument(
         "--stop-by",
@@ -60,10 +100,13 @@ def main() -> None:
             cmd = [sys.executable, "-m", "perfsuite", "ab", "--a", sys.executable]
             cmd += ["--b", sys.executable, "--budget", args.budget, "--seed", str(i)]
             cmd += ["--interleave", args.interleave]
+            cmd += ["--samples", str(args.samples)] if args.samples else []
             cmd += [f"--b-env={e}" for e in args.b_env]
             cmd += ["--html", "no", "--output-dir", str(out), "--", *args.pytest_args]
             start = time.strftime("%H:%M:%S", time.gmtime())
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            on, off = (float(x) for x in args.burst.split(","))
+            with burner(args.burner, (on, off)):
+                done = subprocess.run(cmd, capture_output=True, text=True, check=False)
             (args.work / f"rep-{i:02d}.log").write_text(done.stdout + done.stderr)
             print(f"rep {i}: started {start} UTC, exit {done.returncode}", flush=True)
     tally(args.work)

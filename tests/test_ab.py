@@ -349,23 +349,52 @@ def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete()
     assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
 
 
-def test_a_reading_the_noise_guard_flagged_judges_nothing() -> None:
-    def run(rnd: int, side: str, value: float, flags: tuple[str, ...] = ()) -> rounds.SideRun:
-        reading = rounds.Reading("GB/s", True, 0.05, (value,) * 3, "pass", flags)
-        return rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": reading})
+def _loaded_run(
+    rnd: int, side: str, value: float, load: float = 0.0, states: tuple[str, ...] = ()
+) -> rounds.SideRun:
+    flags = (f"under foreign load ({load:.2f} cores of other work or steal)",) if load > 0.25 else ()
+    reading = rounds.Reading("GB/s", True, 0.05, (value,) * 3, "pass", flags, load, states)
+    return rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": reading})
 
-    load = ("under foreign load (0.99 cores of other work or steal)",)
+
+def test_a_load_both_readings_shared_is_kept_and_recorded() -> None:
     runs = []
-    for rnd in (1, 2, 3):  # B 20x slower, but only ever under foreign load
-        runs += [run(rnd, "A", 10.0), run(rnd, "B", 0.5, load)]
+    for rnd in range(1, 9):  # a burner beside both sides: B 20% slower all the same
+        runs += [_loaded_run(rnd, "A", 10.0 + rnd * 0.01, 0.95), _loaded_run(rnd, "B", 8.0, 0.97)]
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan())
+    assert states["c"].rounds == tuple(range(1, 9)) and states["c"].tainted == ()
+    assert states["c"].loads == pytest.approx((0.96,) * 8)
+    assert rounds.verdict(states["c"]) == "regressed"
+    (check,), _, _ = gather(states, runs)
+    assert "8 of 8 rounds under a shared load (0.96 cores)" in report_ab.note(check)
+
+
+def test_a_pair_whose_load_started_or_stopped_between_its_readings_is_left_out() -> None:
+    runs = []
+    for rnd in (1, 2, 3):  # B 20x slower, but only ever while a load came and went
+        runs += [_loaded_run(rnd, "A", 10.0, 0.02), _loaded_run(rnd, "B", 0.5, 0.99)]
     states = rounds.judge(rounds.evidence(runs), rounds.Plan())
     assert states["c"].tainted == (1, 2, 3) and states["c"].log_ratios == ()
+    assert states["c"].left_out == (rounds.LOAD_CHANGED,) * 3
     assert rounds.verdict(states["c"]) == "unknown"
-    runs += [run(4, "A", 10.0), run(4, "B", 10.1), run(5, "A", 10.0), run(5, "B", 9.9)]
+    runs += [_loaded_run(4, "A", 10.0), _loaded_run(4, "B", 10.1)]
+    runs += [_loaded_run(5, "A", 10.0, 0.6), _loaded_run(5, "B", 9.9, 0.7)]
     states = rounds.judge(rounds.evidence(runs), rounds.Plan())
     assert states["c"].rounds == (4, 5) and rounds.verdict(states["c"]) != "regressed"
     (check,), _, _ = gather(states, runs)
-    assert "3 rounds left out: measured under foreign load" in report_ab.note(check)
+    words = "3 rounds left out: 3 the load changed between A's and B's readings"
+    assert words in report_ab.note(check)
+
+
+def test_a_throttled_gpu_or_an_unrecorded_load_leaves_the_pair_out() -> None:
+    gpu = ("gpu-throttled",)
+    a = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", ("throttled",), 0.0, gpu)
+    b = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", ("throttled",), 0.0, gpu)
+    assert rounds.unshared(a, b) == "gpu-throttled"
+    loaded = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", ("under load",), None)
+    quiet = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass")
+    assert rounds.unshared(loaded, quiet) == rounds.LOAD_UNKNOWN
+    assert rounds.unshared(quiet, quiet) == ""
 
 
 def test_a_plan_that_cannot_judge_is_refused() -> None:
@@ -892,13 +921,19 @@ def test_a_floor_missed_under_foreign_load_says_nothing_about_the_node() -> None
     assert unhealthy == ()
 
 
-def test_each_round_says_how_many_readings_were_left_out() -> None:
+def test_each_round_says_which_pairs_it_kept_under_load_and_which_it_left_out() -> None:
     said: list[str] = []
     progress = ab_run._Progress(rounds.Plan(), said.append)
-    load = ("under foreign load (1.00 cores of other work or steal)",)
-    reading = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", load)
-    progress(1, 20, 3, 500.0, [rounds.SideRun(1, "A", 0, 4.0, 0, "", {"c": reading, "d": reading})])
-    assert "2 readings left out (measured under foreign load)" in said[-1]
+
+    def side(name: str, loads: tuple[float, float]) -> rounds.SideRun:
+        c, d = (
+            rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", ("loaded",), x) for x in loads
+        )
+        return rounds.SideRun(1, name, 0, 4.0, 0, "", {"c": c, "d": d})
+
+    progress(1, 20, 3, 500.0, [side("A", (0.95, 0.1)), side("B", (0.97, 0.9))])
+    assert "1 pairs under a shared load (0.96 cores), kept" in said[-1]
+    assert "1 left out: 1 the load changed between A's and B's readings" in said[-1]
 
 
 def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(

@@ -42,7 +42,9 @@ class CheckVerdict:
     judged: paired.Judged | None
     verdict: str
     below_floor: bool = False  # the node missed this check's floor on both sides
-    tainted: tuple[int, ...] = ()  # rounds left out: measured under flagged noise
+    tainted: tuple[int, ...] = ()  # rounds left out: its two readings saw different conditions
+    left_out: tuple[str, ...] = ()  # why, one per round in ``tainted``
+    loads: tuple[float, ...] = ()  # the foreign load each judged round's pair shared, in cores
 
     @property
     def ratio(self) -> float | None:
@@ -67,6 +69,8 @@ class CheckVerdict:
             "verdict": self.verdict,
             "below_floor": self.below_floor,
             "tainted_rounds": list(self.tainted),
+            "left_out": list(self.left_out),
+            "shared_loads": [round(x, 3) for x in self.loads],
             "ratio": self.ratio,
             "ci_low": _exp(j.pairs.low) if j else None,
             "ci_high": _exp(j.pairs.high) if j else None,
@@ -165,7 +169,7 @@ def floors_missed(runs: Sequence[SideRun], side: str) -> set[str]:
     for run in runs:
         if run.side == side and not run.failed:
             for check, reading in run.readings.items():
-                if not reading.flags:  # a reading taken under foreign load judges nothing
+                if not reading.flags:  # a floor missed under load says nothing of the node
                     seen.setdefault(check, []).append(reading.floor == "fail")
     return {c for c, fails in seen.items() if sum(fails) * 2 > len(fails)}
 
@@ -219,6 +223,8 @@ def gather(
             verdict(s),
             s.id in below,
             s.tainted,
+            s.left_out,
+            s.loads,
         )
         for s in states.values()
     )

@@ -22,13 +22,21 @@ from typing import Any
 
 from perfsuite import stats
 from perfsuite.ab import paired
-from perfsuite.model import RunRecord
+from perfsuite.model import FlagKind, RunRecord
+from perfsuite.noise import FOREIGN_LOAD_CORES
 from perfsuite.records import load_record
 from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
 
 SIDES = ("A", "B")
 INTERLEAVES = ("samples", "checks", "processes")
+
+# Two readings of a pair whose foreign loads differ by more than this saw different
+# conditions (a load started or stopped between them); the noise guard's own threshold.
+LOAD_MATCH_CORES = FOREIGN_LOAD_CORES
+# Why a pair was left out: its two readings saw different conditions.
+LOAD_CHANGED = "load-changed"  # a foreign load started or stopped between the two readings
+LOAD_UNKNOWN = "load-unknown"  # one reading was flagged for load, the other has no figure
 
 
 @dataclass(frozen=True)
@@ -40,9 +48,14 @@ class Reading:
     tolerance: float
     samples: tuple[float, ...]
     floor: str  # the floor verdict in that run: pass, fail, no-reference
-    # The noise guard's flags (foreign load, throttling), in words: a tainted reading is kept
-    # in the record but judges nothing.
+    # The noise guard's flags (foreign load, throttling), in words, as the record keeps them.
     flags: tuple[str, ...] = ()
+    # The foreign load the noise guard measured beside it, in cores (None: not recorded).  A
+    # load both readings of a pair share cancels in B/A; a load only one saw does not.
+    load: float | None = None
+    # The kinds of its flags that are states, not a load (a throttled GPU, the CPUs' link
+    # changed): a pair with one is left out, as a state's degree is not measured.
+    states: tuple[str, ...] = ()
 
     @property
     def median(self) -> float:
@@ -98,6 +111,8 @@ class SideRun:
                     "median": r.median,
                     "samples": list(r.samples),
                     "flags": list(r.flags),
+                    "load": r.load,
+                    "states": list(r.states),
                 }
                 for check, r in self.readings.items()
             },
@@ -111,6 +126,7 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
         if not result.samples:
             continue
         tolerance = result.baseline.tolerance or DEFAULT_TOLERANCE
+        load = result.noise.get("foreign_cores")
         out[result.id] = Reading(
             result.unit,
             result.higher_is_better,
@@ -118,8 +134,40 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
             tuple(result.samples),
             result.floor.verdict,
             tuple(flag_words(f) for f in result.noise_flags),
+            float(load) if isinstance(load, int | float) and math.isfinite(load) else None,
+            tuple(str(f.kind) for f in result.noise_flags if f.kind is not FlagKind.FOREIGN_LOAD),
         )
     return out
+
+
+def unshared(a: Reading, b: Reading) -> str:
+    """Why a pair's two readings saw different conditions ("": they shared them).
+
+    A steady load beside both (another job on the node, a burner) slows both alike and
+    cancels in B/A, so it is kept and recorded.  A load that started or stopped between the
+    two readings (their loads differ by more than :data:`LOAD_MATCH_CORES`) does not cancel,
+    nor does a state such as a throttled GPU, whose degree is not measured.
+    """
+    states = tuple(dict.fromkeys(a.states + b.states))
+    if states:
+        return states[0]
+    if a.load is None or b.load is None:
+        return LOAD_UNKNOWN if a.flags or b.flags else ""
+    return LOAD_CHANGED if abs(a.load - b.load) > LOAD_MATCH_CORES else ""
+
+
+def shared_load(a: Reading, b: Reading) -> float:
+    """The load a kept pair's two readings shared, in cores (0 when not recorded)."""
+    return ((a.load or 0.0) + (b.load or 0.0)) / 2
+
+
+def pairs_of(runs: Sequence[SideRun]) -> list[tuple[str, Reading, Reading]]:
+    """The (check, A, B) reading pairs of one round's runs (both sides, neither failed)."""
+    sides = {r.side: r for r in runs if not r.failed}
+    if set(sides) != set(SIDES):
+        return []
+    a, b = sides["A"].readings, sides["B"].readings
+    return [(c, a[c], b[c]) for c in sorted(a.keys() & b.keys())]
 
 
 def orders(seed: int | None = None) -> Iterator[tuple[str, str]]:
@@ -170,50 +218,52 @@ class CheckState:
     log_ratios: tuple[float, ...]  # one per round where both sides measured it
     rounds: tuple[int, ...]  # which rounds those are
     judged: paired.Judged | None  # None: fewer than 2 rounds
-    tainted: tuple[int, ...] = ()  # rounds left out: a side measured it under flagged noise
+    tainted: tuple[int, ...] = ()  # rounds left out: its two readings saw different conditions
+    left_out: tuple[str, ...] = ()  # why, one per round in ``tainted`` (see :func:`unshared`)
+    loads: tuple[float, ...] = ()  # the load each kept round's pair shared, in cores
 
 
 def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
-    """Each check's log ratios B/A over the rounds where both sides measured it cleanly.
+    """Each check's log ratios B/A over the rounds whose two readings shared their conditions.
 
-    A round where either side's reading carries a noise flag (foreign load, a throttled GPU)
-    is left out of that check's evidence and listed as tainted: the suite itself said the
-    reading is not the software's speed, so no verdict may rest on it.
+    A load both readings saw (a steady neighbour) slows both and cancels in the ratio: the
+    pair is kept, with the load it shared.  A pair whose readings saw different conditions
+    (a load that started or stopped between them, a throttled GPU) is left out and listed
+    with the reason: the ratio would hold the difference, not the software's.
     """
-    by_round: dict[int, dict[str, SideRun]] = {}
+    by_round: dict[int, list[SideRun]] = {}
     for run in runs:
-        if not run.failed:
-            by_round.setdefault(run.round, {})[run.side] = run
-    ratios: dict[str, list[tuple[int, float]]] = {}
-    tainted: dict[str, list[int]] = {}
+        by_round.setdefault(run.round, []).append(run)
+    kept: dict[str, list[tuple[int, float, float]]] = {}
+    dropped: dict[str, list[tuple[int, str]]] = {}
     meta: dict[str, Reading] = {}
     for rnd in sorted(by_round):
-        sides = by_round[rnd]
-        if set(sides) != set(SIDES):
-            continue
-        a, b = sides["A"].readings, sides["B"].readings
-        for check in a.keys() & b.keys():
-            ra, rb = a[check], b[check]
+        for check, ra, rb in pairs_of(by_round[rnd]):
             if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
                 continue
             meta[check] = ra
-            if ra.flags or rb.flags:
-                tainted.setdefault(check, []).append(rnd)
+            why = unshared(ra, rb)
+            if why:
+                dropped.setdefault(check, []).append((rnd, why))
                 continue
-            ratios.setdefault(check, []).append((rnd, math.log(rb.median / ra.median)))
+            ratio = math.log(rb.median / ra.median)
+            kept.setdefault(check, []).append((rnd, ratio, shared_load(ra, rb)))
     out = {}
     for check in sorted(meta):
         m = meta[check]
-        pairs = ratios.get(check, [])
+        pairs = kept.get(check, [])
+        gone = dropped.get(check, [])
         out[check] = CheckState(
             check,
             m.unit,
             m.higher_is_better,
             tolerance if tolerance is not None else m.tolerance,
-            tuple(v for _, v in pairs),
-            tuple(r for r, _ in pairs),
+            tuple(v for _, v, _ in pairs),
+            tuple(r for r, _, _ in pairs),
             None,
-            tuple(tainted.get(check, ())),
+            tuple(r for r, _ in gone),
+            tuple(w for _, w in gone),
+            tuple(load for _, _, load in pairs),
         )
     return out
 

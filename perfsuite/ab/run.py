@@ -34,6 +34,7 @@ from perfsuite.ab.rounds import (
     run_rounds,
 )
 from perfsuite.errors import PerfsuiteError
+from perfsuite.report.ab import round_load_words
 from perfsuite.report.terminal import clock
 
 # What each side's pytest gets besides the user's arguments: quick mode, brief samples, no
@@ -104,8 +105,7 @@ class _Progress:
             f"{r.side} {r.own_seconds:.0f} s" + (f" FAILED ({r.failed})" if r.failed else "")
             for r in runs
         )
-        flagged = sum(1 for r in runs for reading in r.readings.values() if reading.flags)
-        left_out = f"; {flagged} readings left out (measured under foreign load)" if flagged else ""
+        left_out = round_load_words(runs)
         line = (
             f"round {done}/{cap}: {sides}; {undecided} undecided{left_out}; "
             f"{clock(left)} of budget left"

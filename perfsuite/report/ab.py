@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import html as html_mod
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.ab import CheckVerdict, Outcome
+from perfsuite.ab import CheckVerdict, Outcome, rounds
+from perfsuite.model import FlagKind
 from perfsuite.report.terminal import format_table, short_id
 from perfsuite.storage import write_text_atomic
 
@@ -41,14 +43,47 @@ def _ci(c: CheckVerdict) -> str:
     return f"[{_pct(math.exp(j.pairs.low))}, {_pct(math.exp(j.pairs.high))}]"
 
 
+# Why a pair of readings was left out (:func:`perfsuite.ab.rounds.unshared`), in words.
+LEFT_OUT_WORDS = {
+    rounds.LOAD_CHANGED: "the load changed between A's and B's readings",
+    rounds.LOAD_UNKNOWN: "one side's load was not recorded",
+    FlagKind.GPU_THROTTLED.value: "a GPU was throttled",
+    FlagKind.LINK_CHANGED.value: "the CPUs' link changed state",
+}
+
+
+def left_out_words(why: str) -> str:
+    """A left-out pair's reason, in words."""
+    return LEFT_OUT_WORDS.get(why, f"measured under a flagged state ({why})")
+
+
+def _reasons(whys: Sequence[str]) -> str:
+    """Reasons with their counts, most frequent first: ``2 the load changed ...``."""
+    return "; ".join(f"{n} {left_out_words(w)}" for w, n in Counter(whys).most_common())
+
+
+def load_range(loads: Sequence[float]) -> str:
+    """``0.93-0.98 cores``: the range of the shared loads above the guard's threshold."""
+    busy = [x for x in loads if x > rounds.LOAD_MATCH_CORES]
+    if not busy:
+        return ""
+    low, high = min(busy), max(busy)
+    span = f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}"
+    return f"{span} cores"
+
+
 def note(c: CheckVerdict) -> str:
     """Why a check is where it is: for an undecided one, what it rules out and needs."""
     parts = []
     if c.below_floor:
         parts.append("below its floor on both sides: a node verdict, not a software one")
+    busy = load_range(c.loads)
+    if busy:
+        n = sum(1 for x in c.loads if x > rounds.LOAD_MATCH_CORES)
+        parts.append(f"{n} of {len(c.loads)} rounds under a shared load ({busy})")
     if c.tainted:
         n = len(c.tainted)
-        parts.append(f"{n} round{'s' if n > 1 else ''} left out: measured under foreign load")
+        parts.append(f"{n} round{'s' if n > 1 else ''} left out: {_reasons(c.left_out)}")
     j = c.judged
     if c.verdict == "unknown":
         if j is None:
@@ -112,6 +147,38 @@ def verdict_line(result: Outcome) -> str:
     )
 
 
+def round_load_words(runs: Sequence[rounds.SideRun]) -> str:
+    """A round's pairs under a shared load and those left out, for its progress line."""
+    pairs = rounds.pairs_of(runs)
+    whys = [w for _, a, b in pairs if (w := rounds.unshared(a, b))]
+    busy = [rounds.shared_load(a, b) for _, a, b in pairs if not rounds.unshared(a, b)]
+    parts = []
+    shared = load_range(busy)
+    if shared:
+        n = sum(1 for x in busy if x > rounds.LOAD_MATCH_CORES)
+        parts.append(f"{n} pairs under a shared load ({shared}), kept")
+    if whys:
+        parts.append(f"{len(whys)} left out: {_reasons(whys)}")
+    return "".join(f"; {p}" for p in parts)
+
+
+def load_line(checks: Sequence[CheckVerdict]) -> str:
+    """Pairs judged under a load both readings shared, and pairs left out and why."""
+    loads = [x for c in checks for x in c.loads]
+    whys = [w for c in checks for w in c.left_out]
+    parts = []
+    busy = load_range(loads)
+    if busy:
+        n = sum(1 for x in loads if x > rounds.LOAD_MATCH_CORES)
+        parts.append(
+            f"{n} of {len(loads)} pairs judged under a foreign load both readings shared "
+            f"({busy}; it cancels in B/A)"
+        )
+    if whys:
+        parts.append(f"{len(whys)} left out: {_reasons(whys)}")
+    return "load: " + "; ".join(parts) if parts else ""
+
+
 def summary_lines(result: Outcome) -> list[str]:
     """Everything the terminal shows after the rounds."""
     lines = []
@@ -138,6 +205,9 @@ def summary_lines(result: Outcome) -> list[str]:
             lines.append(f"round {r.round} {r.side} failed: {r.failed} (output: {r.log})")
     if result.session.incomplete:
         lines.append(f"INCOMPLETE: {result.session.incomplete}; the record holds the rounds so far")
+    load = load_line(result.checks)
+    if load:
+        lines.append(load)
     lines += list(result.notes)
     lines.append(f"record: {result.record}" + (f"; page: {result.html}" if result.html else ""))
     lines.append(verdict_line(result))
