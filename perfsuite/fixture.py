@@ -186,6 +186,8 @@ class Perf:
         guards = noise.assess(
             before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
         )
+        device = str(workload.params.get("device", "cpu"))
+        guards = noise.on_device(guards, device, measurement.overhead_fraction)
         noise_s += lap()
         if machine is not None:
             machine = probe.combine(machine, self._machine_reading())

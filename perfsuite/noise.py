@@ -31,6 +31,13 @@ FOREIGN_MIN_SECONDS = 0.05
 
 SESSION_PID_ENV = "PERFSUITE_SESSION_PID"
 
+# A check timed on a device reaches the host's CPUs only through its host part: launching
+# and synchronising, a share of each sample (``Measurement.overhead_fraction``).  Below this
+# share, CPU work elsewhere on the host cannot move the check by more than its tolerance's
+# tenth, and the load is recorded without a flag; at or above it (small kernels, a slow
+# launch rate: the load measurably reaches the check) it flags the check as on a CPU.
+DEVICE_HOST_SHARE = 0.005
+
 # NVML clock throttle reason bits that mean the clocks were held down by the hardware or
 # thermals (power capping at full load is normal and is recorded but not flagged).
 THROTTLE_BITS = {
@@ -111,6 +118,29 @@ def own_cpu_seconds(root: int | None = None) -> float:
             continue  # it ended between listing and reading: its time went to its parent
         total += t.user + t.system + t.children_user + t.children_system
     return total
+
+
+def on_device(facts: dict[str, Any], device: str, host_share: float | None) -> dict[str, Any]:
+    """The noise facts of a check timed on ``device``, its foreign load judged by its host part.
+
+    A check on the host CPU (``cpu``), or one whose host share is unknown (``None``: no call
+    was timed alone), keeps its flags.  A device check whose host share stayed below
+    :data:`DEVICE_HOST_SHARE` while the load ran keeps the load as a fact
+    (``foreign_cores``) and in ``load_not_flagged``, with the share, but not as a flag: a
+    GPU runner's CPU jobs do not blind its GPU checks.  Throttling flags always stay.
+    """
+    on_host = device.split(":")[0] in ("cpu", "")
+    if on_host or host_share is None or host_share >= DEVICE_HOST_SHARE:
+        return facts
+    flags = facts.get("flags", [])
+    kept = [f for f in flags if f.kind is not FlagKind.FOREIGN_LOAD]
+    if len(kept) == len(flags):
+        return facts
+    return {
+        **facts,
+        "flags": kept,
+        "load_not_flagged": {"device": device, "host_share": round(host_share, 6)},
+    }
 
 
 def _reasons(mask: Any, table: dict[int, str]) -> list[str]:

@@ -72,6 +72,16 @@ def tainted(result: Result) -> bool:
     return bool(result.noise_flags)
 
 
+def judged(result: Result) -> bool:
+    """Whether anything judged the result: a floor figure, a baseline or an expectation."""
+    expectations = result.context.get("expectations", ())
+    return (
+        result.floor.verdict in ("pass", "fail")
+        or result.baseline.verdict != "new"
+        or any(isinstance(e, dict) for e in expectations)
+    )
+
+
 def counts(results: Iterable[Result]) -> Counter[str]:
     """How many results have each outcome."""
     return Counter(of(r) for r in results)
@@ -108,7 +118,20 @@ def floor_label(result: Result) -> str:
         return "fail (under load)"
     if f.verdict == "fail" and f.advisory:
         return "warning"
+    if above_estimate(result):
+        return "pass (above est. peak)"
     return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
+
+
+def above_estimate(result: Result) -> bool:
+    """Whether the best sample beat an estimated peak: a finding about the estimate.
+
+    A host's clock under turbo, or a kernel that does less work than the convention counts
+    (Winograd's convolutions), reads above an estimate; the reading stands, the estimate is
+    what it questions.
+    """
+    f = result.floor
+    return f.verdict == "pass" and f.estimated and (f.fraction_of_peak or 0.0) > 1.0
 
 
 @dataclass(frozen=True)
@@ -118,8 +141,10 @@ class SessionVerdict:
     # "failed": a selected check crashed, or an outcome --perf-fail-on names (whether or
     # not the run completed); "interrupted": the run stopped before every selected check
     # ran, and what ran did not fail (it proves nothing about the rest);
-    # "inconclusive": none, but a check is noisy; "empty": nothing was judged at all;
-    # "passed": every selected check was judged and none of the above.  Regressions
+    # "inconclusive": none, but a check is noisy; "empty": no check produced a result;
+    # "measured": checks were measured, but none had a floor figure, a baseline or an
+    # expectation to be judged against; "passed": at least one check was judged, and none
+    # of the above.  Regressions
     # --perf-fail-on tolerates are named in every state.
     state: str
     counts: Counter[str]
@@ -130,6 +155,9 @@ class SessionVerdict:
     total: int = 0
     crashed: tuple[Crash, ...] = ()  # selected checks that produced no result
     incomplete: str = ""  # why the run stopped early (an interrupt)
+    judged: int = 0  # results judged against a floor, a baseline or an expectation
+    no_floor: bool = False  # "measured": no result had a floor figure
+    no_baseline: bool = False  # "measured": no result had a baseline
 
     @property
     def headline(self) -> str:
@@ -144,10 +172,23 @@ class SessionVerdict:
             return f"FAILED ({', '.join(x for x in parts if x)})"
         if self.state == "empty":
             return "INCONCLUSIVE (nothing judged)"
+        if self.state == "measured":
+            why = [
+                text
+                for flag, text in (
+                    (self.no_floor, "no floor reference for this profile"),
+                    (self.no_baseline, "no baseline yet"),
+                )
+                if flag
+            ]
+            checks = f"{self.total} check{'' if self.total == 1 else 's'}"
+            return f"MEASURED ({'; '.join([checks, ', '.join(why)])})"
         if self.state == "inconclusive":
             text = f"INCONCLUSIVE ({len(self.noisy)} noisy"
         else:
-            text = f"PASSED ({self.total} check{'' if self.total == 1 else 's'}"
+            checks = f"{self.total} check{'' if self.total == 1 else 's'}"
+            judged = "" if self.judged == self.total else f"{self.judged} of "
+            text = f"PASSED ({judged}{checks}{' judged' if judged else ''}"
         if self.tolerated:
             kinds = Counter(of(r) for r in self.tolerated)
             text += f"; {_count_text(kinds)} not failing under --perf-fail-on"
@@ -189,8 +230,9 @@ def session_verdict(
 ) -> SessionVerdict:
     """The one session verdict (see :class:`SessionVerdict` and :func:`exit_code`).
 
-    PASSED only when every selected check produced a judged result: a crashed check fails
-    the session, an interrupted run proves nothing, and judging nothing is no pass.
+    PASSED only when every selected check produced a result and at least one was judged:
+    a crashed check fails the session, an interrupted run proves nothing, and a run that
+    judged nothing is MEASURED (exit 0), never a pass.
     """
     ordered = worst_first(results)
     chosen = set(fail_on)
@@ -203,8 +245,10 @@ def session_verdict(
         state = "interrupted"
     elif not ordered:
         state = "empty"
+    elif noisy:
+        state = "inconclusive"
     else:
-        state = "inconclusive" if noisy else "passed"
+        state = "passed" if any(judged(r) for r in ordered) else "measured"
     return SessionVerdict(
         state,
         counts(results),
@@ -214,6 +258,9 @@ def session_verdict(
         total=len(ordered),
         crashed=tuple(crashed),
         incomplete=incomplete,
+        judged=sum(judged(r) for r in ordered),
+        no_floor=all(r.floor.verdict not in ("pass", "fail") for r in ordered),
+        no_baseline=all(r.baseline.verdict == "new" for r in ordered),
     )
 
 

@@ -25,6 +25,7 @@ from perfsuite.errors import PerfsuiteError, loud_skip
 from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.model import Crash, Result
 from perfsuite.report.terminal import (
+    baseline_lines,
     progress_line,
     skip_warning_lines,
     summary_lines,
@@ -46,6 +47,7 @@ VARIABLES_KEY = pytest.StashKey[dict[str, str]]()
 SKIP_WARNINGS_KEY = pytest.StashKey[Counter[str]]()
 COLLECTED_KEY = pytest.StashKey[list[str]]()  # the perf checks this process collected
 PROGRESS_KEY = pytest.StashKey[list[float]]()  # [started, last progress line] (monotonic)
+DONE_TESTS_KEY = pytest.StashKey[set[str]]()  # node ids of the selected tests that have finished
 # A progress line at most this often (seconds), on a terminal, unless -q.
 PROGRESS_EVERY_S = 30.0
 SKIPPED_KEY = pytest.StashKey[set[str]]()  # selected perf checks that skipped
@@ -100,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SKIP_WARNINGS_KEY] = Counter()
     config.stash[COLLECTED_KEY] = []
     config.stash[PROGRESS_KEY] = [time.monotonic(), time.monotonic()]
+    config.stash[DONE_TESTS_KEY] = set()
     config.stash[SKIPPED_KEY] = set()
     if not _is_worker(config):
         # The noise guard counts this process tree (xdist workers included) as its own.
@@ -219,7 +222,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     moved = late.amend_reports(config, changed, perf_session.settings.fail_on)
     session.testsfailed += moved
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
-    if done.errors or failing or perf_session.crashed:
+    if done.errors or failing or perf_session.crashed or done.save_failed:
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif (
@@ -342,6 +345,8 @@ def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
             incomplete=perf_session.incomplete,
         ):  # the same rule as session_verdict(config)
             terminalreporter.write_line(line, **markup)
+        for line, markup in baseline_lines(config.stash[FINISHED_KEY], perf_session.results):
+            terminalreporter.write_line(line, **markup)
 
 
 class ResultCollector:
@@ -380,9 +385,10 @@ class ResultCollector:
 
     @pytest.hookimpl
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        """Checks done of total, time so far and to go, now and then, on a terminal."""
+        """Tests done of total (pytest's items), time so far and to go, now and then."""
         config = self._config
         total = len(config.stash[COLLECTED_KEY])
+        config.stash[DONE_TESTS_KEY].add(nodeid)
         started, last = config.stash[PROGRESS_KEY]
         now = time.monotonic()
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -391,9 +397,7 @@ class ResultCollector:
         if now - last < PROGRESS_EVERY_S or not reporter.isatty():
             return
         config.stash[PROGRESS_KEY][1] = now
-        perf_session = config.stash[SESSION_KEY]
-        done = len(perf_session.results) + len(perf_session.crashed)
-        done += len(config.stash[SKIPPED_KEY])
+        done = len(config.stash[DONE_TESTS_KEY])
         reporter.write_line(progress_line(done, total, now - started), cyan=True)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)

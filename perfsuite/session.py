@@ -28,7 +28,7 @@ from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import Judge, finalize
 from perfsuite.model import Crash, Result, RunRecord
-from perfsuite.report.explain import explained, flags_words
+from perfsuite.report.explain import FLAG_REFUSALS, explained, flags_words
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.storage import check_writable, same_file, write_json_atomic, write_text_atomic
 from perfsuite.tolerances import Tolerances
@@ -52,8 +52,10 @@ def refusals(result: Result, quick: bool) -> list[str]:
     # A waived regression is still one: taken in, it would become the baseline it is judged by.
     if result.baseline.verdict == "regressed":
         why.append("regressed (waived)" if kind == "waived" else "regressed")
-    if result.noise_flags:
-        why.append("measured " + flags_words(result.noise_flags))
+    for flag in result.noise_flags:
+        reason = FLAG_REFUSALS.get(flag.kind, "measured " + flags_words((flag,)))
+        if reason not in why:
+            why.append(reason)
     if quick:
         why.append("quick mode")
     return why
@@ -314,8 +316,14 @@ class Finished:
     saved: int = 0
     refused: dict[str, list[str]] = field(default_factory=dict)
     not_saved: str = ""  # why no baseline was saved at all, when one was asked for
+    asked: bool = False  # --perf-save-baseline was given
     errors: list[str] = field(default_factory=list)
     late: list[str] = field(default_factory=list)  # outcomes changed by the whole family
+
+    @property
+    def save_failed(self) -> bool:
+        """A baseline was asked for and not saved whole: the run must not exit 0."""
+        return self.asked and bool(self.not_saved or self.refused or not self.baseline_path)
 
 
 def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
@@ -348,6 +356,7 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
             done.errors.append(
                 f"{settings.markdown}: Markdown summary not written: {exc.strerror or exc}"
             )
+    done.asked = settings.save_baseline
     if settings.save_baseline and session.why_not_saved():
         done.not_saved = session.why_not_saved()
     elif settings.save_baseline:

@@ -140,7 +140,9 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     assert all(e == 0 for c, e in effects.items() if c != "input_pipeline"), (
         "training input and storage reads: the far link's way was not measured"
     )
-    assert tuned["floor"]["verdict"] in ("pass", "fail")
+    # On this CPU profile the CPU that trains is its own compute limit: no floor, and why.
+    assert tuned["floor"]["verdict"] == "no-reference"
+    assert tuned["floor"]["note"].startswith("no floor on a CPU")
     assert configs["interleave"]["first_batch_s"] > 0
     assert configs["interleave"]["cores_needed"] > 0
     assert len(section["training"]) == 2

@@ -112,7 +112,7 @@ def test_a_crash_blocks_the_baseline_and_forcing_saves_only_what_measured(
 ) -> None:
     project.makepyfile(test_f=CHECKS)
     refused = project.runpytest("--perf-save-baseline")
-    refused.stdout.fnmatch_lines(["baseline NOT saved: 1 selected check(s) crashed*"])
+    refused.stdout.fnmatch_lines(["perfsuite: baseline NOT saved: 1 selected check(s) crashed*"])
     assert not list((project.path / "baselines").rglob("baseline.json"))
     forced = project.runpytest("--perf-save-baseline", "--perf-force-baseline")
     assert forced.ret == pytest.ExitCode.TESTS_FAILED

@@ -211,21 +211,26 @@ def test_marker_overrides_the_floor_fraction(project: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize(
-    ("hw", "device_kind", "reason"),
+    ("hw", "reference", "reason"),
     [
-        ("nobw", "cpu", "profile 'nobw' has no memory.bandwidth_gbs"),
+        (
+            "nobw",
+            'Reference("interconnect.bandwidth_gbs", 0.5, "cpu")',
+            "profile 'nobw' has no interconnect.bandwidth_gbs",
+        ),
         (
             "slowgpu",
-            "cpu",
+            'Reference("memory.bandwidth_gbs", 0.5, "cpu")',
             "profile 'slowgpu' describes a gpu; it has no memory.bandwidth_gbs "
             "for a cpu measurement",
         ),
     ],
 )
 def test_no_reference_is_reported_not_silent(
-    project: pytest.Pytester, hw: str, device_kind: str, reason: str
+    project: pytest.Pytester, hw: str, reference: str, reason: str
 ) -> None:
-    project.makepyfile(test_toy=TOY_CHECK.replace('0.5, "gpu"', f'0.5, "{device_kind}"'))
+    toy = TOY_CHECK.replace('Reference("memory.bandwidth_gbs", 0.5, "gpu")', reference)
+    project.makepyfile(test_toy=toy)
     result = project.runpytest(f"--hw={hw}")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
@@ -234,6 +239,20 @@ def test_no_reference_is_reported_not_silent(
     (record,) = records(project, hw)
     floor = Result.from_dict(record["results"][0]).floor
     assert floor.verdict == "no-reference" and floor_reason(floor) == reason
+
+
+def test_a_cpu_profile_without_a_bandwidth_is_judged_against_the_measured_copy(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(test_toy=TOY_CHECK.replace('0.5, "gpu"', '0.5, "cpu"'))
+    result = project.runpytest("--hw=nobw")
+    result.assert_outcomes(passed=1)
+    (record,) = records(project, "nobw")
+    floor = Result.from_dict(record["results"][0]).floor
+    assert floor.verdict in ("pass", "fail") and floor.estimated
+    assert floor.figure == "memory.bandwidth_gbs"
+    labels = record["hardware_profile"]["labels"]
+    assert labels["memory.bandwidth_source"].startswith("STREAM copy measured on this host")
 
 
 def test_regression_fails_and_improvement_passes(project: pytest.Pytester) -> None:
@@ -258,10 +277,13 @@ def test_baseline_round_trip(project: pytest.Pytester) -> None:
     # Quick mode (the project's ini) is refused unless forced.
     refused = project.runpytest("--hw=slowgpu", "--perf-save-baseline")
     refused.assert_outcomes(passed=1)
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED  # asked to save, saved nothing
     refused.stdout.fnmatch_lines(
         [
-            "baseline: refused 1 result(s) (1 quick mode)*",
-            "baseline: refused test_toy.py::test_toy (quick mode)",
+            "baseline: refused test_toy (quick mode)",
+            "perfsuite: PASSED (1 check)",
+            "perfsuite: baseline NOT saved: 1 of 1 checks refused: 1 quick mode; "
+            "--perf-force-baseline saves them anyway",
         ]
     )
     assert not (project.path / "baselines" / "slowgpu" / "baseline.json").exists()

@@ -289,12 +289,12 @@ def test_a_gpu_runs_report_names_the_roofline_bound_and_shares_equal_ceilings() 
     assert "fp16/bf16 990" in html and "fp16 990" not in html
 
 
-def test_the_progress_line_counts_checks_and_estimates_the_rest() -> None:
+def test_the_progress_line_counts_tests_and_estimates_the_rest() -> None:
     from perfsuite.report.terminal import progress_line
 
-    assert progress_line(12, 86, 65.0) == "perfsuite: 12 of 86 checks in 1:05, about 6:41 to go"
-    assert progress_line(0, 86, 3.0) == "perfsuite: 0 of 86 checks in 0:03"
-    assert progress_line(86, 86, 400.0) == "perfsuite: 86 of 86 checks in 6:40"
+    assert progress_line(12, 86, 65.0) == "perfsuite: 12 of 86 tests in 1:05, about 6:41 to go"
+    assert progress_line(0, 86, 3.0) == "perfsuite: 0 of 86 tests in 0:03"
+    assert progress_line(86, 86, 400.0) == "perfsuite: 86 of 86 tests in 6:40"
 
 
 def test_a_reference_that_is_not_a_peak_is_named_for_what_it_is() -> None:

@@ -592,7 +592,9 @@ def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester)
     path = write_baseline(project.path, {ids["fast"]: rate_runs(1e6)})
     before = path.read_bytes()
     result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
-    result.stdout.fnmatch_lines(["baseline: refused 1 result(s) (1 regressed, 1 quick mode)*"])
+    result.stdout.fnmatch_lines(
+        ["perfsuite: baseline NOT saved: 1 of 1 checks refused: 1 regressed, 1 quick mode;*"]
+    )
     assert path.read_bytes() == before
     # A waiver makes the regression expected, not good: it stays out of the baseline too.
     (path.parent / "waivers.toml").write_text(
@@ -601,7 +603,7 @@ def test_a_regressed_result_is_refused_by_the_baseline(project: pytest.Pytester)
     result = project.runpytest("-k", "fast", "--perf-save-baseline", "--perf-samples=5")
     result.assert_outcomes(xfailed=1, deselected=2)
     result.stdout.fnmatch_lines(
-        ["baseline: refused 1 result(s) (1 regressed (waived), 1 quick mode)*"]
+        ["perfsuite: baseline NOT saved: 1 of 1 checks refused: 1 regressed (waived), 1 quick*"]
     )
     assert path.read_bytes() == before
 

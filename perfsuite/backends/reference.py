@@ -92,7 +92,7 @@ def same_call(what: str, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
     return bare_loop(what, getattr(kernels, kernel), counted_bytes, "GB/s", kernels.sync)
 
 
-def _c_stream() -> tuple[Any, str] | tuple[None, str]:
+def c_stream_library() -> tuple[Any, str] | tuple[None, str]:
     """The compiled C STREAM library and how it was built, or None and why not.
 
     ``-fno-tree-loop-distribute-patterns`` keeps copy a loop of loads and stores, as STREAM
@@ -119,7 +119,7 @@ def c_stream(kernel: str, arrays: Any, scalar: float, threads: int, counted_byte
 
     The arrays are read at each call, so closing their owner frees them.
     """
-    lib, how = _c_stream()
+    lib, how = c_stream_library()
     if lib is None:
         return Bare("C STREAM", unavailable=how)
     pointer = ctypes.POINTER(ctypes.c_double)

@@ -1,12 +1,19 @@
 """Detection for ``--hw=auto``: NVML for GPUs, the host itself for a CPU profile.
 
-The CPU profile's FP32/FP64 peaks are *estimates*:
+The CPU profile's compute peaks are *estimates*:
 
     peak = cores x clock x (SIMD bits / element bits) x 2 (FMA) x FMA units per core
 
 with two FMA units per core assumed (the common case on current x86 server cores and the
-documented assumption here).  The memory bandwidth of a CPU is never guessed: it is only
-present when a CPU profile file configures it (see README, "Adding a hardware profile").
+documented assumption here), for FP32 and FP64.  The 16-bit peaks follow from what the
+CPU can do with 16-bit numbers (:func:`half_peaks`): twice the FP32 rate where it multiplies
+them natively in its vector units (AVX-512 BF16's dot product, AVX-512 FP16), AMX's 1024
+FLOP per cycle and core where it has tiles for them, and the FP32 rate otherwise (the
+framework widens each 16-bit number to FP32 and computes there).
+
+The memory bandwidth of a CPU is never guessed from its name: a CPU profile file may
+configure it, and otherwise this host's copy rate is measured once per session (see
+:mod:`perfsuite.hardware.bandwidth`) and is an estimate too.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.errors import ProfileError
+from perfsuite.hardware.bandwidth import Copy, measured_copy
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 
 FMA_UNITS_PER_CORE = 2
+# AMX's tile multiply: 1024 BF16 (or FP16) FLOP per cycle per core (Intel's figure).
+AMX_FLOP_PER_CYCLE = 1024
 _SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 
@@ -232,11 +242,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "unknown"
 
 
-def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> HardwareProfile:
+def half_peaks(
+    flags: frozenset[str], fp32_tflops: float, cores: int, clock_ghz: float
+) -> dict[str, float]:
+    """The bf16 and fp16 peaks of a CPU from its flags, given its FP32 peak (TFLOP/s)."""
+    amx = cores * clock_ghz * AMX_FLOP_PER_CYCLE / 1000.0
+    peaks = {}
+    for precision, tiles, vector in (
+        ("bf16", "amx_bf16", "avx512_bf16"),
+        ("fp16", "amx_fp16", "avx512_fp16"),
+    ):
+        if tiles in flags:
+            peaks[precision] = max(amx, 2 * fp32_tflops)
+        elif vector in flags:
+            peaks[precision] = 2 * fp32_tflops
+        else:
+            peaks[precision] = fp32_tflops
+    return peaks
+
+
+def cpu_profile(
+    host: HostFacts, base: HardwareProfile | None = None, copy: Copy | None = None
+) -> HardwareProfile:
     """Build the profile of this host's CPU.
 
     ``base`` is a CPU profile file that matched this host: its figures (for example a
-    configured memory bandwidth) win, and only missing compute peaks are estimated.
+    configured memory bandwidth) win, and only missing figures are estimated.  ``copy``: the
+    host's measured copy rate, the estimated bandwidth where no file configures one.
     """
     figures: dict[str, float] = dict(base.figures) if base else {}
     estimated = set(base.estimated) if base else set()
@@ -247,10 +279,22 @@ def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> Hardwar
                 flops_per_cycle = lanes * 2 * FMA_UNITS_PER_CORE
                 figures[key] = host.cores * host.clock_ghz * flops_per_cycle / 1000.0
                 estimated.add(key)
+        fp32 = figures["compute.fp32_tflops"]
+        for precision, peak in half_peaks(host.flags, fp32, host.cores, host.clock_ghz).items():
+            key = f"compute.{precision}_tflops"
+            if key not in figures:
+                figures[key] = peak
+                estimated.add(key)
+    bandwidth = "memory.bandwidth_gbs"
+    if copy is not None and bandwidth not in figures:
+        figures[bandwidth] = copy.gbs
+        estimated.add(bandwidth)
     if host.last_level_cache_bytes and "memory.last_level_cache_mib" not in figures:
         figures["memory.last_level_cache_mib"] = host.last_level_cache_bytes / 2**20
     labels = dict(base.labels) if base else {}
     labels.update({"host.cpu_model": host.cpu_model})
+    if copy is not None and bandwidth in estimated:
+        labels["memory.bandwidth_source"] = copy.how
     figures.update(
         {
             "host.cores": float(host.cores),
@@ -279,7 +323,8 @@ def cpu_profile(host: HostFacts, base: HardwareProfile | None = None) -> Hardwar
         kind="cpu",
         source=(
             "detected from this host: peaks estimated as cores x clock x SIMD lanes x 2 (FMA) "
-            f"x {FMA_UNITS_PER_CORE} FMA units per core; memory bandwidth not configured"
+            f"x {FMA_UNITS_PER_CORE} FMA units per core; "
+            + (copy.how if copy is not None else "memory bandwidth not measured")
         ),
         figures=figures,
         labels=labels,
@@ -301,7 +346,7 @@ def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
                 return here
         profile = registry.load(hw)
         if profile.kind == "cpu":
-            return cpu_profile(host_facts(), base=profile)
+            return _with_copy(host_facts(), profile)
         return profile
     gpus = gpu_facts()
     if gpus.names:
@@ -320,4 +365,11 @@ def resolve(hw: str, registry: ProfileRegistry) -> HardwareProfile:
 def _host_profile(registry: ProfileRegistry) -> HardwareProfile:
     """The host CPU's profile, built on the registry's profile for its model if one matches."""
     host = host_facts()
-    return cpu_profile(host, base=registry.match_device(host.cpu_model, "cpu"))
+    return _with_copy(host, registry.match_device(host.cpu_model, "cpu"))
+
+
+def _with_copy(host: HostFacts, base: HardwareProfile | None) -> HardwareProfile:
+    """The CPU profile, its bandwidth measured where ``base`` does not configure one."""
+    configured = base is not None and base.figure("memory.bandwidth_gbs") is not None
+    copy = None if configured else measured_copy(host.last_level_cache_bytes)
+    return cpu_profile(host, base=base, copy=copy)

@@ -121,6 +121,15 @@ def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:
     return f"within {tolerance:.0%} ({stat}){few}{runs}{wide}{late}"
 
 
+# Why a result is refused as a baseline, for a flag of each kind: one reason a kind, so a
+# refusal is counted by its reason, not by its figure (the figures are in the record).
+FLAG_REFUSALS = {
+    FlagKind.FOREIGN_LOAD: "measured under foreign load",
+    FlagKind.GPU_THROTTLED: "measured while a GPU was throttled",
+    FlagKind.LINK_CHANGED: "measured while the CPUs' link changed state",
+}
+
+
 def flag_words(flag: NoiseFlag) -> str:
     """What a noise flag says the check was measured under, as a phrase ("under ...")."""
     if flag.kind is FlagKind.FOREIGN_LOAD:
@@ -306,6 +315,13 @@ def explain(result: Result, profile: str = "") -> str:
             f"{result.unit} ({floor.fraction:.0%} of {profile + ' ' if profile else ''}"
             f"{floor.figure} = {floor.peak:.4g}); "
             f"reached {(floor.fraction_of_peak or 0):.1%} of peak{est}"
+        )
+    if outcome.above_estimate(result):
+        parts.append(
+            f"above the estimated peak: best {floor.value:.4g} {result.unit} is "
+            f"{(floor.fraction_of_peak or 0):.0%} of {floor.figure} = {floor.peak:.4g} (est.); "
+            "the estimate is low (a turbo clock, more FMA units) or the kernel does less work "
+            "than counted (a Winograd convolution)"
         )
     if base.verdict == "regressed" and base.ratio is not None:
         parts.append(
@@ -498,3 +514,42 @@ def _reference_ratio(result: Result) -> float | None:
 
 def _signed_percent(ratio: float) -> str:
     return f"{round((ratio - 1) * 100):+d}%"
+
+
+def verdict_advice(verdict: outcome.SessionVerdict) -> str:
+    """What the session verdict means and what to do next ("" for a pass or a failure).
+
+    The terminal, the HTML banner and the Markdown summary all give this one sentence.
+    """
+    if verdict.state == "measured":
+        return (
+            "nothing was judged: no check had a floor figure, a baseline or an expectation; "
+            "save a baseline (--perf-save-baseline, in three sessions) to judge the next runs"
+        )
+    if verdict.state == "empty":
+        return "this run holds no measured check, so nothing passed"
+    if verdict.state != "inconclusive":
+        return ""
+    loaded = sum(1 for r in verdict.noisy if r.noise_flags)
+    parts = []
+    if loaded:
+        parts.append(
+            f"{loaded} measured under foreign load: rerun on a quieter machine, or judge a "
+            "change with perfsuite ab, whose pairs share the load and cancel it"
+        )
+    rest = len(verdict.noisy) - loaded
+    if rest:
+        limited = sum(
+            1
+            for r in verdict.noisy
+            if not r.noise_flags
+            and r.baseline.cannot_detect is not None
+            and r.baseline.cannot_detect.needed is None
+        )
+        more = (
+            "save more baseline runs, in other sessions (the baseline's runs limit them)"
+            if limited
+            else "rerun, or take more samples (--perf-samples)"
+        )
+        parts.append(f"{rest} changed beyond the tolerance without confirmation: {more}")
+    return "; ".join(parts)

@@ -30,6 +30,7 @@ from perfsuite.report.explain import (
     machine_note,
     mode_tag,
     reference_tag,
+    verdict_advice,
     young_baseline_note,
 )
 
@@ -186,6 +187,7 @@ def render(
             host=host.get("hostname", "?") if isinstance(host, Mapping) else "?",
             rows=rows,
             verdict=verdict,
+            advice=verdict_advice(verdict),
             failing=[by_id[r.id] for r in verdict.failing],
             noisy=[by_id[r.id] for r in verdict.noisy],
             tolerated=[by_id[r.id] for r in verdict.tolerated],

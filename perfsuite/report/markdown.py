@@ -8,6 +8,7 @@ from pathlib import Path
 from perfsuite import outcome, stats
 from perfsuite.model import RunRecord
 from perfsuite.report import of_reference
+from perfsuite.report.explain import verdict_advice
 
 # Characters that CommonMark and GitHub's tables, links, emphasis, code spans and
 # strikethrough give a meaning; each is backslash-escaped (CommonMark allows this before any
@@ -37,6 +38,9 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
         headline += f" {_cell(verdict.incomplete)}: this record is incomplete."
     if verdict.state in ("failed", "interrupted") and verdict.named():
         headline += f" Worst: {_cell(verdict.named())}."
+    advice = verdict_advice(verdict)
+    if advice:
+        headline += f" {_cell(advice[0].upper() + advice[1:])}."
     lines = [
         f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
         f"{_cell(record.run_id)}",

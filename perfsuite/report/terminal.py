@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.model import Crash, Result
+from perfsuite.model import Crash, FlagKind, Result
 from perfsuite.report import of_reference
 from perfsuite.report.explain import (
+    FLAG_REFUSALS,
     baseline_note,
     cannot_detect_note,
     flag_words,
     machine_note,
     mode_tag,
     reference_tag,
+    verdict_advice,
     young_baseline_note,
 )
 
@@ -32,7 +34,14 @@ Line = tuple[str, dict[str, Any]]
 NAMED = 10
 # Results kept out of a baseline, named on one line; the rest are counted.
 REFUSED_NAMED = 5
-FLOOR_LABELS = ("fail", "fail (under load)", "warning (est.)", "pass", "no-reference")
+FLOOR_LABELS = (
+    "fail",
+    "fail (under load)",
+    "warning (est.)",
+    "pass",
+    "pass (above est. peak)",
+    "no-reference",
+)
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -113,8 +122,12 @@ def skip_warning_lines(warnings: Counter[str]) -> list[Line]:
 
 
 def progress_line(done: int, total: int, elapsed_s: float) -> str:
-    """``perfsuite: 12 of 86 checks in 1:05, about 4:00 to go`` (no estimate before one)."""
-    text = f"perfsuite: {done} of {total} checks in {clock(elapsed_s)}"
+    """``perfsuite: 12 of 86 tests in 1:05, about 4:00 to go`` (no estimate before one).
+
+    It counts pytest's tests, as pytest's summary does; the verdict counts the checks'
+    results (a test that skips has none, a sweep's test may have several).
+    """
+    text = f"perfsuite: {done} of {total} tests in {clock(elapsed_s)}"
     if 0 < done < total:
         text += f", about {clock(elapsed_s / done * (total - done))} to go"
     return text
@@ -164,17 +177,59 @@ def verdict_lines(
     elif verdict.state == "failed":
         text += f": {verdict.named()}"
         lines.append((text, {"red": True, "bold": True}))
-    elif verdict.state == "inconclusive":
-        text += (
-            ": checks that could not be judged (changes not confirmed, or measured under "
-            "load); rerun on a quieter machine or with more samples"
-        )
-        lines.append((text, {"yellow": True, "bold": True}))
-    elif verdict.state == "empty":
-        lines.append((text, {"yellow": True, "bold": True}))
+    elif verdict.state in ("inconclusive", "empty", "measured"):
+        advice = verdict_advice(verdict)
+        text += f": {advice}" if advice else ""
+        colour = {"yellow": True} if verdict.state != "measured" else {"cyan": True}
+        lines.append((text, {**colour, "bold": True}))
     else:
         lines.append((text, {"green": True, "bold": True}))
     return lines
+
+
+def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
+    """The last line of a run asked to save a baseline: saved, or NOT saved and why.
+
+    One line, each reason once with its count (the figures behind a load as a range); the
+    checks by name are listed above it, in the perfsuite section.
+    """
+    if not done.asked:
+        return []
+    if done.not_saved:
+        return [(f"perfsuite: baseline NOT saved: {done.not_saved}", {"red": True, "bold": True})]
+    if not done.refused:
+        if not done.baseline_path:
+            return [("perfsuite: baseline NOT saved (see the error above)", {"red": True})]
+        return [(f"perfsuite: baseline saved: {done.saved} entries", {"green": True})]
+    reasons = Counter(why for whys in done.refused.values() for why in whys)
+    loads = [
+        float(r.noise["foreign_cores"])
+        for r in results
+        if r.id in done.refused and isinstance(r.noise.get("foreign_cores"), int | float)
+    ]
+    load = FLAG_REFUSALS[FlagKind.FOREIGN_LOAD]
+
+    def shown(why: str, n: int) -> str:
+        if why == load and loads:
+            return f"{n} {why} ({min(loads):.2f}-{max(loads):.2f} cores)"
+        return f"{n} {why}"
+
+    total = len(results)
+    refused = len(done.refused)
+    head = (
+        f"baseline NOT saved for {refused} of {total} checks"
+        if done.baseline_path
+        else f"baseline NOT saved: {refused} of {total} checks refused"
+    )
+    advice = "rerun on a quieter machine, or --perf-force-baseline saves them anyway"
+    if load not in reasons:
+        advice = "--perf-force-baseline saves them anyway"
+    text = (
+        f"perfsuite: {head}: "
+        + ", ".join(shown(w, n) for w, n in reasons.most_common())
+        + f"; {advice}"
+    )
+    return [(text, {"red": True, "bold": True})]
 
 
 def note_lines(results: Sequence[Result]) -> list[str]:
@@ -257,22 +312,13 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
     if done.html_path:
         lines.append((f"HTML report: {done.html_path}", {}))
     if session.settings.save_baseline:
-        if done.not_saved:
-            lines.append((f"baseline NOT saved: {done.not_saved}", {"red": True, "bold": True}))
         if done.baseline_path:
             lines.append((f"baseline saved: {done.saved} entries into {done.baseline_path}", {}))
         if done.refused:
-            reasons = Counter(why for whys in done.refused.values() for why in whys)
-            lines.append(
-                (
-                    f"baseline: refused {len(done.refused)} result(s) ("
-                    + ", ".join(f"{n} {why}" for why, n in reasons.most_common())
-                    + "); --perf-force-baseline saves them anyway",
-                    {"yellow": True},
-                )
-            )
             names = sorted(done.refused)
-            shown = ", ".join(f"{n} ({'; '.join(done.refused[n])})" for n in names[:REFUSED_NAMED])
+            shown = ", ".join(
+                f"{short_id(n)} ({'; '.join(done.refused[n])})" for n in names[:REFUSED_NAMED]
+            )
             more = f", and {len(names) - REFUSED_NAMED} more" if len(names) > REFUSED_NAMED else ""
             lines.append((f"baseline: refused {shown}{more}", {"yellow": True}))
     for error in done.errors:

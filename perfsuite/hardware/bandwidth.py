@@ -1,0 +1,131 @@
+"""The host's memory bandwidth, measured: the CPU profile's ``memory.bandwidth_gbs``.
+
+A CPU's datasheet bandwidth depends on how many channels are populated and at what speed,
+which a VM does not show, so the figure is measured once per process: STREAM's copy
+(``c = a``, 2 words per element counted, write-allocate not counted) in C, one POSIX thread
+per CPU this process may run on, over two arrays of four times the last-level cache (at
+least 1M elements, at most an eighth of the memory), one pass discarded, best of
+:data:`PASSES`.  It is an *estimate* (a floor against it is a warning, never a failure): a
+machine busy with other work while it is measured reads lower, and the STREAM checks and
+the roofline are judged against what this host reached, not what it was sold with.
+
+Without a compiler it is numpy's ``copyto`` on one thread, and says so.
+
+The figure is kept for :data:`KEEP_S` in the temporary directory, per boot of the host and
+per CPU set, so the processes of one session (xdist workers, ``perfsuite ab``'s sides, every
+round of them) reuse one measurement instead of each paying for it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+PASSES = 5
+MIN_ELEMENTS = 1 << 20
+COUNTED_WORDS = 2  # STREAM copy: one read, one write
+KEEP_S = 6 * 3600.0  # a measurement is reused for this long on the same boot and CPU set
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A measured copy rate and how it was measured."""
+
+    gbs: float
+    how: str
+
+
+def array_elements(llc_bytes: int | None, memory_bytes: int | None) -> int:
+    """Doubles per array: 4x the last-level cache, at least 1M, at most memory/8 over two."""
+    n = max(MIN_ELEMENTS, 4 * (llc_bytes or 0) // 8)
+    if memory_bytes:
+        n = min(n, max(MIN_ELEMENTS, memory_bytes // 8 // 2 // 8))
+    return n
+
+
+def _kept_at(llc_bytes: int | None, threads: int) -> Path:
+    """Where this boot's measurement for this CPU set and cache is kept."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "no-boot-id"
+    key = f"{boot} {llc_bytes} {threads} {os.uname().nodename}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"perfsuite-ref-{os.getuid()}" / f"copy-{digest}.json"
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+@functools.cache
+def measured_copy(llc_bytes: int | None) -> Copy | None:
+    """The host's STREAM copy rate in GB/s (decimal), kept or measured now; None: cannot."""
+    path = _kept_at(llc_bytes, _threads())
+    try:
+        kept = json.loads(path.read_text())
+        if time.time() - float(kept["at"]) < KEEP_S and float(kept["gbs"]) > 0:
+            return Copy(float(kept["gbs"]), str(kept["how"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    copy = measure_copy(llc_bytes)
+    if copy is not None:
+        try:
+            path.parent.mkdir(exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}")
+            partial.write_text(json.dumps({**asdict(copy), "at": time.time()}))
+            os.replace(partial, path)
+        except OSError:
+            pass  # an unwritable temporary directory: measured again next time
+    return copy
+
+
+def measure_copy(llc_bytes: int | None) -> Copy | None:
+    """Measure the host's STREAM copy rate now (see the module's docstring)."""
+    import psutil
+
+    from perfsuite.backends.reference import STREAM_KINDS, c_stream_library
+
+    n = array_elements(llc_bytes, psutil.virtual_memory().total)
+    try:
+        a = np.random.default_rng(0).random(n)
+        c = np.zeros(n)
+    except MemoryError:
+        return None
+    threads = _threads()
+    lib, how = c_stream_library()
+    if lib is not None:
+        pointer = ctypes.POINTER(ctypes.c_double)
+        pa, pc = a.ctypes.data_as(pointer), c.ctypes.data_as(pointer)
+
+        def one() -> None:
+            lib.stream_pass(STREAM_KINDS["copy"], pa, pa, pc, n, 0.0, threads)
+
+        what = f"{how}, {threads} threads"
+    else:
+        threads = 1
+
+        def one() -> None:
+            np.copyto(c, a)
+
+        what = f"numpy copyto, 1 thread ({how})"
+    one()  # the first pass pays for the pages and the threads: discarded
+    best = float("inf")
+    for _ in range(PASSES):
+        start = time.perf_counter()
+        one()
+        best = min(best, time.perf_counter() - start)
+    gbs = COUNTED_WORDS * 8 * n / best / 1e9
+    size = f"{8 * n / 2**20:.0f} MiB"
+    return Copy(
+        gbs, f"STREAM copy measured on this host: {what}, 2 arrays of {size}, best of {PASSES}"
+    )

@@ -1,0 +1,140 @@
+"""A busy machine: what a run says when other work shares it, and what it judged at all.
+
+Pure tests: fake results and fake noise readings, no real load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from perfsuite import noise, outcome
+from perfsuite.model import BaselineVerdict, FloorVerdict, FlagKind, NoiseFlag, Result, Summary, Work
+from perfsuite.report.explain import verdict_advice
+from perfsuite.report.terminal import baseline_lines
+from perfsuite.session import Finished, refusals
+
+
+def _result(name: str, load: float | None = None, **kw: object) -> Result:
+    flags = (NoiseFlag(FlagKind.FOREIGN_LOAD, cores=load),) if load else ()
+    base = Result(
+        id=f"suites/t.py::test[{name}]",
+        check="c",
+        params={},
+        metric="m",
+        unit="GB/s",
+        higher_is_better=True,
+        samples=(1.0, 1.1),
+        seconds=(1.0, 1.0),
+        summary=Summary(1.0, 1.0, 1.0, 1.1, 2, None),
+        work=Work(1.0, "B"),
+        floor=FloorVerdict("no-reference"),
+        baseline=BaselineVerdict("new"),
+        noise={"foreign_cores": load} if load is not None else {},
+        noise_flags=flags,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ what the verdict says
+
+
+def test_a_run_that_judged_nothing_says_measured_and_exits_0() -> None:
+    results = [_result(str(i)) for i in range(53)]
+    verdict = outcome.session_verdict(results)
+    assert verdict.state == "measured" and verdict.exit_code == 0
+    assert verdict.headline == "MEASURED (53 checks; no floor reference for this profile, no baseline yet)"
+    assert "nothing was judged" in verdict_advice(verdict)
+
+
+def test_passed_needs_one_check_judged_and_says_how_many() -> None:
+    judged = _result("a", floor=FloorVerdict("pass", value=2.0, peak=4.0, estimated=True))
+    verdict = outcome.session_verdict([judged, _result("b"), _result("c")])
+    assert verdict.state == "passed"
+    assert verdict.headline == "PASSED (1 of 3 checks judged)"
+
+
+def test_a_check_judged_only_against_a_baseline_counts_as_judged() -> None:
+    ok = _result("a", baseline=BaselineVerdict("ok", ratio=1.0))
+    assert outcome.session_verdict([ok]).headline == "PASSED (1 check)"
+
+
+def test_inconclusive_advice_under_load_names_the_load_and_perfsuite_ab() -> None:
+    noisy = _result("a", 0.95, baseline=BaselineVerdict("noisy", ratio=0.7))
+    verdict = outcome.session_verdict([noisy, _result("b")])
+    assert verdict.state == "inconclusive"
+    advice = verdict_advice(verdict)
+    assert advice.startswith("1 measured under foreign load") and "perfsuite ab" in advice
+
+
+# ------------------------------------------------------------------ saving a baseline
+
+
+def test_a_refusal_is_counted_by_its_reason_not_by_its_figure() -> None:
+    assert refusals(_result("a", 0.95), quick=False) == ["measured under foreign load"]
+    assert refusals(_result("b", 0.31), quick=False) == ["measured under foreign load"]
+
+
+def _finished(results: list[Result], saved: bool) -> Finished:
+    refused = {r.id: refusals(r, False) for r in results if refusals(r, False)}
+    path = Path("baselines/cpu/baseline.json") if saved else None
+    return Finished(
+        record=None,  # type: ignore[arg-type]
+        baseline_path=path,
+        saved=len(results) - len(refused),
+        refused=refused,
+        asked=True,
+    )
+
+
+def test_a_baseline_refused_under_load_fails_loudly_on_one_line() -> None:
+    results = [_result(str(i), 0.6 + i / 100) for i in range(35)]
+    done = _finished(results, saved=False)
+    assert done.save_failed
+    ((line, markup),) = baseline_lines(done, results)
+    assert line == (
+        "perfsuite: baseline NOT saved: 35 of 35 checks refused: 35 measured under foreign "
+        "load (0.60-0.94 cores); rerun on a quieter machine, or --perf-force-baseline saves "
+        "them anyway"
+    )
+    assert markup.get("red")
+
+
+def test_a_baseline_saved_in_part_says_which_part_and_still_fails() -> None:
+    results = [_result("quiet"), _result("loaded", 0.9)]
+    done = _finished(results, saved=True)
+    ((line, _),) = baseline_lines(done, results)
+    assert line.startswith("perfsuite: baseline NOT saved for 1 of 2 checks: 1 measured under")
+    assert done.save_failed
+
+
+def test_a_whole_baseline_saved_is_no_failure() -> None:
+    results = [_result("quiet")]
+    done = _finished(results, saved=True)
+    assert not done.save_failed
+    assert baseline_lines(done, results)[0][0] == "perfsuite: baseline saved: 1 entries"
+
+
+# ------------------------------------------------------------------ a GPU runner's CPU jobs
+
+
+def _loaded_facts() -> dict[str, object]:
+    before = noise.Snapshot(wall=0.0, busy=0.0, steal=0.0, own=0.0, load=(), cpu_mhz=None)
+    after = noise.Snapshot(wall=10.0, busy=12.0, steal=0.0, own=2.0, load=(), cpu_mhz=None)
+    return noise.assess(before, after)  # 1 core of other work for 10 s
+
+
+def test_cpu_work_beside_a_device_timed_check_is_recorded_not_flagged() -> None:
+    facts = _loaded_facts()
+    assert [f.kind for f in facts["flags"]] == [FlagKind.FOREIGN_LOAD]  # type: ignore[attr-defined]
+    on_gpu = noise.on_device(facts, "gpu:0", host_share=0.0004)
+    assert on_gpu["flags"] == [] and on_gpu["foreign_cores"] == 1.0
+    assert on_gpu["load_not_flagged"] == {"device": "gpu:0", "host_share": 0.0004}
+
+
+def test_cpu_work_still_flags_a_device_check_it_can_reach() -> None:
+    facts = _loaded_facts()
+    launch_bound = noise.on_device(facts, "gpu:0", host_share=0.2)  # small kernels
+    assert [f.kind for f in launch_bound["flags"]] == [FlagKind.FOREIGN_LOAD]
+    assert noise.on_device(facts, "gpu:0", host_share=None) is facts  # not measured: kept
+    assert noise.on_device(facts, "cpu", host_share=0.0) is facts  # the load shares its CPUs
