@@ -352,7 +352,9 @@ def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete()
 def _loaded_run(
     rnd: int, side: str, value: float, load: float = 0.0, states: tuple[str, ...] = ()
 ) -> rounds.SideRun:
-    flags = (f"under foreign load ({load:.2f} cores of other work or steal)",) if load > 0.25 else ()
+    flags = (
+        (f"under foreign load ({load:.2f} cores of other work or steal)",) if load > 0.25 else ()
+    )
     reading = rounds.Reading("GB/s", True, 0.05, (value,) * 3, "pass", flags, load, states)
     return rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": reading})
 

@@ -9,7 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from perfsuite import noise, outcome
-from perfsuite.model import BaselineVerdict, FloorVerdict, FlagKind, NoiseFlag, Result, Summary, Work
+from perfsuite.model import (
+    BaselineVerdict,
+    FlagKind,
+    FloorVerdict,
+    NoiseFlag,
+    Result,
+    Summary,
+    Work,
+)
 from perfsuite.report.explain import verdict_advice
 from perfsuite.report.terminal import baseline_lines
 from perfsuite.session import Finished, refusals
@@ -43,7 +51,10 @@ def test_a_run_that_judged_nothing_says_measured_and_exits_0() -> None:
     results = [_result(str(i)) for i in range(53)]
     verdict = outcome.session_verdict(results)
     assert verdict.state == "measured" and verdict.exit_code == 0
-    assert verdict.headline == "MEASURED (53 checks; no floor reference for this profile, no baseline yet)"
+    assert (
+        verdict.headline
+        == "MEASURED (53 checks; no floor reference for this profile, no baseline yet)"
+    )
     assert "nothing was judged" in verdict_advice(verdict)
 
 

@@ -213,6 +213,8 @@ class Backend(ABC):
     module: str = ""
     framework: str = ""
     uses_gpus: bool = False  # parametrized over the GPU slots as well as the CPU
+    # Where the extra is not the way to install it on a machine without a GPU, what is.
+    cpu_install: str = ""
 
     def unavailable_reason(self) -> str | None:
         """Why the backend cannot run here (its framework is not installed), or None."""
@@ -221,9 +223,10 @@ class Backend(ABC):
         try:
             importlib.import_module(self.module)
         except ImportError as exc:
-            return (
-                f"{self.framework} is not installed ({exc}); pip install 'perfsuite[{self.extra}]'"
-            )
+            hint = f"pip install 'perfsuite[{self.extra}]'"
+            if self.cpu_install:
+                hint += f" (without a GPU: {self.cpu_install})"
+            return f"{self.framework} is not installed ({exc}); {hint}"
         return None
 
     def device_slots(self) -> list[str]:

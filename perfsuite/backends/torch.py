@@ -458,6 +458,9 @@ class TorchBackend(Backend):
 
     name = "torch"
     extra = "torch"
+    # A plain torch from the package index is a CUDA build of several GB; PyTorch's own
+    # index serves the CPU build (about 200 MB to download).
+    cpu_install = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
     module = "torch"
     framework = "PyTorch"
     uses_gpus = True
