@@ -1058,3 +1058,32 @@ def test_a_check_s_alarm_is_paused_while_the_other_side_has_the_turn(
 def test_a_side_taking_turns_check_by_check_never_hands_over_mid_check() -> None:
     plugin = side_plugin._Turns(_FakeTurns(), per_sample=False, lent=None)  # type: ignore[arg-type]
     assert plugin.pytest_perfsuite_between_samples(nodeid="t::x") is None
+
+
+def test_after_a_round_under_a_shared_load_the_sides_take_more_samples() -> None:
+    options = ab_run.Options(a="a", b="b", pytest_args=(), plan=rounds.Plan())
+
+    def side(name: str, load: float, other: float | None = None) -> rounds.SideRun:
+        readings = {
+            c: rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", (), x)
+            for c, x in (("c", load), ("d", load if other is None else other))
+        }
+        return rounds.SideRun(1, name, 0, 4.0, 0, "", readings)
+
+    busy = [side("A", 0.95), side("B", 0.97)]
+    assert ab_run.samples_for(busy, options) == ab_run.LOADED_SAMPLES
+    quiet = [side("A", 0.02), side("B", 0.05)]
+    assert ab_run.samples_for(quiet, options) == options.samples
+    # One pair of two shared a load: not most of them.
+    half = [side("A", 0.9, 0.0), side("B", 0.9, 0.0)]
+    assert ab_run.samples_for(half, options) == options.samples
+    extra = ["-q", "--perf-samples", "3", "--perf-html", "no"]
+    ab_run.set_samples(extra, 7)
+    assert extra == ["-q", "--perf-samples", "7", "--perf-html", "no"]
+
+
+def test_the_cli_default_of_loaded_samples_is_the_engine_s() -> None:
+    from perfsuite.cli import build_parser
+
+    args = build_parser().parse_args(["ab", "--a", "x", "--b", "y"])
+    assert args.loaded_samples == ab_run.LOADED_SAMPLES
