@@ -384,7 +384,7 @@ def test_a_pair_whose_load_started_or_stopped_between_its_readings_is_left_out()
     states = rounds.judge(rounds.evidence(runs), rounds.Plan())
     assert states["c"].rounds == (4, 5) and rounds.verdict(states["c"]) != "regressed"
     (check,), _, _ = gather(states, runs)
-    words = "3 rounds left out: 3 the load changed between A's and B's readings"
+    words = "3 rounds left out: the load changed between A's and B's readings (3)"
     assert words in report_ab.note(check)
 
 
@@ -934,8 +934,8 @@ def test_each_round_says_which_pairs_it_kept_under_load_and_which_it_left_out() 
         return rounds.SideRun(1, name, 0, 4.0, 0, "", {"c": c, "d": d})
 
     progress(1, 20, 3, 500.0, [side("A", (0.95, 0.1)), side("B", (0.97, 0.9))])
-    assert "1 pairs under a shared load (0.96 cores), kept" in said[-1]
-    assert "1 left out: 1 the load changed between A's and B's readings" in said[-1]
+    assert "1 pair under a shared load (0.96 cores), kept" in said[-1]
+    assert "1 left out: the load changed between A's and B's readings (1)" in said[-1]
 
 
 def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(

@@ -58,8 +58,8 @@ def left_out_words(why: str) -> str:
 
 
 def _reasons(whys: Sequence[str]) -> str:
-    """Reasons with their counts, most frequent first: ``2 the load changed ...``."""
-    return "; ".join(f"{n} {left_out_words(w)}" for w, n in Counter(whys).most_common())
+    """Reasons with their counts, most frequent first: ``the load changed ... (2)``."""
+    return "; ".join(f"{left_out_words(w)} ({n})" for w, n in Counter(whys).most_common())
 
 
 def load_range(loads: Sequence[float]) -> str:
@@ -156,7 +156,7 @@ def round_load_words(runs: Sequence[rounds.SideRun]) -> str:
     shared = load_range(busy)
     if shared:
         n = sum(1 for x in busy if x > rounds.LOAD_MATCH_CORES)
-        parts.append(f"{n} pairs under a shared load ({shared}), kept")
+        parts.append(f"{_n(n, 'pair')} under a shared load ({shared}), kept")
     if whys:
         parts.append(f"{len(whys)} left out: {_reasons(whys)}")
     return "".join(f"; {p}" for p in parts)
