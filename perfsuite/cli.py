@@ -440,7 +440,6 @@ def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:
         a_env=ab_run.parse_env(args.a_env, "--a-env"),
         b_env=ab_run.parse_env(args.b_env, "--b-env"),
         samples=args.samples,
-        loaded_samples=args.loaded_samples,
         sample_seconds=args.sample_seconds,
         side_timeout_s=args.side_timeout,
         output_dir=Path(args.output_dir),
@@ -566,13 +565,6 @@ def _round_options(p: argparse.ArgumentParser) -> None:
         "--b-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for B"
     )
     p.add_argument("--samples", type=_positive, default=3, help="samples per check per side (3)")
-    p.add_argument(
-        "--loaded-samples",
-        type=_positive,
-        default=7,  # perfsuite.ab.run.LOADED_SAMPLES, not imported until a command runs
-        help="samples per check per side after a round whose pairs mostly shared a foreign "
-        "load, where more than --samples (7)",
-    )
     p.add_argument(
         "--sample-seconds", type=float, default=0.05, help="least seconds per sample (0.05)"
     )

@@ -186,8 +186,15 @@ class Perf:
         guards = noise.assess(
             before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
         )
-        device = str(workload.params.get("device", "cpu"))
-        guards = noise.on_device(guards, device, measurement.overhead_fraction)
+        guards = noise.on_device(
+            guards,
+            str(workload.params.get("device", "cpu")),
+            measurement.overhead_fraction,
+            _call_seconds(measurement),
+            graph=measurement.launch == "graph",
+            # A copy through host memory: a CPU job's memory traffic reaches it.
+            host_memory=workload.check == "host_copy",
+        )
         noise_s += lap()
         if machine is not None:
             machine = probe.combine(machine, self._machine_reading())
@@ -277,6 +284,13 @@ def framework_warnings(into: list[str]) -> Iterator[None]:
                     into.append(text)
     for w in own:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _call_seconds(measurement: Measurement) -> float | None:
+    """One call's time in the median sample (None without samples)."""
+    if not measurement.seconds:
+        return None
+    return sorted(measurement.seconds)[len(measurement.seconds) // 2] / measurement.calls
 
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:

@@ -32,11 +32,13 @@ FOREIGN_MIN_SECONDS = 0.05
 SESSION_PID_ENV = "PERFSUITE_SESSION_PID"
 
 # A check timed on a device reaches the host's CPUs only through its host part: launching
-# and synchronising, a share of each sample (``Measurement.overhead_fraction``).  Below this
-# share, CPU work elsewhere on the host cannot move the check by more than its tolerance's
-# tenth, and the load is recorded without a flag; at or above it (small kernels, a slow
-# launch rate: the load measurably reaches the check) it flags the check as on a CPU.
+# and synchronising.  CPU work elsewhere on the host cannot move it when that part is small:
+# a sync below this share of a sample (``Measurement.overhead_fraction``), and calls that
+# either replay a captured graph or each keep the device busy for far longer than a launch
+# takes (a few microseconds), so the host cannot be what paces them.  Otherwise (small
+# kernels launched one by one, a copy through host memory) the load flags it as on a CPU.
 DEVICE_HOST_SHARE = 0.005
+DEVICE_CALL_S = 200e-6
 
 # NVML clock throttle reason bits that mean the clocks were held down by the hardware or
 # thermals (power capping at full load is normal and is recorded but not flagged).
@@ -120,27 +122,37 @@ def own_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
-def on_device(facts: dict[str, Any], device: str, host_share: float | None) -> dict[str, Any]:
+def on_device(
+    facts: dict[str, Any],
+    device: str,
+    host_share: float | None,
+    call_s: float | None = None,
+    graph: bool = False,
+    host_memory: bool = False,
+) -> dict[str, Any]:
     """The noise facts of a check timed on ``device``, its foreign load judged by its host part.
 
-    A check on the host CPU (``cpu``), or one whose host share is unknown (``None``: no call
-    was timed alone), keeps its flags.  A device check whose host share stayed below
-    :data:`DEVICE_HOST_SHARE` while the load ran keeps the load as a fact
-    (``foreign_cores``) and in ``load_not_flagged``, with the share, but not as a flag: a
-    GPU runner's CPU jobs do not blind its GPU checks.  Throttling flags always stay.
+    ``host_share``: the sync's share of a sample (None: no call was timed alone); ``call_s``:
+    the device time of one call; ``graph``: the calls replay a captured graph (no launch per
+    call); ``host_memory``: the check moves data through host memory (a CPU's memory load
+    reaches it).  A check on the host CPU, or one whose host part is unknown or could pace
+    it, keeps its flags.  Otherwise the load stays a fact (``foreign_cores``, and
+    ``load_not_flagged`` with the figures) but not a flag: a GPU runner's CPU jobs do not
+    blind its GPU checks.  Throttling flags always stay.
     """
     on_host = device.split(":")[0] in ("cpu", "")
-    if on_host or host_share is None or host_share >= DEVICE_HOST_SHARE:
+    if on_host or host_memory or host_share is None or host_share >= DEVICE_HOST_SHARE:
+        return facts
+    if not graph and (call_s is None or call_s < DEVICE_CALL_S):
         return facts
     flags = facts.get("flags", [])
     kept = [f for f in flags if f.kind is not FlagKind.FOREIGN_LOAD]
     if len(kept) == len(flags):
         return facts
-    return {
-        **facts,
-        "flags": kept,
-        "load_not_flagged": {"device": device, "host_share": round(host_share, 6)},
-    }
+    reached = {"device": device, "host_share": round(host_share, 6), "graph": graph}
+    if call_s is not None:
+        reached["call_s"] = round(call_s, 9)
+    return {**facts, "flags": kept, "load_not_flagged": reached}
 
 
 def _reasons(mask: Any, table: dict[int, str]) -> list[str]:

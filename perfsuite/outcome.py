@@ -82,6 +82,16 @@ def judged(result: Result) -> bool:
     )
 
 
+def estimate_only(result: Result) -> bool:
+    """Whether a judged result was judged only against an estimated peak."""
+    expectations = result.context.get("expectations", ())
+    return (
+        result.floor.estimated
+        and result.baseline.verdict == "new"
+        and not any(isinstance(e, dict) for e in expectations)
+    )
+
+
 def counts(results: Iterable[Result]) -> Counter[str]:
     """How many results have each outcome."""
     return Counter(of(r) for r in results)
@@ -158,6 +168,8 @@ class SessionVerdict:
     judged: int = 0  # results judged against a floor, a baseline or an expectation
     no_floor: bool = False  # "measured": no result had a floor figure
     no_baseline: bool = False  # "measured": no result had a baseline
+    # "passed": every judged result was judged only against an estimated floor
+    estimates_only: bool = False
 
     @property
     def headline(self) -> str:
@@ -189,6 +201,8 @@ class SessionVerdict:
             checks = f"{self.total} check{'' if self.total == 1 else 's'}"
             judged = "" if self.judged == self.total else f"{self.judged} of "
             text = f"PASSED ({judged}{checks}{' judged' if judged else ''}"
+            if self.estimates_only:
+                text += "; against estimated floors only, no baseline yet"
         if self.tolerated:
             kinds = Counter(of(r) for r in self.tolerated)
             text += f"; {_count_text(kinds)} not failing under --perf-fail-on"
@@ -261,6 +275,7 @@ def session_verdict(
         judged=sum(judged(r) for r in ordered),
         no_floor=all(r.floor.verdict not in ("pass", "fail") for r in ordered),
         no_baseline=all(r.baseline.verdict == "new" for r in ordered),
+        estimates_only=all(estimate_only(r) for r in ordered if judged(r)),
     )
 
 

@@ -387,8 +387,10 @@ class ResultCollector:
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         """Tests done of total (pytest's items), time so far and to go, now and then."""
         config = self._config
-        total = len(config.stash[COLLECTED_KEY])
-        config.stash[DONE_TESTS_KEY].add(nodeid)
+        collected = config.stash[COLLECTED_KEY]
+        total = len(collected)
+        if nodeid in collected:
+            config.stash[DONE_TESTS_KEY].add(nodeid)
         started, last = config.stash[PROGRESS_KEY]
         now = time.monotonic()
         reporter = config.pluginmanager.get_plugin("terminalreporter")

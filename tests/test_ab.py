@@ -1060,30 +1060,19 @@ def test_a_side_taking_turns_check_by_check_never_hands_over_mid_check() -> None
     assert plugin.pytest_perfsuite_between_samples(nodeid="t::x") is None
 
 
-def test_after_a_round_under_a_shared_load_the_sides_take_more_samples() -> None:
-    options = ab_run.Options(a="a", b="b", pytest_args=(), plan=rounds.Plan())
+def test_a_device_check_the_host_load_could_not_reach_is_judged_whatever_the_load() -> None:
+    from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
 
-    def side(name: str, load: float, other: float | None = None) -> rounds.SideRun:
-        readings = {
-            c: rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass", (), x)
-            for c, x in (("c", load), ("d", load if other is None else other))
-        }
-        return rounds.SideRun(1, name, 0, 4.0, 0, "", readings)
+    def record(load: float) -> RunRecord:
+        result = Result(
+            id="t.py::test[gpu]", check="gemm", params={"device": "gpu:0"}, metric="m",
+            unit="TFLOP/s", higher_is_better=True, samples=(1.0, 1.0, 1.0), seconds=(1.0,) * 3,
+            summary=Summary(1.0, 1.0, 1.0, 1.0, 3, None), work=Work(1.0, "FLOP"),
+            floor=FloorVerdict("no-reference"), baseline=BaselineVerdict("new"),
+            noise={"foreign_cores": load, "load_not_flagged": {"device": "gpu:0"}},
+        )  # fmt: skip
+        return RunRecord("r", "2026-12-02T00:00:00+00:00", {}, {}, (result,))
 
-    busy = [side("A", 0.95), side("B", 0.97)]
-    assert ab_run.samples_for(busy, options) == ab_run.LOADED_SAMPLES
-    quiet = [side("A", 0.02), side("B", 0.05)]
-    assert ab_run.samples_for(quiet, options) == options.samples
-    # One pair of two shared a load: not most of them.
-    half = [side("A", 0.9, 0.0), side("B", 0.9, 0.0)]
-    assert ab_run.samples_for(half, options) == options.samples
-    extra = ["-q", "--perf-samples", "3", "--perf-html", "no"]
-    ab_run.set_samples(extra, 7)
-    assert extra == ["-q", "--perf-samples", "7", "--perf-html", "no"]
-
-
-def test_the_cli_default_of_loaded_samples_is_the_engine_s() -> None:
-    from perfsuite.cli import build_parser
-
-    args = build_parser().parse_args(["ab", "--a", "x", "--b", "y"])
-    assert args.loaded_samples == ab_run.LOADED_SAMPLES
+    a = rounds.readings_of(record(0.1))["t.py::test[gpu]"]
+    b = rounds.readings_of(record(1.9))["t.py::test[gpu]"]
+    assert a.load is None and rounds.unshared(a, b) == ""

@@ -127,6 +127,8 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
             continue
         tolerance = result.baseline.tolerance or DEFAULT_TOLERANCE
         load = result.noise.get("foreign_cores")
+        if result.noise.get("load_not_flagged"):
+            load = None  # a device check the host's load could not reach: not compared
         out[result.id] = Reading(
             result.unit,
             result.higher_is_better,

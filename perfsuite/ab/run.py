@@ -25,17 +25,13 @@ from perfsuite.ab import (
 )
 from perfsuite.ab import stacks as stacks_mod
 from perfsuite.ab.rounds import (
-    LOAD_MATCH_CORES,
     Plan,
     Session,
     SideCommand,
     SideRun,
     one_then_the_other,
-    pairs_of,
     process_runner,
     run_rounds,
-    shared_load,
-    unshared,
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report.ab import round_load_words
@@ -46,11 +42,6 @@ from perfsuite.report.terminal import clock
 SIDE_SAMPLES = 3
 SIDE_SAMPLE_SECONDS = 0.05
 SIDE_TIMEOUT_S = 1800.0
-# Samples per check per side after a round whose pairs mostly shared a foreign load: a load
-# scatters each side's samples (time-shared cores), and a side's process start and imports,
-# not its samples, take most of a round, so more samples narrow a round's ratio for little
-# time (a steady burner on one of 2 cores: samples were 7% of a side's time).
-LOADED_SAMPLES = 7
 
 
 @dataclass(frozen=True)
@@ -64,7 +55,6 @@ class Options:
     a_env: Mapping[str, str] = field(default_factory=dict)
     b_env: Mapping[str, str] = field(default_factory=dict)
     samples: int = SIDE_SAMPLES
-    loaded_samples: int = LOADED_SAMPLES  # after a round under a shared load (if more)
     sample_seconds: float = SIDE_SAMPLE_SECONDS
     side_timeout_s: float = SIDE_TIMEOUT_S
     output_dir: Path = Path("reports/ab")
@@ -95,27 +85,6 @@ def side_args(options: Options, workdir: Path) -> list[str]:
         "--perf-html",
         "no",
     ]
-
-
-def loaded(runs: Sequence[SideRun]) -> bool:
-    """Whether most of a round's pairs shared a foreign load above the guard's threshold."""
-    pairs = pairs_of(runs)
-    busy = sum(
-        1 for _, a, b in pairs if not unshared(a, b) and shared_load(a, b) > LOAD_MATCH_CORES
-    )
-    return bool(pairs) and 2 * busy > len(pairs)
-
-
-def samples_for(runs: Sequence[SideRun], options: Options) -> int:
-    """The samples per check per side for the next round, from the last round's loads."""
-    if loaded(runs):
-        return max(options.samples, options.loaded_samples)
-    return options.samples
-
-
-def set_samples(extra: list[str], samples: int) -> None:
-    """Set ``--perf-samples`` in the sides' arguments (used by the rounds still to come)."""
-    extra[extra.index("--perf-samples") + 1] = str(samples)
 
 
 class _Progress:
@@ -236,15 +205,6 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     def on_round(session: Session) -> None:
         result = outcome_of(session)
         save(result, record_path)
-        last = [r for r in session.runs if r.round == len(session.order)]
-        samples = samples_for(last, options)
-        if str(samples) != extra[extra.index("--perf-samples") + 1]:
-            set_samples(extra, samples)
-            say(
-                f"next rounds: {samples} samples per check per side ("
-                + ("most pairs shared a foreign load" if samples > options.samples else "quiet")
-                + ")"
-            )
 
     how = {
         "samples": "both sides at once, taking turns sample by sample",

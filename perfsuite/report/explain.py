@@ -320,8 +320,13 @@ def explain(result: Result, profile: str = "") -> str:
         parts.append(
             f"above the estimated peak: best {floor.value:.4g} {result.unit} is "
             f"{(floor.fraction_of_peak or 0):.0%} of {floor.figure} = {floor.peak:.4g} (est.); "
-            "the estimate is low (a turbo clock, more FMA units) or the kernel does less work "
-            "than counted (a Winograd convolution)"
+            + (
+                "the measured copy it is judged against read low (other work while it was "
+                "measured) or this kernel's traffic is counted higher than the copy's"
+                if floor.figure.startswith("memory.")
+                else "the estimate is low (a turbo clock, more FMA units) or the kernel does "
+                "less work than counted (a Winograd convolution)"
+            )
         )
     if base.verdict == "regressed" and base.ratio is not None:
         parts.append(
@@ -524,13 +529,16 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     if verdict.state == "measured":
         return (
             "nothing was judged: no check had a floor figure, a baseline or an expectation; "
-            "save a baseline (--perf-save-baseline, in three sessions) to judge the next runs"
+            "save a baseline (--perf-save-baseline, in three sessions on a quiet machine) to "
+            "judge the next runs"
         )
     if verdict.state == "empty":
         return "this run holds no measured check, so nothing passed"
     if verdict.state != "inconclusive":
         return ""
-    loaded = sum(1 for r in verdict.noisy if r.noise_flags)
+    loaded = sum(
+        1 for r in verdict.noisy if any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags)
+    )
     parts = []
     if loaded:
         parts.append(
@@ -542,7 +550,7 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
         limited = sum(
             1
             for r in verdict.noisy
-            if not r.noise_flags
+            if not any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags)
             and r.baseline.cannot_detect is not None
             and r.baseline.cannot_detect.needed is None
         )
@@ -551,5 +559,8 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
             if limited
             else "rerun, or take more samples (--perf-samples)"
         )
-        parts.append(f"{rest} changed beyond the tolerance without confirmation: {more}")
+        parts.append(
+            f"{rest} changed beyond the tolerance without confirmation (see each check's "
+            f"reason): {more}"
+        )
     return "; ".join(parts)

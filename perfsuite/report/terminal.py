@@ -199,19 +199,22 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
         return [(f"perfsuite: baseline NOT saved: {done.not_saved}", {"red": True, "bold": True})]
     if not done.refused:
         if not done.baseline_path:
-            return [("perfsuite: baseline NOT saved (see the error above)", {"red": True})]
+            why = "see the error above" if done.errors else "no check measured anything"
+            return [(f"perfsuite: baseline NOT saved ({why})", {"red": True, "bold": True})]
         return [(f"perfsuite: baseline saved: {done.saved} entries", {"green": True})]
     reasons = Counter(why for whys in done.refused.values() for why in whys)
+    load = FLAG_REFUSALS[FlagKind.FOREIGN_LOAD]
     loads = [
         float(r.noise["foreign_cores"])
         for r in results
-        if r.id in done.refused and isinstance(r.noise.get("foreign_cores"), int | float)
+        if load in done.refused.get(r.id, ())
+        and isinstance(r.noise.get("foreign_cores"), int | float)
     ]
-    load = FLAG_REFUSALS[FlagKind.FOREIGN_LOAD]
 
     def shown(why: str, n: int) -> str:
         if why == load and loads:
-            return f"{n} {why} ({min(loads):.2f}-{max(loads):.2f} cores)"
+            low, high = f"{min(loads):.2f}", f"{max(loads):.2f}"
+            return f"{n} {why} ({low if low == high else f'{low}-{high}'} cores)"
         return f"{n} {why}"
 
     total = len(results)
@@ -221,7 +224,10 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
         if done.baseline_path
         else f"baseline NOT saved: {refused} of {total} checks refused"
     )
-    advice = "rerun on a quieter machine, or --perf-force-baseline saves them anyway"
+    advice = (
+        "rerun on a quieter machine (a change under load: perfsuite ab, whose pairs share the "
+        "load); --perf-force-baseline saves them anyway, and their load widens the baseline"
+    )
     if load not in reasons:
         advice = "--perf-force-baseline saves them anyway"
     text = (
