@@ -68,7 +68,9 @@ def sd(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else float("nan")
 
 
-def replay_power(checks: list[dict[str, Any]], slowdown: float, replays: int, seed: int) -> float:
+def replay_power(
+    checks: list[dict[str, Any]], slowdown: float, replays: int, seed: int, rounds: int = 0
+) -> float:
     """Share of check verdicts ``regressed`` when B is ``slowdown`` slower, replayed.
 
     At no slowdown: the share ``regressed`` or ``improved`` (every one a false alarm).
@@ -84,7 +86,7 @@ def replay_power(checks: list[dict[str, Any]], slowdown: float, replays: int, se
             centre = statistics.fmean(logs)
             # B slower: a rate's B/A falls, a latency's rises.
             signed = shift if c["higher_is_better"] else -shift
-            draw = [rng.choice(logs) - centre + signed for _ in logs]
+            draw = [rng.choice(logs) - centre + signed for _ in range(rounds or len(logs))]
             family_.append((paired.summarize(draw), c["higher_is_better"], c["tolerance"]))
         for judged in paired.judge_family(family_):
             called[judged.verdict] += 1
@@ -108,6 +110,12 @@ def main() -> None:
     parser.add_argument("--replays", type=int, default=400)
     parser.add_argument("--slowdowns", default="0.1,0.2")
     parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument(
+        "--rounds",
+        default="",
+        help="also replay at these round counts (comma-separated): the power a longer "
+        "budget would buy, each check's rounds resampled to that many",
+    )
     args = parser.parse_args()
     slowdowns = [float(x) for x in args.slowdowns.split(",")]
     rows = []
@@ -152,6 +160,14 @@ def main() -> None:
         power = {s: replay_power(checks, s, args.replays, 2) for s in slowdowns}
         bound = {s: baseline_bound(sigma, s, args.baseline_runs) for s in slowdowns}
         rows.append((name, len(data["order"]), data["seconds"], verdicts, aa, power, sigma, bound))
+        per_round = data["seconds"] / max(1, len(data["order"]))
+        for n in [int(x) for x in args.rounds.split(",") if x]:
+            more = {s: replay_power(checks, s, args.replays, 3, n) for s in slowdowns}
+            print(
+                f"{n} rounds (about {n * per_round / 60:.0f} min at this round's pace): "
+                f"A/A {replay_power(checks, 0.0, args.replays, 4, n):.1%}, "
+                + ", ".join(f"{s:.0%} slower {p:.1%}" for s, p in more.items())
+            )
         print()
     print(
         "| condition | rounds | wall s | A/A verdicts (real run) "

@@ -170,3 +170,24 @@ def test_cpu_work_still_flags_a_device_check_it_can_reach() -> None:
     assert copy is facts  # a copy through host memory
     assert noise.on_device(facts, "gpu:0", host_share=None, call_s=0.01) is facts  # unknown
     assert noise.on_device(facts, "cpu", host_share=0.0, call_s=0.01) is facts  # its own CPUs
+
+
+# ------------------------------------------------------------------ readings above an estimate
+
+
+def test_a_reading_above_an_estimated_peak_is_a_finding_about_the_estimate() -> None:
+    from perfsuite.report.explain import explain
+
+    floor = FloorVerdict(
+        "pass", value=0.21, peak=0.16, fraction=0.5, threshold=0.08, fraction_of_peak=1.32,
+        figure="compute.fp32_tflops", estimated=True,
+    )  # fmt: skip
+    above = _result("conv", floor=floor, unit="TFLOP/s")
+    assert outcome.above_estimate(above)
+    assert outcome.floor_label(above) == "pass (above est. peak)"
+    assert "132% of compute.fp32_tflops" in explain(above)
+    assert "the estimate is low" in explain(above)
+    copy = replace(floor, figure="memory.bandwidth_gbs")
+    assert "the measured copy" in explain(replace(above, floor=copy))
+    datasheet = replace(above, floor=replace(floor, estimated=False))
+    assert not outcome.above_estimate(datasheet)

@@ -175,6 +175,45 @@ def test_cpu_profile_estimates_peaks_and_leaves_bandwidth_out() -> None:
     assert profile.labels["host.cpu_model"] == "Example CPU 9000"
 
 
+def test_cpu_profile_takes_the_measured_copy_as_an_estimated_bandwidth() -> None:
+    from perfsuite.hardware.bandwidth import Copy
+
+    profile = cpu_profile(HOST, copy=Copy(21.5, "STREAM copy measured on this host: test"))
+    assert profile.figure("memory.bandwidth_gbs") == 21.5
+    assert profile.is_estimated("memory.bandwidth_gbs")
+    assert profile.labels["memory.bandwidth_source"].endswith(": test")
+    assert "STREAM copy measured on this host" in profile.source
+
+
+@pytest.mark.parametrize(
+    ("flags", "bf16", "fp16"),
+    [
+        (set(), 1.0, 1.0),  # widened to fp32 and computed there
+        ({"avx512_bf16"}, 2.0, 1.0),  # AVX-512 BF16's dot product: twice fp32
+        ({"avx512_bf16", "avx512_fp16"}, 2.0, 2.0),
+        ({"amx_bf16", "avx512_bf16"}, 8 * 2.5 * 1024 / 1000, 1.0),  # AMX: 1024 FLOP/cycle
+    ],
+)
+def test_16_bit_peaks_follow_what_the_cpu_can_do_with_16_bit_numbers(
+    flags: set[str], bf16: float, fp16: float
+) -> None:
+    from perfsuite.hardware.detect import half_peaks
+
+    peaks = half_peaks(frozenset(flags), fp32_tflops=1.0, cores=8, clock_ghz=2.5)
+    assert peaks == {"bf16": pytest.approx(bf16), "fp16": pytest.approx(fp16)}
+    profile = cpu_profile(HOST)
+    assert profile.figure("compute.bf16_tflops") == profile.figure("compute.fp32_tflops")
+    assert profile.is_estimated("compute.bf16_tflops")
+
+
+def test_the_copy_arrays_are_past_the_cache_and_within_memory() -> None:
+    from perfsuite.hardware.bandwidth import MIN_ELEMENTS, array_elements
+
+    assert array_elements(32 * 2**20, 24 * 2**30) == 4 * 32 * 2**20 // 8
+    assert array_elements(None, None) == MIN_ELEMENTS
+    assert array_elements(480 * 2**20, 4 * 2**30) == 4 * 2**30 // 8 // 2 // 8
+
+
 def test_cpu_profile_file_configures_bandwidth(tmp_path: Path) -> None:
     text = (
         'schema_version = 1\nname = "mycpu"\ndescription = "d"\nkind = "cpu"\nsource = "measured"\n'

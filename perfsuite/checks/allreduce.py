@@ -196,6 +196,10 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
             run=_never,
             scale=1e-6,
             higher_is_better=False,
+            floor_note=(
+                "tensor fusion: many small allreduces against one fused; judged against its "
+                "baseline, and the report shows the fusion's gain"
+            ),
             context=context,
             source=source,
         )
@@ -241,6 +245,12 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         run=_never,
         scale=1e9,
         reference=reference,
+        floor_note=(
+            f"{case.backend} moves the data over TCP sockets here: no bandwidth figure applies; "
+            "judged against its baseline"
+            if reference is None
+            else ""
+        ),
         context=context,
         source=source,
     )

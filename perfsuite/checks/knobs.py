@@ -55,6 +55,10 @@ def workload(case: Case) -> Workload:
         work=Work(BATCH, "samples", f"batch {BATCH} per step"),
         run=kernel.run,
         sync=kernel.sync,
+        floor_note=(
+            "a small CNN's training step with or without a knob: no profile figure applies; "
+            "judged against its baseline, and the report compares the variants"
+        ),
         context={
             "backend_version": backend.version(),
             **kernel.describe(),
