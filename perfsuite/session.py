@@ -279,8 +279,11 @@ class PerfSession:
         )
         return path, saved, refused
 
-    def write_html(self, record: RunRecord) -> Path:
-        """Render the HTML report next to the run record, with the baseline run and history."""
+    def write_html(self, record: RunRecord, baseline_notice: str = "") -> Path:
+        """Render the HTML report next to the run record, with the baseline run and history.
+
+        ``baseline_notice``: what became of a baseline the run was asked to save.
+        """
         from perfsuite import records
         from perfsuite.report.html import render
 
@@ -299,6 +302,7 @@ class PerfSession:
             baseline=baseline_record,
             baseline_environment=self.baseline.environment(),
             history=history,
+            baseline_notice=baseline_notice,
         )
         path = self.record_path().with_suffix(".html")
         write_text_atomic(path, html)
@@ -326,8 +330,17 @@ class Finished:
         return self.asked and bool(self.not_saved or self.refused or not self.baseline_path)
 
 
+def baseline_notice(done: Finished, results: list[Result]) -> str:
+    """The reports' line on a baseline that was asked for and not saved whole ("" otherwise)."""
+    from perfsuite.report.terminal import baseline_lines
+
+    if not done.save_failed:
+        return ""
+    return baseline_lines(done, results)[0][0].removeprefix("perfsuite: ")
+
+
 def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
-    """Write the run record, then the HTML and Markdown reports, then the baseline if asked.
+    """Write the run record, then the baseline if asked, then the HTML and Markdown reports.
 
     Each step's failure is collected, never raised: a report must never lose the run record,
     and the record must never be lost to a baseline problem.
@@ -343,19 +356,8 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
     except PerfsuiteError as exc:
         done.errors.append(f"run record not written: {exc}")
     settings = session.settings
-    if settings.html:
-        try:
-            done.html_path = session.write_html(record)
-        except Exception as exc:  # a report must never lose the run record or the verdicts
-            done.errors.append(f"HTML report not written: {type(exc).__name__}: {exc}")
-    if settings.markdown:
-        try:
-            with settings.markdown.open("a", encoding="utf-8") as fh:
-                fh.write(render_markdown(record, done.html_path))
-        except OSError as exc:
-            done.errors.append(
-                f"{settings.markdown}: Markdown summary not written: {exc.strerror or exc}"
-            )
+    # The baseline before the reports, so they say what became of it; its failure is
+    # collected like theirs, and the record is already written.
     done.asked = settings.save_baseline
     if settings.save_baseline and session.why_not_saved():
         done.not_saved = session.why_not_saved()
@@ -364,4 +366,18 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
             done.baseline_path, done.saved, done.refused = session.save_baseline(environment)
         except PerfsuiteError as exc:
             done.errors.append(str(exc))
+    notice = baseline_notice(done, session.results)
+    if settings.html:
+        try:
+            done.html_path = session.write_html(record, notice)
+        except Exception as exc:  # a report must never lose the run record or the verdicts
+            done.errors.append(f"HTML report not written: {type(exc).__name__}: {exc}")
+    if settings.markdown:
+        try:
+            with settings.markdown.open("a", encoding="utf-8") as fh:
+                fh.write(render_markdown(record, done.html_path, notice))
+        except OSError as exc:
+            done.errors.append(
+                f"{settings.markdown}: Markdown summary not written: {exc.strerror or exc}"
+            )
     return done

@@ -553,3 +553,34 @@ def test_the_slowdown_plugin_stretches_every_sample_by_the_fraction_asked(
     monkeypatch.setenv("PERFSUITE_INJECT_SLOWDOWN", "0.2")
     efficiency = dataclasses.replace(work, unit="ratio", ratio=True)
     assert slowdown.pytest_perfsuite_measured(efficiency, measured) is None
+
+
+# A machine where other work spends a second of CPU between any two readings.
+BUSY_MACHINE = """
+import itertools, time
+from perfsuite.noise import Snapshot
+
+_busy = itertools.count()
+
+def pytest_perfsuite_noise_snapshot(with_gpus):
+    now = time.monotonic()
+    return Snapshot(wall=now, busy=float(next(_busy)), steal=0.0, own=0.0, load=(), cpu_mhz=None)
+"""
+
+
+def test_a_baseline_refused_under_load_fails_the_run_and_every_report_says_so(
+    project: pytest.Pytester,
+) -> None:
+    project.makeconftest(BUSY_MACHINE)
+    summary = project.path / "summary.md"
+    result = project.runpytest(
+        "--hw=slowgpu", "--perf-save-baseline", "--perf-markdown", str(summary)
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    last = [line for line in result.stdout.lines if line.startswith("perfsuite: ")][-1]
+    assert last.startswith("perfsuite: baseline NOT saved: 1 of 1 checks refused: ")
+    assert "1 measured under foreign load (" in last and "1 quick mode" in last
+    assert not (project.path / "baselines" / "slowgpu" / "baseline.json").exists()
+    (page,) = (project.path / "reports" / "slowgpu").glob("*.html")
+    assert 'id="baseline-notice">baseline NOT saved: 1 of 1 checks refused' in page.read_text()
+    assert "**Baseline NOT saved\\: 1 of 1 checks refused" in summary.read_text()

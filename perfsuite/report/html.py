@@ -155,6 +155,7 @@ def render(
     history: Sequence[RunRecord] = (),
     title: str = "perfsuite regression report",
     compared_with: Sequence[str] = (),
+    baseline_notice: str = "",
 ) -> str:
     """Render a run record (with its baseline run and history, where known) as HTML.
 
@@ -188,6 +189,7 @@ def render(
             rows=rows,
             verdict=verdict,
             advice=verdict_advice(verdict),
+            baseline_notice=baseline_notice,
             failing=[by_id[r.id] for r in verdict.failing],
             noisy=[by_id[r.id] for r in verdict.noisy],
             tolerated=[by_id[r.id] for r in verdict.tolerated],

@@ -28,7 +28,7 @@ def short(node_id: str) -> str:
     return node_id.rsplit("::", 1)[-1]
 
 
-def render_markdown(record: RunRecord, html: Path | None = None) -> str:
+def render_markdown(record: RunRecord, html: Path | None = None, baseline_notice: str = "") -> str:
     """Counts, the checks that need attention first, then every check."""
     outcomes = outcome.counts(record.results)
     fail_on = record.settings.get("fail_on") or outcome.DEFAULT_FAIL_ON
@@ -41,6 +41,8 @@ def render_markdown(record: RunRecord, html: Path | None = None) -> str:
     advice = verdict_advice(verdict)
     if advice:
         headline += f" {_cell(advice[0].upper() + advice[1:])}."
+    if baseline_notice:
+        headline += f" **{_cell(baseline_notice[0].upper() + baseline_notice[1:])}**."
     lines = [
         f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
         f"{_cell(record.run_id)}",
