@@ -191,3 +191,12 @@ def test_a_reading_above_an_estimated_peak_is_a_finding_about_the_estimate() -> 
     assert "the measured copy" in explain(replace(above, floor=copy))
     datasheet = replace(above, floor=replace(floor, estimated=False))
     assert not outcome.above_estimate(datasheet)
+
+
+def test_the_floors_line_counts_every_label_so_its_counts_add_up() -> None:
+    from perfsuite.report.terminal import verdict_lines
+
+    advisory = _result("pop", floor=FloorVerdict("fail", value=0.5, peak=1.0, advisory=True))
+    estimated = _result("gemm", floor=FloorVerdict("fail", value=0.5, peak=1.0, estimated=True))
+    lines = verdict_lines([advisory, estimated, _result("x")], outcome.DEFAULT_FAIL_ON)
+    assert lines[0][0] == "floors:    1 warning, 1 warning (est.), 1 no-reference"

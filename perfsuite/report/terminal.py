@@ -37,6 +37,7 @@ REFUSED_NAMED = 5
 FLOOR_LABELS = (
     "fail",
     "fail (under load)",
+    "warning",
     "warning (est.)",
     "pass",
     "pass (above est. peak)",
