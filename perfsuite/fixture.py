@@ -190,10 +190,9 @@ class Perf:
             guards,
             str(workload.params.get("device", "cpu")),
             measurement.overhead_fraction,
-            _call_seconds(measurement),
+            measurement.median_call_seconds,
             graph=measurement.launch == "graph",
-            # A copy through host memory: a CPU job's memory traffic reaches it.
-            host_memory=workload.check == "host_copy",
+            host_memory=workload.host_memory,
         )
         noise_s += lap()
         if machine is not None:
@@ -284,13 +283,6 @@ def framework_warnings(into: list[str]) -> Iterator[None]:
                     into.append(text)
     for w in own:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-
-
-def _call_seconds(measurement: Measurement) -> float | None:
-    """One call's time in the median sample (None without samples)."""
-    if not measurement.seconds:
-        return None
-    return sorted(measurement.seconds)[len(measurement.seconds) // 2] / measurement.calls
 
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:

@@ -233,6 +233,9 @@ class Workload:
     # is judged on the median (one step's best is no efficiency of the run), and the
     # machine probe's speed does not adjust them (a ratio does not move with the speed).
     ratio: bool = False
+    # Its work moves data through host memory (a copy to or from a device): a CPU job's
+    # memory traffic reaches it, wherever it is timed (see :func:`perfsuite.noise.on_device`).
+    host_memory: bool = False
 
     def value(self, seconds: float, calls: int = 1) -> float:
         """Derive the metric from one sample's duration (``calls`` operations).
@@ -277,6 +280,13 @@ class Measurement:
     waited_s: float = 0.0
 
     @property
+    def median_call_seconds(self) -> float | None:
+        """One call's share of the median sample (None without samples)."""
+        if not self.seconds:
+            return None
+        return sorted(self.seconds)[len(self.seconds) // 2] / self.calls
+
+    @property
     def overhead_fraction(self) -> float | None:
         """Launch and sync overhead per sample, as a fraction of the median sample.
 
@@ -284,10 +294,10 @@ class Measurement:
         sample pays once for launching and synchronising; divided by the sample's length it
         is the error that overhead adds.  None where no call was timed alone (child ranks).
         """
-        if self.call_seconds is None or not self.seconds:
+        share = self.median_call_seconds
+        if self.call_seconds is None or share is None:
             return None
-        sample = sorted(self.seconds)[len(self.seconds) // 2]
-        return max(0.0, self.call_seconds - sample / self.calls) / sample
+        return max(0.0, self.call_seconds - share) / (share * self.calls)
 
 
 class BenchmarkClock:

@@ -72,23 +72,24 @@ def tainted(result: Result) -> bool:
     return bool(result.noise_flags)
 
 
+def has_expectations(result: Result) -> bool:
+    """Whether the check stated conditions about its own workload (a FLOP-count cross-check)."""
+    return any(isinstance(e, dict) for e in result.context.get("expectations", ()))
+
+
 def judged(result: Result) -> bool:
     """Whether anything judged the result: a floor figure, a baseline or an expectation."""
-    expectations = result.context.get("expectations", ())
     return (
         result.floor.verdict in ("pass", "fail")
         or result.baseline.verdict != "new"
-        or any(isinstance(e, dict) for e in expectations)
+        or has_expectations(result)
     )
 
 
 def estimate_only(result: Result) -> bool:
     """Whether a judged result was judged only against an estimated peak."""
-    expectations = result.context.get("expectations", ())
     return (
-        result.floor.estimated
-        and result.baseline.verdict == "new"
-        and not any(isinstance(e, dict) for e in expectations)
+        result.floor.estimated and result.baseline.verdict == "new" and not has_expectations(result)
     )
 
 

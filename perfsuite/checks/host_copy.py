@@ -87,6 +87,7 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         sync=kernel.sync,
         scale=1e9,
         reference=reference(profile, gpu) if memory == "pinned" else None,
+        host_memory=True,
         context={
             "backend_version": backend.version(),
             "pcie_link": {k: gpu.get(k) for k in ("pcie_max_generation", "pcie_max_width")},

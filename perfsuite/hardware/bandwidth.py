@@ -27,7 +27,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,10 +36,6 @@ COUNTED_WORDS = 2  # STREAM copy: one read, one write
 KEEP_S = 6 * 3600.0  # a measurement is reused for this long on the same boot and CPU set
 
 
-# Other work beside the measurement above this (cores): the figure is used, not kept.
-LOADED_CORES = 0.25
-
-
 @dataclass(frozen=True)
 class Copy:
     """A measured copy rate and how it was measured."""
@@ -48,6 +43,7 @@ class Copy:
     gbs: float
     how: str
     foreign_cores: float = 0.0  # other work on the host while it was measured
+    loaded: bool = False  # the noise guard flagged that work: the figure is used, not kept
 
 
 def array_elements(llc_bytes: int | None, memory_bytes: int | None) -> int:
@@ -84,7 +80,7 @@ def measured_copy(llc_bytes: int | None) -> Copy | None:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     copy = measure_copy(llc_bytes)
-    if copy is not None and copy.foreign_cores <= LOADED_CORES:
+    if copy is not None and not copy.loaded:
         try:
             path.parent.mkdir(exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}")
@@ -95,25 +91,16 @@ def measured_copy(llc_bytes: int | None) -> Copy | None:
     return copy
 
 
-def _busy(psutil: Any) -> float:
-    t = psutil.cpu_times()
-    return float(sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq")))
-
-
-def _own(proc: Any) -> float:
-    t = proc.cpu_times()
-    return float(t.user + t.system)
-
-
 def measure_copy(llc_bytes: int | None) -> Copy | None:
     """Measure the host's STREAM copy rate now (see the module's docstring)."""
     import psutil
 
+    from perfsuite import noise
     from perfsuite.backends.reference import STREAM_KINDS, c_stream_library
 
-    # Other work beside the whole measurement (its allocation too: CPU time ticks at 10 ms).
-    me = psutil.Process()
-    busy0, own0, wall0 = _busy(psutil), _own(me), time.monotonic()
+    # Other work beside the whole measurement, by the noise guard's own rule (its allocation
+    # too: CPU time ticks at 10 ms).
+    before = noise.snapshot(with_gpus=False)
     n = array_elements(llc_bytes, psutil.virtual_memory().total)
     try:
         a = np.random.default_rng(0).random(n)
@@ -143,11 +130,11 @@ def measure_copy(llc_bytes: int | None) -> Copy | None:
         start = time.perf_counter()
         one()
         best = min(best, time.perf_counter() - start)
-    wall = max(time.monotonic() - wall0, 1e-9)
-    foreign = max(0.0, (_busy(psutil) - busy0) - (_own(me) - own0)) / wall
+    facts = noise.assess(before, noise.snapshot(with_gpus=False))
+    foreign, loaded = float(facts["foreign_cores"]), bool(facts["flags"])
     gbs = COUNTED_WORDS * 8 * n / best / 1e9
     size = f"{8 * n / 2**20:.0f} MiB"
-    if foreign > LOADED_CORES:
+    if loaded:
         what += f", under {foreign:.2f} cores of other work (not kept)"
     how = f"STREAM copy measured on this host: {what}, 2 arrays of {size}, best of {PASSES}"
-    return Copy(gbs, how, foreign)
+    return Copy(gbs, how, foreign, loaded)

@@ -17,7 +17,7 @@ from typing import Any
 
 from perfsuite.ab import CheckVerdict, Outcome, rounds
 from perfsuite.model import FlagKind
-from perfsuite.report.terminal import format_table, short_id
+from perfsuite.report.terminal import cores_span, format_table, short_id
 from perfsuite.storage import write_text_atomic
 
 # The environment diff shows at most this many rows on the terminal (all in the record).
@@ -64,12 +64,7 @@ def _reasons(whys: Sequence[str]) -> str:
 
 def load_range(loads: Sequence[float]) -> str:
     """``0.93-0.98 cores``: the range of the shared loads above the guard's threshold."""
-    busy = [x for x in loads if x > rounds.LOAD_MATCH_CORES]
-    if not busy:
-        return ""
-    low, high = min(busy), max(busy)
-    span = f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}"
-    return f"{span} cores"
+    return cores_span([x for x in loads if x > rounds.LOAD_MATCH_CORES])
 
 
 def note(c: CheckVerdict) -> str:
@@ -149,9 +144,9 @@ def verdict_line(result: Outcome) -> str:
 
 def round_load_words(runs: Sequence[rounds.SideRun]) -> str:
     """A round's pairs under a shared load and those left out, for its progress line."""
-    pairs = rounds.pairs_of(runs)
-    whys = [w for _, a, b in pairs if (w := rounds.unshared(a, b))]
-    busy = [rounds.shared_load(a, b) for _, a, b in pairs if not rounds.unshared(a, b)]
+    judged = [(rounds.unshared(a, b), a, b) for _, a, b in rounds.pairs_of(runs)]
+    whys = [why for why, _, _ in judged if why]
+    busy = [rounds.shared_load(a, b) for why, a, b in judged if not why]
     parts = []
     shared = load_range(busy)
     if shared:

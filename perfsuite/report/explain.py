@@ -536,9 +536,10 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
         return "this run holds no measured check, so nothing passed"
     if verdict.state != "inconclusive":
         return ""
-    loaded = sum(
-        1 for r in verdict.noisy if any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags)
-    )
+    under_load = [
+        any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags) for r in verdict.noisy
+    ]
+    loaded = sum(under_load)
     parts = []
     if loaded:
         parts.append(
@@ -549,8 +550,8 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     if rest:
         limited = sum(
             1
-            for r in verdict.noisy
-            if not any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags)
+            for r, load in zip(verdict.noisy, under_load, strict=True)
+            if not load
             and r.baseline.cannot_detect is not None
             and r.baseline.cannot_detect.needed is None
         )

@@ -53,6 +53,14 @@ def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def cores_span(values: Sequence[float]) -> str:
+    """``0.56-1.71 cores``, or ``0.90 cores`` when they round alike ("" for none)."""
+    if not values:
+        return ""
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return f"{low if low == high else f'{low}-{high}'} cores"
+
+
 def short_id(node_id: str) -> str:
     """The test name with its parameters, without the file path."""
     return node_id.rsplit("::", 1)[-1]
@@ -213,10 +221,7 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
     ]
 
     def shown(why: str, n: int) -> str:
-        if why == load and loads:
-            low, high = f"{min(loads):.2f}", f"{max(loads):.2f}"
-            return f"{n} {why} ({low if low == high else f'{low}-{high}'} cores)"
-        return f"{n} {why}"
+        return f"{n} {why} ({cores_span(loads)})" if why == load and loads else f"{n} {why}"
 
     total = len(results)
     refused = len(done.refused)
