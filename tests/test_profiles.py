@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -351,3 +352,24 @@ def test_a_cpu_only_tensorflow_on_a_gpu_machine_is_a_loud_skip() -> None:
     # The session's terminal lifts the warning out of the skip reason (see test_plugin).
     assert loud_skip(reason) is not None and loud_skip(reason).startswith("8 GPU(s) are visible")
     assert loud_skip(gpu_blind_reason("gpu:0", 0, cuda_build=False, visible=0)) is None
+
+
+def test_a_corrupt_or_loaded_copy_figure_is_measured_again_and_never_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfsuite.hardware import bandwidth
+
+    monkeypatch.setattr(bandwidth.tempfile, "gettempdir", lambda: str(tmp_path))
+    kept = bandwidth._kept_at(32 << 20, bandwidth._threads())
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{not json")
+    measured = [bandwidth.Copy(9.0, "loaded", 1.0, loaded=True), bandwidth.Copy(20.0, "quiet")]
+    monkeypatch.setattr(bandwidth, "measure_copy", lambda llc: measured.pop(0))
+    first = bandwidth.measured_copy.__wrapped__(32 << 20)
+    assert first is not None and first.gbs == 9.0
+    assert kept.read_text() == "{not json"  # a figure measured under load is not kept
+    second = bandwidth.measured_copy.__wrapped__(32 << 20)
+    assert second is not None and second.gbs == 20.0
+    assert json.loads(kept.read_text())["gbs"] == 20.0
+    third = bandwidth.measured_copy.__wrapped__(32 << 20)  # now read back, not measured
+    assert third == bandwidth.Copy(20.0, "quiet")
