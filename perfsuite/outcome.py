@@ -37,6 +37,8 @@ EXIT_OK = 0
 EXIT_REGRESSED = 1
 EXIT_USAGE = 2
 EXIT_INCONCLUSIVE = 3
+# A command stopped by SIGINT, SIGTERM or SIGHUP (what it had decided is written first).
+EXIT_INTERRUPTED = EXIT_INCONCLUSIVE
 
 
 def of(result: Result) -> str:
