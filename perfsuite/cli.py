@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from perfsuite import history as hist
 from perfsuite import outcome, records, stats
@@ -382,6 +383,18 @@ def _fail_on(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+EXIT_STATUS = """\
+exit status (one table for every perfsuite command and for pytest runs with the plugin):
+  0  passed: nothing failed and nothing was left undecided (a first run: measured)
+  1  failed: a regression, a missed floor, a crashed check, B broken where A ran,
+     a node to drain, a baseline not saved
+  2  interrupted: Ctrl-C, SIGTERM or SIGHUP; what was decided is written first
+  3  internal error: a defect in perfsuite (the traceback is printed)
+  4  usage error: a bad option, argument or input file
+  5  undecided: nothing failed, but a verdict asked for was not decided (noisy checks,
+     an undecided A/B, a node to rerun, an empty comparison)
+"""
+
 EXAMPLES = """\
 examples:
   perfsuite profiles                      list hardware profiles, and what auto means here
@@ -404,9 +417,6 @@ examples:
   perfsuite fleet report /shared/fleet --confirm /shared/fleet/confirm
                                           drain only the nodes slow again: exit 1 when one is
 
-exit status: 0 ok, 1 regression (compare, ab, history), a slow or failed node (fleet),
-             2 usage error,
-             3 inconclusive (compare), undecided (ab) or a node to rerun (fleet)
 """
 
 
@@ -758,9 +768,46 @@ def _fleet_parser(sub: Any) -> None:
     rep.set_defaults(func=_fleet_report)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with the table's usage status (pytest's 4, not argparse's 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the error in one line; exit with the usage status."""
+        self.print_usage(sys.stderr)
+        self.exit(outcome.EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class DefaultsAndRawEpilog(
+    argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter
+):
+    """Defaults shown, and the description and epilog kept as written (tables)."""
+
+
+def raw_epilog(formatter: Any) -> Any:
+    """``formatter``, changed where needed to keep the epilog's lines as written."""
+    if issubclass(formatter, argparse.RawDescriptionHelpFormatter):
+        return formatter
+    if issubclass(formatter, argparse.ArgumentDefaultsHelpFormatter):
+        return DefaultsAndRawEpilog
+    return argparse.RawDescriptionHelpFormatter
+
+
+def with_exit_table(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every command's ``--help`` ends with the one exit-status table."""
+    parsers = [parser]
+    while parsers:
+        current = parsers.pop()
+        current.formatter_class = raw_epilog(current.formatter_class)
+        current.epilog = "\n".join(x for x in (current.epilog, EXIT_STATUS) if x)
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``perfsuite`` command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="perfsuite",
         description="Inspect, compare and accept perfsuite runs (the checks run under pytest).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -891,11 +938,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"with, {DEFAULT_WINDOW} for a new one)",
     )
     accept.set_defaults(func=_accept)
-    return parser
+    return with_exit_table(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; user errors print one line and exit 2."""
+    """Run the command; user errors print one line and exit with the usage status."""
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
@@ -905,10 +952,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return outcome.EXIT_USAGE
     except KeyboardInterrupt:  # outside the rounds (an environment build, a preflight)
         print("perfsuite: interrupted", file=sys.stderr)
-        return outcome.EXIT_INCONCLUSIVE
+        return outcome.EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
         sys.stderr.close()
         return outcome.EXIT_OK
+    except Exception:  # a defect of perfsuite's: never read as a regression (exit 1)
+        traceback.print_exc()
+        print("perfsuite: internal error: please report the traceback above", file=sys.stderr)
+        return outcome.EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -32,13 +32,14 @@ DEFAULT_FAIL_ON = frozenset({"fail", "regressed"})
 # What --perf-fail-on may name (a waived regression is never a failure).
 CHOOSABLE = ("fail", "regressed", "noisy", "floor-warning", "no-reference")
 
-# perfsuite compare's exit codes.
-EXIT_OK = 0
-EXIT_REGRESSED = 1
-EXIT_USAGE = 2
-EXIT_INCONCLUSIVE = 3
-# A command stopped by SIGINT, SIGTERM or SIGHUP (what it had decided is written first).
-EXIT_INTERRUPTED = EXIT_INCONCLUSIVE
+# The exit statuses of the plugin and of every ``perfsuite`` command: one table, pytest's
+# numbers (a plugin cannot renumber pytest's own 2, 3 and 4, so the commands took them).
+EXIT_OK = 0  # passed or measured: nothing failed, nothing left undecided
+EXIT_REGRESSED = 1  # a regression, a missed floor, a crashed check, a node to drain
+EXIT_INTERRUPTED = 2  # SIGINT, SIGTERM or SIGHUP; what was decided is written first
+EXIT_INTERNAL = 3  # a defect in perfsuite itself (a traceback)
+EXIT_USAGE = 4  # a bad option, argument or input file; nothing was measured or written
+EXIT_INCONCLUSIVE = 5  # nothing failed, but a verdict asked for was not decided
 
 
 def of(result: Result) -> str:
@@ -213,12 +214,12 @@ class SessionVerdict:
 
     @property
     def exit_code(self) -> int:
-        """``perfsuite compare``'s exit status for this verdict."""
+        """The exit status of this verdict, for ``perfsuite compare`` and the plugin alike."""
         return {
             "failed": EXIT_REGRESSED,
             "inconclusive": EXIT_INCONCLUSIVE,
             "empty": EXIT_INCONCLUSIVE,
-            "interrupted": EXIT_INCONCLUSIVE,
+            "interrupted": EXIT_INCONCLUSIVE,  # the record's run stopped early
         }.get(self.state, EXIT_OK)
 
     @property

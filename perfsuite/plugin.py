@@ -234,6 +234,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ):
         # Every failure was a noisy check that the whole family decided otherwise.
         session.exitstatus = pytest.ExitCode.OK
+    if session.exitstatus == pytest.ExitCode.OK and session_verdict(config).state == "inconclusive":
+        session.exitstatus = outcome.EXIT_INCONCLUSIVE  # undecided is not a pass
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

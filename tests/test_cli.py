@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite import outcome
 from perfsuite.cli import main
 from perfsuite.hardware.profile import load_profile
 
@@ -53,14 +54,14 @@ def test_profiles_with_a_user_directory(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profiles", "show", "zz"]) == 2
+    assert main(["profiles", "show", "zz"]) == outcome.EXIT_USAGE
     err = capsys.readouterr().err
     assert (
         err.startswith("perfsuite: error: unknown hardware profile 'zz'") and err.count("\n") == 1
     )
     shutil.copy(FIXTURES / "slowgpu.toml", tmp_path / "slowgpu.toml")
     (tmp_path / "bad.toml").write_text("name = 'bad'\n")
-    assert main(["profiles", "--profile-dir", str(tmp_path)]) == 2
+    assert main(["profiles", "--profile-dir", str(tmp_path)]) == outcome.EXIT_USAGE
     assert "bad.toml: missing field 'schema_version'" in capsys.readouterr().err
 
 
@@ -82,7 +83,7 @@ def test_profile_names_are_case_insensitive_with_did_you_mean(
 ) -> None:
     assert main(["profiles", "show", "A100"]) == 0
     assert 'name = "a100"' in capsys.readouterr().out
-    assert main(["profiles", "show", "H100"]) == 2
+    assert main(["profiles", "show", "H100"]) == outcome.EXIT_USAGE
     err = capsys.readouterr().err
     assert "did you mean h100-nvl, h100-pcie or h100-sxm" in err
 
@@ -103,7 +104,59 @@ def test_help_is_formatted_with_examples(capsys: pytest.CaptureFixture[str]) -> 
         main(["--help"])
     out = capsys.readouterr().out
     assert "examples:\n  perfsuite profiles" in out
-    assert "exit status:" in out
+    assert "\n  4  usage error" in out
+
+
+COMMANDS = [
+    ["profiles"],
+    ["backends"],
+    ["compare"],
+    ["ab"],
+    ["bisect"],
+    ["fleet"],
+    ["fleet", "run"],
+    ["fleet", "report"],
+    ["report"],
+    ["history"],
+    ["baseline"],
+    ["baseline", "accept"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_commands_help_ends_with_the_one_exit_table(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == outcome.EXIT_OK
+    out = capsys.readouterr().out
+    table = out[out.index("exit status (one table") :].splitlines()
+    codes = [line.split()[0] for line in table[1:] if line[:3].strip().isdigit()]
+    assert codes == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_a_usage_error_exits_with_the_tables_usage_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "--no-such-option"])
+    assert done.value.code == outcome.EXIT_USAGE == pytest.ExitCode.USAGE_ERROR
+    assert "perfsuite compare: error:" in capsys.readouterr().err
+
+
+def test_a_defect_is_an_internal_error_never_a_regression(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import perfsuite.cli as cli
+
+    def broken(args: object) -> int:
+        raise ZeroDivisionError("a defect")
+
+    monkeypatch.setattr(cli, "_backends", broken)
+    assert main(["backends"]) == outcome.EXIT_INTERNAL == pytest.ExitCode.INTERNAL_ERROR
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError: a defect" in err and "internal error" in err
 
 
 def test_history_picks_this_machines_profile_when_several_exist(
@@ -164,5 +217,8 @@ def test_history_suggests_a_profile_for_a_typo(
 
     (tmp_path / "cpu-amd-epyc-2c").mkdir()
     shutil.copy(FIXTURES.parent / "report-run.json", tmp_path / "cpu-amd-epyc-2c" / "run.json")
-    assert main(["history", "--report-dir", str(tmp_path), "--profile", "cpu-amd-epic-2c"]) == 2
+    assert (
+        main(["history", "--report-dir", str(tmp_path), "--profile", "cpu-amd-epic-2c"])
+        == outcome.EXIT_USAGE
+    )
     assert "did you mean cpu-amd-epyc-2c?" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite import history
+from perfsuite import history, outcome
 from perfsuite.cli import main
 from perfsuite.compare import environment_diff
 from perfsuite.records import load_record
@@ -47,7 +47,7 @@ def test_a_one_run_baseline_judges_with_a_cautious_spread(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """One A run shows no run-to-run spread: the -20% change stays unconfirmed, not red."""
-    assert main(["compare", str(A), str(B)]) == 3
+    assert main(["compare", str(A), str(B)]) == outcome.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     assert "judged with a cautious run-to-run spread (sd 25%) until the baseline has 3" in out
     assert "compare: INCONCLUSIVE" in out
@@ -65,7 +65,7 @@ def test_compare_counts_a_runs_minutes_apart_as_one_session(
         data["created"] = f"2026-11-01T00:{10 * i:02d}:00+00:00"
         close.append(tmp_path / f"close-{i}.json")
         close[-1].write_text(json.dumps(data))
-    assert main(["compare", *map(str, close), str(B)]) == 3
+    assert main(["compare", *map(str, close), str(B)]) == outcome.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     assert "3 baseline runs from 1 session(s), judged with a cautious run-to-run spread" in out
     assert "have runs from 1 session(s) of the 3" in out and "--baseline-window" in out
@@ -73,14 +73,14 @@ def test_compare_counts_a_runs_minutes_apart_as_one_session(
     assert "compare: FAILED (1 regressed)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as bad:
         main(["compare", "--baseline-window", "soon", *map(str, close), str(B)])
-    assert bad.value.code == 2
+    assert bad.value.code == outcome.EXIT_USAGE
     assert "expected a duration of 0 or more (30m, 1800s, 1h), got 'soon'" in (
         capsys.readouterr().err
     )
 
 
 def test_compare_refuses_different_profiles(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", str(A), str(C)]) == 2
+    assert main(["compare", str(A), str(C)]) == outcome.EXIT_USAGE
     err = capsys.readouterr().err
     assert "refusing to compare runs of different hardware profiles" in err
     assert "cpu-amd-epyc-2c" in err and "'a100'" in err
@@ -91,7 +91,7 @@ def test_compare_reports_a_corrupt_record(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(A.read_text()[:500])
-    assert main(["compare", str(A), str(bad)]) == 2
+    assert main(["compare", str(A), str(bad)]) == outcome.EXIT_USAGE
     assert f"{bad}: corrupt or truncated run record" in capsys.readouterr().err
 
 
@@ -194,7 +194,7 @@ def test_accept_promotes_a_run_and_keeps_the_previous_baseline(
         main(
             ["baseline", "accept", str(A), "-k", "nothing-matches", "--baseline-dir", str(base_dir)]
         )
-        == 2
+        == outcome.EXIT_USAGE
     )
 
 
@@ -261,7 +261,7 @@ def test_history_needs_a_profile_when_there_are_several(
     for name in ("a100", "h100-sxm"):
         (tmp_path / name).mkdir()
         shutil.copy(A, tmp_path / name / "r.json")
-    assert main(["history", "--report-dir", str(tmp_path)]) == 2
+    assert main(["history", "--report-dir", str(tmp_path)]) == outcome.EXIT_USAGE
     assert (
         "name one with --profile (run records exist for: a100, h100-sxm)" in capsys.readouterr().err
     )

@@ -354,7 +354,7 @@ def test_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["compare", *map(str, a), str(slower)]) == outcome.EXIT_REGRESSED
     assert main(["compare", *map(str, a), str(unsure)]) == outcome.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
-    assert "compare: INCONCLUSIVE (1 noisy) (exit 3)" in out
+    assert "compare: INCONCLUSIVE (1 noisy) (exit 5)" in out
     assert "3 run(s) before" in out
 
 
@@ -482,7 +482,7 @@ def test_bad_compare_options_are_usage_errors(
     a = str(FIXTURES / "run-a-tf220.json")
     with pytest.raises(SystemExit) as exc:
         main(["compare", a, a, *args])
-    assert exc.value.code == 2
+    assert exc.value.code == outcome.EXIT_USAGE
     assert "perfsuite compare: error: argument --" in capsys.readouterr().err
 
 
