@@ -10,16 +10,23 @@ table, one per case.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from test_fleet import SCATTER, fleet, result, write_record
 
@@ -402,3 +409,168 @@ def _subparser(parser: Any, name: str) -> Any:
         if getattr(action, "choices", None) and name in action.choices:
             return action.choices[name]
     raise AssertionError(name)
+
+
+# ----------------------------------------------------------------------------- processes
+
+HOSTILE_DIRS = ("out $(touch PWNED)", "out`touch PWNED`", "out'; touch PWNED; '",
+                'out"; touch PWNED; "', "out;touch PWNED #", "out && touch PWNED")  # fmt: skip
+SBATCH = """#!/bin/bash
+# A stand-in sbatch: runs the script with bash, its output where --output says.
+out=""
+for a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; script="$a"; done
+echo 4242
+bash -n "$script" || exit 9
+bash "$script" > "$out" 2>&1
+"""
+SRUN = """#!/bin/bash
+# A stand-in srun: keeps its arguments, NUL-separated, and starts nothing.
+printf '%s\\0' "$@" > "$SRUN_ARGS"
+"""
+
+
+def _executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("hostile", HOSTILE_DIRS)
+def test_case02_the_batch_script_quotes_every_value_for_the_shell(
+    hostile: str, tmp_path: Path
+) -> None:
+    """The generated script, run by bash, gives srun the exact values, and runs nothing else.
+
+    sbatch and srun are stand-ins (Slurm is not what is tested): sbatch runs the script
+    with bash, after ``bash -n``; srun keeps its arguments.
+    """
+    _executable(tmp_path / "bin" / "sbatch", SBATCH)
+    _executable(tmp_path / "bin" / "srun", SRUN)
+    _executable(tmp_path / "bin" / "sinfo", "#!/bin/sh\nexit 1\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), "SRUN_ARGS": str(tmp_path / "srun.args")}  # fmt: skip
+    env.pop("SLURM_JOB_ID", None)
+    work = tmp_path / "work $(touch PWNED)"
+    work.mkdir()
+    args = ["--launcher-arg", "--comment=$(touch PWNED)", "--", "-k", "a;touch PWNED", "x`y`"]
+    command = [sys.executable, "-m", "perfsuite", "fleet", "run", "--nodes", "2", "--dir",
+               hostile, "--timeout", "60", *args]  # fmt: skip
+    ran = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == outcome.EXIT_REGRESSED, ran.stdout + ran.stderr  # no task ran
+    assert not list(tmp_path.rglob("PWNED")), "the script ran a command from a value"
+    script = (work / hostile / "nodes" / "fleet.sbatch").read_text()
+    assert all(hostile not in line for line in script.splitlines() if line.startswith("#"))
+    subprocess.run(["bash", "-n", str(work / hostile / "nodes" / "fleet.sbatch")], check=True)
+    srun = (tmp_path / "srun.args").read_text().split("\0")[:-1]
+    assert srun[srun.index("--dir") + 1] == str(work / hostile)
+    assert "--comment=$(touch PWNED)" in srun
+    assert srun[-3:] == ["-k", "a;touch PWNED", "x`y`"]
+
+
+HANG = """
+import os, pathlib, time
+
+def test_hang():
+    pathlib.Path(os.environ["FLEET_HANG_MARK"]).write_text(str(os.getpid()))
+    time.sleep(600)
+"""
+
+
+def _marked(mark: str) -> list[psutil.Process]:
+    """The live processes whose environment carries ``mark``: all a test started."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("FLEET_TEST_MARK") == mark and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def _hung_fleet(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str, Path, Path]:
+    """``fleet run`` through mpiexec on this host, its one task's pytest hung (a sleep)."""
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    if not mpiexec.exists() and not shutil.which("mpiexec"):
+        pytest.skip("no mpiexec (pip install 'perfsuite[mpi]')")
+    (tmp_path / "hang").mkdir()
+    (tmp_path / "hang" / "test_hang.py").write_text(HANG)
+    (tmp_path / "hosts").write_text("localhost\n")
+    (tmp_path / "tmp").mkdir()
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLEET_TEST_MARK": mark,
+           "FLEET_HANG_MARK": str(tmp_path / "started"), "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    env.pop("SLURM_JOB_ID", None)
+    directory = tmp_path / "fleet"
+    command = [sys.executable, "-m", "perfsuite", "fleet", "run", "--dir", str(directory),
+               "--hostfile", str(tmp_path / "hosts"), *extra, "--",
+               str(tmp_path / "hang" / "test_hang.py"), "-q", "-p", "no:cacheprovider"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    return proc, mark, directory, tmp_path / "tmp"
+
+
+def _cleanup(proc: subprocess.Popen[str], mark: str) -> None:
+    """Whatever a failed test left: ended, so that it fails alone."""
+    for p in _marked(mark):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _nothing_left(mark: str, directory: Path, tmp: Path, before: int) -> str:
+    """Assert no process and no temporary file is left; the counts, for the record."""
+    _wait_for(lambda: not _marked(mark), 30)
+    left = _marked(mark)
+    assert not left, f"left running: {[(p.pid, p.name(), p.cmdline()[:4]) for p in left]}"
+    leftover = [p for p in (*tmp.rglob("*"), *directory.rglob("*.tmp"), *directory.rglob(".*"))]
+    assert not leftover, f"temporary files left: {leftover}"
+    status = json.loads((directory / "nodes" / "task-0.json").read_text())
+    assert status["failed"], status
+    return f"processes before {before}, after {len(left)}; temporary files after {len(leftover)}"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=str)
+def test_case06_a_signal_ends_every_process_fleet_run_started(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
+    proc, mark, directory, tmp = _hung_fleet(tmp_path, "--timeout", "600")
+    try:
+        assert _wait_for((tmp_path / "started").exists, 240), "the task's pytest never started"
+        before = len(_marked(mark))
+        assert before >= 4  # perfsuite, mpiexec, its proxy, the task, its pytest
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == outcome.EXIT_INTERRUPTED, out
+        assert f"interrupted ({sig.name})" in out and "Traceback" not in out, out
+        print(f"case06 {sig.name}: {_nothing_left(mark, directory, tmp, before)}")
+    finally:
+        _cleanup(proc, mark)
+
+
+@pytest.mark.integration
+def test_case06_the_launch_timeout_ends_every_process_fleet_run_started(tmp_path: Path) -> None:
+    proc, mark, directory, tmp = _hung_fleet(tmp_path, "--timeout", "600", "--launch-timeout", "45")
+    try:
+        assert _wait_for((tmp_path / "started").exists, 40), "the task's pytest never started"
+        before = len(_marked(mark))
+        assert before >= 4
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == outcome.EXIT_REGRESSED, out
+        assert "still running after 45 s, ended with all it started" in out, out
+        print(f"case06 launch timeout: {_nothing_left(mark, directory, tmp, before)}")
+    finally:
+        _cleanup(proc, mark)

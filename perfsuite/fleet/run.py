@@ -252,6 +252,7 @@ class FleetRun:
     seconds: float
     directory: Path
     interrupted: str = ""  # the signal that stopped it (SIGINT, SIGTERM, SIGHUP), or ""
+    timed_out: str = ""  # what became of a launcher that ran past its timeout, or ""
 
     @property
     def failed(self) -> tuple[NodeStatus, ...]:
@@ -506,12 +507,15 @@ def run(options: Options) -> FleetRun:
                 p.command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )  # fmt: skip
+        timed_out = ""
         try:
             proc.wait(timeout=limit)
             launcher_note = f"{p.kind} exited {proc.returncode}"
         except subprocess.TimeoutExpired:
             _stop(p, proc, log)
-            launcher_note = f"{p.kind} still running after {limit:g} s, ended with all it started"
+            timed_out = launcher_note = (
+                f"{p.kind} still running after {limit:g} s, ended with all it started"
+            )
         except processes.Interrupted as signalled:
             interrupted = signalled.name
             _stop(p, proc, log)
@@ -531,7 +535,7 @@ def run(options: Options) -> FleetRun:
             for task in range(p.tasks)
         ]
     seconds = round(time.monotonic() - started, 1)
-    return FleetRun(p, tuple(statuses), seconds, directory, interrupted)
+    return FleetRun(p, tuple(statuses), seconds, directory, interrupted, timed_out)
 
 
 def _check_creatable(directory: Path) -> None:
@@ -615,6 +619,8 @@ def summary_lines(result: FleetRun) -> list[str]:
             lines += ["    " + printable(line) for line in tail]
         else:
             lines.append(f"ok     task {s.task} ({s.label} on {s.host}): {s.seconds:g} s")
+    if result.timed_out:
+        lines.append(f"perfsuite fleet run: the launch timed out: {result.timed_out}")
     if result.interrupted:
         lines.append(
             f"perfsuite fleet run: interrupted ({result.interrupted}): the launcher and every "
