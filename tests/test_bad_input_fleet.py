@@ -28,6 +28,7 @@ from typing import Any
 
 import psutil
 import pytest
+from test_bad_input import Row as BadInputRow
 from test_fleet import SCATTER, fleet, result, write_record
 
 from perfsuite import outcome
@@ -41,19 +42,11 @@ BAD_LABELS = ("node17\nnode03", "node17,node02")
 
 
 @dataclass(frozen=True)
-class Row:
-    """One bad input: the command, its exit status, a fragment of what it says."""
+class Row(BadInputRow):
+    """The bad-input suite's row, with the environment it runs in and a check afterwards."""
 
-    id: str
-    args: tuple[str, ...]
-    exit: int
-    fragment: str
-    setup: tuple[Setup, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     check: Check | None = None  # more to hold afterwards: (project, stdout + stderr)
-
-    def __str__(self) -> str:
-        return self.id
 
 
 # ----------------------------------------------------------------------------- projects

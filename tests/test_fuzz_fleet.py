@@ -11,7 +11,6 @@ the number of examples per reader.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
@@ -23,6 +22,9 @@ pytest.importorskip("hypothesis", reason="pip install 'perfsuite[dev]' (Hypothes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fleet import result, write_record
+from test_fuzz_loaders import hostile as loaders_hostile
+from test_fuzz_loaders import mutated as mutated_at
+from test_fuzz_loaders import paths
 
 from perfsuite.errors import StorageError
 from perfsuite.fleet import aggregate
@@ -40,50 +42,21 @@ SETTINGS = settings(
 # Characters that matter to a shell, a drain loop, a terminal or a page, and ordinary ones.
 SHARP = "\n\r\t\x0b\x0c\x1c\x1b\x00 ,;:#$`'\"<>&|()[]{}*?!\\/.-_\u202e\u00e9\u0663"
 label_text = st.text(alphabet=st.sampled_from(list(SHARP) + list("abnode0179-tT.")), max_size=40)
-hostile_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.sampled_from([10**400, 1.7e308, 5e-324, 0, -1, 2**63, float("nan"), float("inf")]),
-    st.integers(),
-    st.floats(),
+# The loaders' hostile values, and texts that matter to labels.
+hostile = st.one_of(
+    loaders_hostile,
     label_text,
-    st.sampled_from(["", "node17\nnode03", "node17,node02", "\x1b[31mx", "<b>x</b>", "1e400"]),
+    st.sampled_from(["", "node17\nnode03", "node17,node02", "\x1b[31mx", "<b>x</b>"]),
+    st.sampled_from([float("nan"), float("inf")]),
 )
-hostile = st.recursive(
-    hostile_scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
-
-
-def _places(tree: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in a JSON tree (a key of an object, an index of a list)."""
-    out = [path]
-    if isinstance(tree, dict):
-        for k, v in tree.items():
-            out += _places(v, (*path, k))
-    elif isinstance(tree, list):
-        for i, v in enumerate(tree[:4]):
-            out += _places(v, (*path, i))
-    return out
 
 
 @st.composite
 def mutated(draw: st.DrawFn, tree: Any) -> Any:
     """``tree`` with one place given a hostile value, or its key removed."""
-    tree = copy.deepcopy(tree)
-    places = [p for p in _places(tree) if p]
-    place = draw(st.sampled_from(places))
-    parent = tree
-    for key in place[:-1]:
-        parent = parent[key]
-    if isinstance(parent, dict) and draw(st.booleans()) and draw(st.booleans()):
-        del parent[place[-1]]
-    else:
-        parent[place[-1]] = draw(hostile)
-    return tree
+    where = draw(st.sampled_from(paths(tree)))
+    delete = draw(st.booleans()) and draw(st.booleans())
+    return mutated_at(tree, where, draw(hostile), delete)
 
 
 # ----------------------------------------------------------------------------- node labels
