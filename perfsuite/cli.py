@@ -709,9 +709,13 @@ def _fleet_parser(sub: Any) -> None:
         help="run the suite on every node; judge nodes by their fleet",
         description="Run the suite on every node of a cluster (fleet run), then judge each "
         "node against its fleet and list the slow ones to drain (fleet report).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True, metavar="{run,report}")
+    fleet_sub = fleet.add_subparsers(
+        dest="fleet_command",
+        required=True,
+        metavar="{run,report}",
+        help="run: the suite on every node; report: each node judged against its fleet",
+    )
     run = fleet_sub.add_parser(
         "run",
         help="start the suite on every node of a Slurm allocation, or of a hostfile",
