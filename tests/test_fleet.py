@@ -107,7 +107,9 @@ def write_record(
 ) -> Path:
     """A node's run record under ``directory/records/<label>/<profile>/``."""
     record = RunRecord(
-        run_id=f"20261128T000000000Z-{label}",
+        # A rerun (DIR/confirm...) is a new run: a run id of its own.
+        run_id=f"20261128T000000000Z-{label}"
+        + ("" if not directory.name.startswith("confirm") else f"-{directory.name}"),
         created="2026-11-28T00:00:00+00:00",
         hardware_profile={"name": profile, "kind": "cpu"},
         environment={
@@ -453,7 +455,8 @@ def test_sbatch_script_runs_one_task_per_node(
     options = fleet_run.Options(tmp_path / "d", ("suites/", "-k", "gemm"), nodes=3, timeout_s=60)
     p = fleet_run.plan(options)
     assert p.kind == "sbatch" and p.tasks == 3
-    script = (tmp_path / "d" / "nodes" / "fleet.sbatch").read_text()
+    assert not (tmp_path / "d").exists()  # written by run, once everything is checked
+    script = dict(p.files)[tmp_path / "d" / "nodes" / "fleet.sbatch"]
     assert "#SBATCH --nodes=3" in script and "#SBATCH --ntasks=3" in script
     assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1 -N 3 -n 3" in script
     assert "perfsuite.fleet.node" in script and "-- suites/ -k gemm" in script
@@ -1027,7 +1030,7 @@ def test_nodelist_outside_one_is_in_the_batch_script(
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
     p = fleet_run.plan(options)
-    script = (tmp_path / "d" / "nodes" / "fleet.sbatch").read_text()
+    script = dict(p.files)[tmp_path / "d" / "nodes" / "fleet.sbatch"]
     assert p.nodes == 2 and "#SBATCH --nodes=2" in script
     assert "#SBATCH --nodelist=n03,n17" in script
 
@@ -1041,7 +1044,7 @@ def test_nodelist_picks_lines_of_the_hostfile(
                                 nodelist=("n17", "n03.cluster"))  # fmt: skip
     p = fleet_run.plan(options)
     picked = tmp_path / "d" / "nodes" / "hostfile"
-    assert picked.read_text() == "n03.cluster\nn17.cluster\n"
+    assert dict(p.files)[picked] == "n03.cluster\nn17.cluster\n"
     assert p.command[:7] == ("mpiexec", "-f", str(picked), "-ppn", "1", "-n", "2")
     bad = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
                             nodelist=("n99",))  # fmt: skip

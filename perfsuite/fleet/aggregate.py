@@ -10,7 +10,14 @@ Reading 10,000 records of 200 checks must take seconds, so this reads only what 
 judges (each result's id, unit, direction, summary, floor and baseline verdicts, and whether
 its own run flagged the reading: see :class:`Taint`), checks those fields, and fills numpy
 arrays; it does not rebuild :class:`~perfsuite.model.RunRecord` objects.  Anything a record
-lacks or holds in the wrong shape is a StorageError naming it.
+lacks or holds in the wrong shape is a StorageError naming it.  A node's label and host
+name must follow hostname grammar (:mod:`perfsuite.fleet.labels`), and every text a report
+shows (ids, metrics, units, the profile, the run id) must be printable: nothing else ever
+reaches a terminal, a page, ``drain.json`` or a command a report prints.
+
+A digest is a cache of its record: one that is stale, or malformed in any way (a field of
+the wrong type, a number out of range, a label outside the grammar), is treated as absent
+and made again from the record, which is the evidence.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import numpy as np
 
 from perfsuite import noise
 from perfsuite.errors import StorageError
+from perfsuite.fleet.labels import GRAMMAR, is_label
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, READABLE_VERSIONS
 from perfsuite.storage import read_text_bounded
 
@@ -40,7 +48,10 @@ NODES_DIR = "nodes"
 CONFIRM_DIR = "confirm"
 # Files the fleet report writes into DIR; never read back as records.
 OUTPUTS = ("drain.json",)
-_GPU = re.compile(r"gpu:(\d+)")
+_GPU = re.compile(r"gpu:([0-9]+)")
+# GPU indices a node may have; a GPU's serial or UUID as a digest keeps it.
+MAX_GPUS = 10_000
+_SERIAL = re.compile(r"[A-Za-z0-9._:-]{1,128}", re.ASCII)
 # Records per worker process when there are many (parsing JSON is the cost).
 _CHUNK = 256
 MAX_RECORD_BYTES = 512 << 20
@@ -212,6 +223,8 @@ def _text(d: Mapping[str, Any], key: str, where: str) -> str:
     value = d.get(key)
     if not isinstance(value, str) or not value.strip():
         raise StorageError(f"{where}: {key!r} must be non-empty text, got {value!r:.60}")
+    if not value.isprintable():
+        raise StorageError(f"{where}: {key!r} holds a control character: {value!r:.80}")
     return value
 
 
@@ -227,10 +240,11 @@ def _gpu_serials(environment: Mapping[str, Any]) -> dict[int, str]:
     out: dict[int, str] = {}
     if isinstance(gpus, list):
         for g in gpus:
-            if isinstance(g, dict) and isinstance(g.get("index"), int):
+            index = g.get("index") if isinstance(g, dict) else None
+            if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < MAX_GPUS:
                 named = [g.get(k) for k in ("serial", "uuid")]
-                known = [v for v in named if isinstance(v, str) and v and "unavailable" not in v]
-                out[g["index"]] = known[0] if known else ""
+                known = [v for v in named if isinstance(v, str) and _SERIAL.fullmatch(v)]
+                out[index] = known[0] if known else ""
     return out
 
 
@@ -272,10 +286,16 @@ def digest(path: Path) -> dict[str, Any]:
     environment = environment if isinstance(environment, dict) else {}
     host_facts = environment.get("host")
     host_facts = host_facts if isinstance(host_facts, dict) else {}
-    host = str(host_facts.get("hostname") or "")
-    label = str(host_facts.get("node_label") or host)
-    if not label.strip():
+    host = host_facts.get("hostname") or ""
+    label = host_facts.get("node_label") or host
+    if not label:
         raise StorageError(f"{where}: names no node (no environment.host.node_label or hostname)")
+    for key, name in (("hostname", host), ("node_label", label)):
+        if name and not is_label(name):
+            raise StorageError(
+                f"{where}: environment.host.{key} {str(name)[:80]!r} is not a host name: "
+                f"use {GRAMMAR}"
+            )
     results = data.get("results")
     if not isinstance(results, list):
         raise StorageError(f"{where}: 'results' must be a list")
@@ -302,19 +322,97 @@ def write_digest(record: Path) -> Path:
 
 
 def _fresh_digest(record: Path) -> dict[str, Any] | None:
-    """The record's digest when one exists and was made from the record as it is now."""
+    """The record's digest, when it is fresh and well formed; None otherwise.
+
+    Fresh: made from the record as it is now.  Well formed: :func:`check_digest`.  On None
+    the record is read instead, and its digest made again.
+    """
     path = digest_path(record)
     try:
-        d = json.loads(path.read_bytes())
+        if not path.exists():
+            return None
+        d = json.loads(read_text_bounded(path, "digest", MAX_RECORD_BYTES))
         st = record.stat()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError, StorageError):
         return None
-    if not isinstance(d, dict) or d.get("schema_version") != DIGEST_VERSION:
+    if not isinstance(d, dict) or d.get("record") != {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+    }:
         return None
-    pinned = d.get("record")
-    if pinned != {"size": st.st_size, "mtime_ns": st.st_mtime_ns}:
+    try:
+        check_digest(d)
+    except ValueError:
         return None
     return d
+
+
+def check_digest(d: Mapping[str, Any]) -> None:
+    """Raise ValueError (saying what) unless ``d`` is a digest as :func:`digest` makes one.
+
+    Every field is checked for its type and range: the report turns a digest into arrays
+    without a check of its own, so a string for ``gpus``, an id that is a number, a verdict
+    index out of range or a label outside hostname grammar must never pass.
+    """
+    version = d.get("schema_version")
+    if type(version) is not int or version != DIGEST_VERSION:
+        raise ValueError(f"schema_version {str(version)[:20]!r}, not {DIGEST_VERSION}")
+    for key in ("run_id", "profile"):
+        value = d.get(key)
+        if type(value) is not str or not value.strip() or not value.isprintable():
+            raise ValueError(f"{key!r} is not printable text")
+    label, host = d.get("label"), d.get("host")
+    if not is_label(label) or not (host == "" or is_label(host)):
+        raise ValueError("its label or host is not a host name")
+    gpus = d.get("gpus")
+    if type(gpus) is not dict or not all(
+        type(v) is str and (v == "" or _SERIAL.fullmatch(v))
+        and re.fullmatch(r"[0-9]{1,4}", k) for k, v in gpus.items()
+    ):  # fmt: skip
+        raise ValueError("'gpus' is not a map of GPU index to serial")
+    columns = d.get("columns")
+    if type(columns) is not dict or not all(type(columns.get(c)) is list for c in COLUMNS):
+        raise ValueError("'columns' is not a map of the digest's columns")
+    n = len(columns["id"])
+    if any(len(columns[c]) != n for c in COLUMNS):
+        raise ValueError("columns of unequal length")
+    for c in ("id", "metric", "unit"):
+        if not all(type(v) is str and v.strip() and v.isprintable() for v in columns[c]):
+            raise ValueError(f"column {c!r} holds other than printable text")
+    if not all(type(v) is bool for v in columns["higher_is_better"]):
+        raise ValueError("column 'higher_is_better' holds other than true or false")
+    for c, empty in (("median", False), ("within", True), ("foreign_cores", True)):
+        if not all(_finite(v, empty) for v in columns[c]):
+            raise ValueError(f"column {c!r} holds other than finite numbers")
+    if not all(v > 0 for v in columns["median"]):
+        raise ValueError("a median that is not positive")
+    limits = {"floor": len(FLOOR_VERDICTS), "baseline": len(BASELINE_VERDICTS),
+              "taint": _ALL_TAINTS + 1, "throttle": THROTTLE_MASK + 1}  # fmt: skip
+    for c, limit in limits.items():
+        if not all(type(v) is int and 0 <= v < limit for v in columns[c]):
+            raise ValueError(f"column {c!r} holds other than its codes")
+    if any(v & ~THROTTLE_MASK for v in columns["throttle"]):
+        raise ValueError("unknown throttle bits")
+    if not all(v is None or (type(v) is int and 0 <= v < MAX_GPUS) for v in columns["gpu"]):
+        raise ValueError("column 'gpu' holds other than GPU indices")
+
+
+def _finite(value: object, empty: bool) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool), or None where allowed."""
+    if value is None:
+        return empty
+    return type(value) in (int, float) and _real(value) is not None
+
+
+def _real(value: object) -> float | None:
+    """``value`` as a finite float, when it is an int or float (not a bool) that is one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:  # an int of hundreds of digits
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _keep(record: Path, d: Mapping[str, Any]) -> None:
@@ -423,17 +521,13 @@ def _parse_result(raw: Any, where: str) -> list[Any]:
     if not isinstance(hib, bool):
         raise StorageError(f"{where}: 'higher_is_better' must be true or false")
     summary = _object(raw, "summary", where)
-    median = summary.get("median")
-    if (
-        isinstance(median, bool)
-        or not isinstance(median, int | float)
-        or not (math.isfinite(median) and median > 0)
-    ):
+    median = _real(summary.get("median"))
+    if median is None or not median > 0:
         raise StorageError(f"{where}: summary.median must be a finite positive number")
-    cv, n = summary.get("cv"), summary.get("n")
+    cv, n = _real(summary.get("cv")), summary.get("n")
     within = (
-        float(cv) / math.sqrt(n)
-        if isinstance(cv, int | float) and isinstance(n, int) and n > 0 and math.isfinite(cv)
+        cv / math.sqrt(n)
+        if cv is not None and type(n) is int and 0 < n < 1 << 53 and cv >= 0
         else None
     )
     floor = _object(raw, "floor", where).get("verdict")
@@ -445,7 +539,9 @@ def _parse_result(raw: Any, where: str) -> list[Any]:
     if "gpu:" in rid:
         match = _GPU.search(rid)
         if match:
-            gpu = int(match.group(1))
+            gpu = int(match.group(1)[-6:])
+            if len(match.group(1)) > 4 or gpu >= MAX_GPUS:
+                raise StorageError(f"{where}: a GPU index above {MAX_GPUS - 1}")
             check_id = _GPU.sub("gpu:*", rid)
     metric, unit = _text(raw, "metric", where), _text(raw, "unit", where)
     floor_code, base_code = FLOOR_VERDICTS.index(floor), BASELINE_VERDICTS.index(base)
@@ -471,11 +567,7 @@ def _taint(raw: Any, where: str) -> tuple[Taint, float | None, int]:
     ):
         raise StorageError(f"{where}: noise.flags must be a list of text or flag objects")
     foreign = raw.get("foreign_cores")
-    if foreign is not None and (
-        isinstance(foreign, bool)
-        or not isinstance(foreign, int | float)
-        or not math.isfinite(foreign)
-    ):
+    if foreign is not None and _real(foreign) is None:
         raise StorageError(f"{where}: noise.foreign_cores must be a number or null")
     gpus = raw.get("gpus", [])
     if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
@@ -490,13 +582,13 @@ def _taint(raw: Any, where: str) -> tuple[Taint, float | None, int]:
         mask &= THROTTLE_MASK
         throttle |= mask
         throttled_gpus += bool(mask or g.get("throttled"))
-    cores = None if foreign is None else float(foreign)
+    cores = _real(foreign)
     taint = Taint(0)
     if flags:
         explained = 0
-        wall = raw.get("wall_s")
+        wall = _real(raw.get("wall_s"))
         loaded = cores is not None and cores > noise.FOREIGN_LOAD_CORES
-        if cores is not None and isinstance(wall, int | float) and not isinstance(wall, bool):
+        if cores is not None and wall is not None:
             loaded = loaded and cores * wall >= noise.FOREIGN_MIN_SECONDS * 0.98  # both rounded
         if loaded:
             taint |= Taint.FOREIGN_LOAD

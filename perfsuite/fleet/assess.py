@@ -9,6 +9,10 @@ rerun) are judged again on their rerun readings against the first run's fleet
 may be given, in order: each judges only the candidates the reruns before it left standing
 (confirmed, or still to rerun), so that a second rerun of the confirmed nodes drains only
 those slow a third time; a node a rerun did not measure keeps its earlier verdict.
+
+A rerun is a new measurement: a ``--confirm`` directory whose records are the fleet's own
+(the fleet's directory, a folder of it, a copy of its records) is refused, and so is a
+record read from an earlier rerun already; the same directory named twice counts once.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import numpy as np
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
-from perfsuite.fleet.run import Options, read_manifest
+from perfsuite.fleet.run import FleetError, Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
+from perfsuite.storage import same_file
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,7 @@ def assess(
     asked = read_manifest(directory)
     if not confirm:
         return Fleet(directory, rule, tuple(profiles), failed, asked=asked)
+    confirm = distinct(confirm)
     again, failed_again = _reruns(directory, matrices, failed, confirm, workers)
     gone = {s.label for s in failed_again if s.label}
     confirmed = []
@@ -153,6 +159,18 @@ def assess(
             ProfileFleet(p.matrix, p.judgement, p.slow, p.rerun, laid, remeasured, c, kept)
         )
     return Fleet(directory, rule, tuple(confirmed), failed, confirm, failed_again, asked)
+
+
+def distinct(directories: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The directories in order, each once: one named twice (by any path) counts once."""
+    seen: set[Path] = set()
+    out = []
+    for d in directories:
+        key = d.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return tuple(out)
 
 
 def _reruns(
@@ -169,17 +187,18 @@ def _reruns(
     """
     profile_of = {u.label: m.profile for m in first for u in m.units}
     failed_first = {s.label for s in failed}
+    read: dict[str, str] = {u.run_id: str(directory) for m in first for u in m.units}
     out: list[list[aggregate.Matrix]] = []
     failed_again: list[NodeStatus] = []
     for d in confirm:
         if d.resolve() == directory.resolve():
-            raise PerfsuiteError(f"--confirm {d}: that is the fleet's own run, not a rerun of it")
+            raise FleetError(f"--confirm {d}: that is the fleet's own run, not a rerun of it")
         if not d.is_dir():
-            raise PerfsuiteError(f"--confirm {d}: no such directory")
+            raise FleetError(f"--confirm {d}: no such directory")
         statuses = read_statuses(d)
         if not aggregate.record_paths(d):
             if not statuses:
-                raise PerfsuiteError(
+                raise FleetError(
                     f"--confirm {d}: no run records and no fleet task statuses in it: run "
                     "the flagged nodes again into it (perfsuite fleet run --nodelist ...)"
                 )
@@ -188,14 +207,21 @@ def _reruns(
             rerun = aggregate.load(d, workers)
             for m in rerun:
                 for u in m.units:
+                    if read.get(u.run_id, str(d)) != str(d):
+                        raise FleetError(
+                            f"--confirm {d}: its record {u.record} is run {u.run_id}, already "
+                            f"read from {read[u.run_id]}: a rerun is a new run of the nodes "
+                            "(perfsuite fleet run --nodelist ... --dir DIR/confirm)"
+                        )
+                    read[u.run_id] = str(d)
                     was = profile_of.get(u.label)
                     if was is None and u.label not in failed_first:
-                        raise PerfsuiteError(
+                        raise FleetError(
                             f"--confirm {d}: node {u.label!r} has no record in {directory}: "
                             "not a rerun of this fleet"
                         )
                     if was is not None and was != m.profile:
-                        raise PerfsuiteError(
+                        raise FleetError(
                             f"--confirm {d}: node {u.label!r} ran as profile {m.profile!r}, "
                             f"but as {was!r} in {directory}: a rerun must measure the same "
                             "hardware"
@@ -234,3 +260,54 @@ def _chain(
         remeasured |= present
     assert c is not None
     return laid, remeasured, c
+
+
+def check_outputs(
+    directory: Path, confirm: tuple[Path, ...], drain: Path, html: Path | None
+) -> None:
+    """Refuse, before anything is read or written, outputs that would destroy an input.
+
+    An output may not be a file the report reads (a record, its digest, a task's status or
+    the fleet run's manifest, of DIR or a rerun), nor a ``.json`` file inside DIR or a rerun
+    (the next report would read it as a record), nor the other output.  DIR/drain.json, the
+    default, is the one JSON file there the report never reads.
+    """
+    outputs = [("--drain", drain)] + ([("--html", html)] if html is not None else [])
+    if html is not None and (drain.absolute() == html.absolute() or same_file(drain, html)):
+        raise FleetError(f"--drain {drain} and --html {html} name the same file")
+    folders = (directory, *confirm)
+    for what, path in outputs:
+        if path.is_dir():
+            raise FleetError(f"{what} {path}: a directory; name a file")
+        for read in _inputs(folders):
+            if same_file(path, read):
+                raise FleetError(f"{what} {path}: that is {read}, an input of this report")
+        for folder in folders:
+            if _inside(path, folder) and path.name.endswith(".json"):
+                if path.absolute() == (directory / aggregate.OUTPUTS[0]).absolute():
+                    continue
+                raise FleetError(
+                    f"{what} {path}: inside {folder}, where the report reads every .json file "
+                    "as a record: the next report would fail; write it elsewhere"
+                )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (resolved, links followed) lies under ``folder``."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
+def _inputs(folders: tuple[Path, ...]) -> list[Path]:
+    """Every file the report reads under ``folders``: records, digests, the nodes' files."""
+    found: list[Path] = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        records = aggregate.record_paths(folder)
+        found += records + [aggregate.digest_path(r) for r in records]
+        found += sorted((folder / aggregate.NODES_DIR).glob("*"))
+    return found

@@ -7,6 +7,10 @@ with the record going to ``DIR/records/<label>/``, kills it after ``--timeout``,
 record's digest and its own status into ``DIR/nodes/``, and prints one line the launching
 side reads even when ``DIR`` is not shared.  It always exits 0: a failed node must never
 make the launcher stop the others.
+
+On SIGTERM, SIGINT or SIGHUP (the launcher forwards its own: a timeout, a Ctrl-C) it ends its
+pytest and everything that started, writes its status as interrupted, and exits: no pytest
+of a task outlives it to write a record for a task already reported failed.
 """
 
 from __future__ import annotations
@@ -14,8 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +27,9 @@ from pathlib import Path
 
 from perfsuite.environment import NODE_LABEL_ENV
 from perfsuite.errors import PerfsuiteError, StorageError
+from perfsuite.fleet import processes
 from perfsuite.fleet.aggregate import DIGEST_SUFFIX, write_digest
+from perfsuite.fleet.labels import from_host, is_label
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
 from perfsuite.storage import write_json_atomic
 
@@ -40,7 +44,7 @@ _LOCAL_VARS = ("SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
 def _first_int(environ: Mapping[str, str], names: Sequence[str]) -> int | None:
     for name in names:
         value = environ.get(name, "")
-        if value.isdigit():
+        if value.isascii() and value.isdigit() and len(value) < 10:
             return int(value)
     return None
 
@@ -49,12 +53,14 @@ def identity(environ: Mapping[str, str], tasks_per_node: int) -> tuple[int, str,
     """The task's index in the fleet, its label and its host name.
 
     The label is the host's short name, plus ``-t<local index>`` when several tasks share a
-    host, so that it is unique per task.
+    host, so that it is unique per task; both follow hostname grammar (a host name outside
+    it is made valid: :func:`perfsuite.fleet.labels.from_host`).
     """
     host = socket.gethostname()
     task = _first_int(environ, _RANK_VARS) or 0
     local = _first_int(environ, _LOCAL_VARS)
-    short = re.sub(r"[^A-Za-z0-9._-]+", "-", host.split(".")[0]) or "host"
+    short = from_host(host)
+    host = host if is_label(host) else short
     if tasks_per_node > 1:
         short = f"{short}-t{local if local is not None else task}"
     return task, short, host
@@ -103,9 +109,11 @@ def run_task(
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            processes.end_group(proc)
             failed = f"timed out after {timeout_s:g} s (killed)"
+        except processes.Interrupted as signalled:
+            processes.end_group(proc)
+            failed = f"interrupted ({signalled.name}): its pytest was ended"
     record = _newest_record(records)
     if not failed and record is None:
         failed = f"pytest exited {code} without a run record"
@@ -130,17 +138,28 @@ def run_task(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this node's task; print its status line; exit 0 whatever became of it."""
     ap = argparse.ArgumentParser(prog="python -m perfsuite.fleet.node")
-    ap.add_argument("--dir", required=True, type=Path)
-    ap.add_argument("--timeout", type=float, default=1800.0)
-    ap.add_argument("--tasks-per-node", type=int, default=1)
-    ap.add_argument("pytest_args", nargs="*")
+    ap.add_argument("--dir", required=True, type=Path, help="the fleet's shared directory")
+    ap.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds before pytest is killed (1800)"
+    )
+    ap.add_argument("--tasks-per-node", type=int, default=1, help="tasks per host (1)")
+    ap.add_argument("pytest_args", nargs="*", help="the suite's pytest arguments")
     args = ap.parse_args(argv)
-    status = run_task(args.dir.absolute(), args.pytest_args, args.timeout, args.tasks_per_node)
-    try:
-        write_json_atomic(status_path(args.dir, status.task), status.to_dict())
-    except (OSError, PerfsuiteError):
-        pass  # the launching side learns of it from the line below
-    print(REPORT_PREFIX + json.dumps(status.to_dict()), flush=True)
+    if not 0 < args.timeout < float("inf") or args.tasks_per_node < 1:
+        ap.error("--timeout must be finite and above 0, --tasks-per-node 1 or more")
+    with processes.interruptible():
+        try:
+            status = run_task(
+                args.dir.absolute(), args.pytest_args, args.timeout, args.tasks_per_node
+            )
+        except processes.Interrupted as signalled:  # before or after its pytest ran
+            task, label, host = identity(os.environ, args.tasks_per_node)
+            status = NodeStatus(task, label, host, failed=f"interrupted ({signalled.name})")
+        try:
+            write_json_atomic(status_path(args.dir, status.task), status.to_dict())
+        except (OSError, PerfsuiteError):
+            pass  # the launching side learns of it from the line below
+        print(REPORT_PREFIX + json.dumps(status.to_dict()), flush=True)
     return 0
 
 

@@ -16,6 +16,15 @@ Each task runs :mod:`perfsuite.fleet.node`, which keeps its own timeout and alwa
 so one failed node never stops the others; the launcher as a whole is bounded too.  A task
 that says it wrote its record, where the record never arrives here, means the directory is
 not shared: that is an error naming the task and its host.
+
+Everything is checked before anything is created: a usage error leaves no ``DIR/nodes/``
+behind.  Every host name read (a hostfile, ``--nodelist``, Slurm's environment) follows
+hostname grammar (:mod:`perfsuite.fleet.labels`), every value written into the batch script
+is quoted for the shell, and nothing path-like goes on an ``#SBATCH`` line (sbatch parses
+those itself, with quoting rules of its own: the output file is given on its command line).
+The launcher's timeout and SIGINT, SIGTERM or SIGHUP end the launcher and every process it
+started here (:mod:`perfsuite.fleet.processes`); the statuses known so far are written, and
+a signal exits with the interrupted status.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -34,23 +44,42 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import outcome
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, StorageError
+from perfsuite.fleet import processes
 from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
+from perfsuite.fleet.labels import GRAMMAR, is_label, printable
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path, where
-from perfsuite.storage import check_writable, write_json_atomic, write_text_atomic
+from perfsuite.storage import (
+    check_writable,
+    read_text_bounded,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 NODE_MODULE = "perfsuite.fleet.node"
 # Seconds the launcher gets beyond a node's timeout by default (queueing, start-up).
 LAUNCH_GRACE_S = 300.0
 DEFAULT_TIMEOUT_S = 1800.0
+# The longest --timeout and --launch-timeout taken: a week (a batch queue's longest wait).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_HOSTFILE_BYTES = 16 << 20
+# The launcher's output (and, with sbatch, the job's), beside the tasks' statuses.
+LAUNCHER_LOG = "launcher.log"
 # What a fleet run was asked, kept beside the tasks' statuses.
 MANIFEST = "fleet-run.json"
 MANIFEST_VERSION = 1
 
 
 class FleetError(PerfsuiteError):
-    """A fleet that cannot be started, or whose directory is not shared (the message says)."""
+    """A fleet that cannot be started, or whose directory is not shared (the message says).
+
+    One line, whatever a path or a host name in it holds: control characters are escaped.
+    """
+
+    def __str__(self) -> str:
+        """The message, control characters escaped."""
+        return printable(super().__str__())
 
 
 @dataclass(frozen=True)
@@ -83,29 +112,113 @@ class Options:
 def read_manifest(directory: Path) -> Options | None:
     """What the fleet run in ``directory`` was asked; None when it kept no (readable) record."""
     try:
-        d = json.loads((directory / NODES_DIR / MANIFEST).read_text(encoding="utf-8"))
+        text = read_text_bounded(directory / NODES_DIR / MANIFEST, "fleet run", 1 << 20)
+        d = json.loads(text)
         if not isinstance(d, dict) or d.get("schema_version") != MANIFEST_VERSION:
             return None
-        return Options(
+        hostfile = d.get("hostfile")
+        options = Options(
             directory=directory,
-            pytest_args=tuple(str(a) for a in d["pytest_args"]),
-            tasks_per_node=int(d["tasks_per_node"]),
-            hostfile=None if d.get("hostfile") is None else Path(str(d["hostfile"])),
-            timeout_s=float(d["timeout_s"]),
-            launcher_args=tuple(str(a) for a in d.get("launcher_args", [])),
-            nodelist=tuple(str(h) for h in d.get("nodelist", [])),
+            pytest_args=tuple(_texts(d["pytest_args"])),
+            tasks_per_node=d["tasks_per_node"],
+            hostfile=None if hostfile is None else Path(_texts([hostfile])[0]),
+            timeout_s=d["timeout_s"],
+            launcher_args=tuple(_texts(d.get("launcher_args", []))),
+            nodelist=tuple(_texts(d.get("nodelist", []))),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+        check_options(options)
+        return options
+    except (StorageError, FleetError, ValueError, KeyError, TypeError, RecursionError):
         return None
+
+
+def _texts(values: object) -> list[str]:
+    """A list of printable texts, read from a file; ValueError otherwise."""
+    if not isinstance(values, list) or not all(
+        isinstance(v, str) and v.isprintable() for v in values
+    ):
+        raise ValueError("not a list of printable texts")
+    return values
+
+
+def check_options(options: Options) -> None:
+    """Refuse, as a usage error, what ``fleet run`` must not be asked.
+
+    An empty path (the current directory, by accident), a path or argument with a line break
+    or other control character (it would reach the batch script and the terminal), a host
+    name outside hostname grammar, a timeout that is not a finite number of seconds in
+    (0, MAX_TIMEOUT_S].
+    """
+    _check_path("--dir", str(options.directory))
+    if options.hostfile is not None:
+        _check_path("--hostfile", str(options.hostfile))
+    for what, args in (("--launcher-arg", options.launcher_args), ("pytest", options.pytest_args)):
+        bad = [a for a in args if not isinstance(a, str) or not a.isprintable()]
+        if bad:
+            raise FleetError(
+                f"{what} argument {bad[0]!r}: a line break or control character would reach "
+                "the launcher's command line, the batch script and the terminal"
+            )
+    _check_count("--tasks-per-node", options.tasks_per_node)
+    if options.nodes is not None:
+        _check_count("--nodes", options.nodes)
+    for name in options.nodelist:
+        if not is_label(name):
+            raise FleetError(f"--nodelist: {name!r} is not a host name: use {GRAMMAR}")
+    _check_seconds("--timeout", options.timeout_s)
+    if options.launch_timeout_s is not None:
+        _check_seconds("--launch-timeout", options.launch_timeout_s)
+
+
+def _check_path(what: str, text: str) -> None:
+    if not text:
+        raise FleetError(f"{what} '': an empty path; name the directory or file")
+    if not text.isprintable():
+        raise FleetError(
+            f"{what} {text!r}: a line break or control character in a path would reach the "
+            "batch script and the terminal; choose another path"
+        )
+
+
+def _check_count(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise FleetError(f"{what} {value!r}: expected a whole number from 1 to 1000000")
+
+
+def _check_seconds(what: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_TIMEOUT_S
+    ):
+        raise FleetError(
+            f"{what} {value!r}: expected a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT_S:g} (a week)"
+        )
+
+
+def parse_seconds(what: str, text: str) -> float:
+    """A timeout option's value: finite seconds in (0, MAX_TIMEOUT_S]; FleetError otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    try:
+        _check_seconds(what, value if math.isfinite(value) else text)
+    except FleetError:
+        _check_seconds(what, text)  # the message shows what was given
+    return value
 
 
 def parse_nodelist(text: str) -> tuple[str, ...]:
     """Comma-separated host names, as a fleet report prints them; FleetError otherwise."""
-    names = tuple(n.strip() for n in text.split(","))
-    if "[" in text or any(not n or any(c.isspace() for c in n) for n in names):
+    names = tuple(n.strip(" ") for n in text.split(","))
+    if "[" in text or any(not is_label(n) for n in names):
+        bad = next((n for n in names if not is_label(n)), text)
         raise FleetError(
-            f"--nodelist {text!r}: give host names separated by commas (node03,node17); "
-            "a Slurm range expands with: scontrol show hostnames 'node[01-04]' | paste -sd,"
+            f"--nodelist {text!r}: {bad!r} is not a host name ({GRAMMAR}); give host names "
+            "separated by commas (node03,node17); a Slurm range expands with: "
+            "scontrol show hostnames 'node[01-04]' | paste -sd,"
         )
     if len(set(names)) != len(names):
         raise FleetError(f"--nodelist {text!r}: names a host twice")
@@ -125,6 +238,9 @@ class Plan:
     tasks: int
     command: tuple[str, ...]
     batch_output: Path | None = None  # sbatch: where the tasks' lines land
+    # What the launch needs written first (a batch script, a hostfile): written only once
+    # everything has been checked, so that a refused fleet run leaves nothing behind.
+    files: tuple[tuple[Path, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +251,8 @@ class FleetRun:
     statuses: tuple[NodeStatus, ...]
     seconds: float
     directory: Path
+    interrupted: str = ""  # the signal that stopped it (SIGINT, SIGTERM, SIGHUP), or ""
+    timed_out: str = ""  # what became of a launcher that ran past its timeout, or ""
 
     @property
     def failed(self) -> tuple[NodeStatus, ...]:
@@ -143,18 +261,34 @@ class FleetRun:
 
     @property
     def exit_status(self) -> int:
-        """0 when every task wrote its record, 1 otherwise."""
+        """0 when every task wrote its record, 1 otherwise; interrupted by a signal: its own."""
+        if self.interrupted:
+            return outcome.EXIT_INTERRUPTED
         return outcome.EXIT_REGRESSED if self.failed else outcome.EXIT_OK
 
 
 def read_hostfile(path: Path) -> list[str]:
-    """The hosts of a hostfile (``host`` or ``host:slots`` a line; ``#`` comments)."""
+    """The hosts of a hostfile (``host`` or ``host:slots`` a line; ``#`` comments).
+
+    Lines are split as mpiexec splits them (at line feeds only), and every host must follow
+    hostname grammar: what mpiexec is given is the list read here, written anew.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FleetError(f"--hostfile {path}: cannot read: {exc.strerror or exc}") from None
-    hosts = [line.split("#")[0].split()[0].split(":")[0] for line in text.splitlines()
-             if line.split("#")[0].strip()]  # fmt: skip
+        text = read_text_bounded(path, "hostfile", MAX_HOSTFILE_BYTES)
+    except StorageError as exc:
+        raise FleetError(f"--hostfile {exc}") from None
+    hosts = []
+    for number, line in enumerate(text.split("\n"), 1):
+        body = line.split("#")[0].strip(" \t\r")
+        if not body:
+            continue
+        host, colon, slots = re.split(r"[ \t]+", body)[0].partition(":")
+        if not is_label(host) or (colon and not re.fullmatch(r"[0-9]{1,6}", slots)):
+            raise FleetError(
+                f"--hostfile {path}: line {number}: {body[:80]!r} is not a host name "
+                f"({GRAMMAR}), or host:slots"
+            )
+        hosts.append(host)
     if not hosts:
         raise FleetError(f"--hostfile {path}: names no host")
     return hosts
@@ -198,11 +332,10 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
         raise FleetError(f"--nodes {options.nodes}, but --nodelist names {len(chosen)} hosts")
     if options.hostfile is not None:
         hosts = read_hostfile(options.hostfile)
-        hostfile = options.hostfile
         if chosen:
             hosts = _chosen_hosts(hosts, chosen, options.hostfile)
-            hostfile = options.directory / NODES_DIR / "hostfile"
-            write_text_atomic(hostfile, "".join(f"{h}\n" for h in hosts))
+        # mpiexec reads the hosts as checked here, never the file as given.
+        hostfile = options.directory / NODES_DIR / "hostfile"
         n = options.nodes or len(hosts)
         if n > len(hosts):
             raise FleetError(
@@ -210,15 +343,16 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
             )
         mpiexec = _mpiexec()
         command = [mpiexec, "-f", str(hostfile), "-ppn", str(t), "-n", str(n * t)]
-        return Plan("mpiexec", n, n * t, (*command, *options.launcher_args, *node))
+        files = ((hostfile, "".join(f"{h}\n" for h in hosts)),)
+        return Plan("mpiexec", n, n * t, (*command, *options.launcher_args, *node), files=files)
     # Several tasks per node share its CPUs (several GPUs of a node, or a test on one host):
     # Slurm is told to overcommit rather than to refuse more tasks than CPUs.
     srun = ["srun", "--kill-on-bad-exit=0"]
     srun += ["--ntasks-per-node=1"] if t == 1 else ["--overcommit", "--distribution=block"]
     if env.get("SLURM_JOB_ID"):
+        have = _allocation_nodes(env)
         if shutil.which("srun") is None:
             raise FleetError("inside a Slurm allocation, but srun is not on PATH")
-        have = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
         n = len(chosen) or options.nodes or have
         if n > have:
             raise FleetError(
@@ -244,6 +378,17 @@ def plan(options: Options, environ: Mapping[str, str] | None = None) -> Plan:
     )
 
 
+def _allocation_nodes(env: Mapping[str, str]) -> int:
+    """The allocation's node count, its job id and count checked (they reach messages)."""
+    job = env["SLURM_JOB_ID"]
+    if not re.fullmatch(r"[0-9]{1,12}", job):
+        raise FleetError(f"SLURM_JOB_ID {job!r} is not a Slurm job id (digits)")
+    count = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or "1"
+    if not re.fullmatch(r"[0-9]{1,7}", count) or int(count) < 1:
+        raise FleetError(f"SLURM_JOB_NUM_NODES {count!r} is not a node count")
+    return int(count)
+
+
 def _chosen_hosts(hosts: list[str], chosen: tuple[str, ...], hostfile: Path) -> list[str]:
     """The hostfile's hosts that ``--nodelist`` names (by full or short name), in its order."""
     names = set(chosen)
@@ -267,28 +412,44 @@ def _mpiexec() -> str:
 
 
 def _sbatch_plan(options: Options, n: int, srun: list[str], node: list[str]) -> Plan:
+    """The batch script around ``srun``, and the ``sbatch`` command that runs it.
+
+    ``#SBATCH`` lines are parsed by sbatch, not by a shell, and its quoting is not the
+    shell's: they hold numbers and checked host names only, and the output file is given on
+    sbatch's command line.  The shell lines quote every value (``shlex``).
+    """
     nodes_dir = options.directory / NODES_DIR
     script = nodes_dir / "fleet.sbatch"
     output = nodes_dir / "batch.out"
     minutes = math.ceil((options.timeout_s + 120) / 60)
+    nodelist = ",".join(options.nodelist)
     text = "\n".join(
         [
             "#!/bin/bash",
             "# Written by perfsuite fleet run: one task per node, each runs the suite once.",
+            "# Its output file is given on sbatch's command line (sbatch --output=...).",
             f"#SBATCH --nodes={n}",
             f"#SBATCH --ntasks={n * options.tasks_per_node}",
-            *([f"#SBATCH --nodelist={','.join(options.nodelist)}"] if options.nodelist else []),
+            *([f"#SBATCH --nodelist={shlex.quote(nodelist)}"] if nodelist else []),
             *(["#SBATCH --overcommit"] if options.tasks_per_node > 1 else []),
             f"#SBATCH --time={minutes}",
-            f"#SBATCH --output={output}",
             f"cd {shlex.quote(os.getcwd())}",
             shlex.join([*srun, *options.launcher_args, *node]),
             "",
         ]
     )
-    write_text_atomic(script, text)
-    command = ("sbatch", "--wait", "--parsable", *options.launcher_args, str(script))
-    return Plan("sbatch", n, n * options.tasks_per_node, command, batch_output=output)
+    command = (
+        "sbatch", "--wait", "--parsable", f"--output={output}", *options.launcher_args,
+        str(script),
+    )  # fmt: skip
+    return Plan(
+        "sbatch",
+        n,
+        n * options.tasks_per_node,
+        command,
+        batch_output=output,
+        files=((script, text),),
+    )
 
 
 def _lines(text: str) -> dict[int, NodeStatus]:
@@ -307,53 +468,114 @@ def _lines(text: str) -> dict[int, NodeStatus]:
 
 
 def run(options: Options) -> FleetRun:
-    """Launch the fleet, wait (bounded), and collect every task's status."""
+    """Launch the fleet, wait (bounded), and collect every task's status.
+
+    Everything is checked before anything is written.  The launcher's timeout, or SIGINT,
+    SIGTERM or SIGHUP, ends the launcher and every process it started here; the statuses
+    known then are written, and a signal gives :data:`outcome.EXIT_INTERRUPTED`.
+    """
+    check_options(options)
     directory = options.directory.absolute()
     options = Options(**{**options.__dict__, "directory": directory})
-    try:
-        check_writable(directory / NODES_DIR)
-    except PerfsuiteError as exc:
-        raise FleetError(f"--dir: {exc}") from None
+    nodes = directory / NODES_DIR
     earlier = next((directory / RECORDS_DIR).rglob("*.json"), None)
     if earlier is not None:
         raise FleetError(
             f"--dir {directory} already holds the records of an earlier fleet run (such as "
             f"{earlier}); give each fleet run a directory of its own"
         )
-    for stale in (directory / NODES_DIR).glob("task-*.json"):
-        stale.unlink()
+    _check_creatable(nodes)
     p = plan(options)
-    write_json_atomic(directory / NODES_DIR / MANIFEST, options.to_dict())
+    try:
+        check_writable(nodes)
+    except PerfsuiteError as exc:
+        raise FleetError(f"--dir: {exc}") from None
+    for stale in nodes.glob("task-*.json"):
+        stale.unlink()
+    for path, text in p.files:
+        write_text_atomic(path, text)
+    write_json_atomic(nodes / MANIFEST, options.to_dict())
     limit = options.launch_timeout_s or options.timeout_s + LAUNCH_GRACE_S
     started = time.monotonic()
-    proc = subprocess.Popen(
-        p.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        launcher_note = f"{p.kind} exited {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        launcher_note = f"{p.kind} still running after {limit:g} s, killed"
-    if p.kind == "sbatch" and p.batch_output is not None:
-        if p.batch_output.exists():
-            out += p.batch_output.read_text(encoding="utf-8", errors="replace")
-        elif proc.returncode == 0:
-            raise FleetError(
-                f"--dir {directory}: the batch job ran, but its output {p.batch_output} never "
-                "arrived here: the directory is not shared with the nodes"
+    log = nodes / LAUNCHER_LOG
+    interrupted = ""
+    with processes.interruptible():
+        # The launcher writes to a file, not a pipe: a task it leaves behind cannot hold a
+        # pipe open and stall the reading of what the others said.
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                p.command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        timed_out = ""
+        try:
+            proc.wait(timeout=limit)
+            launcher_note = f"{p.kind} exited {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            _stop(p, proc, log)
+            timed_out = launcher_note = (
+                f"{p.kind} still running after {limit:g} s, ended with all it started"
             )
-    reported = _lines(out)
-    statuses = [
-        _collect(directory, task, reported.get(task), launcher_note, out) for task in range(p.tasks)
-    ]
-    return FleetRun(p, tuple(statuses), round(time.monotonic() - started, 1), directory)
+        except processes.Interrupted as signalled:
+            interrupted = signalled.name
+            _stop(p, proc, log)
+            launcher_note = f"{p.kind} ended with all it started: perfsuite got {interrupted}"
+        out = log.read_text(encoding="utf-8", errors="replace")
+        if p.kind == "sbatch" and p.batch_output is not None:
+            if p.batch_output.exists():
+                out += p.batch_output.read_text(encoding="utf-8", errors="replace")
+            elif proc.returncode == 0 and not interrupted:
+                raise FleetError(
+                    f"--dir {directory}: the batch job ran, but its output {p.batch_output} "
+                    "never arrived here: the directory is not shared with the nodes"
+                )
+        reported = _lines(out)
+        statuses = [
+            _collect(directory, task, reported.get(task), launcher_note, out, interrupted)
+            for task in range(p.tasks)
+        ]
+    seconds = round(time.monotonic() - started, 1)
+    return FleetRun(p, tuple(statuses), seconds, directory, interrupted, timed_out)
+
+
+def _check_creatable(directory: Path) -> None:
+    """Refuse a directory that cannot be made, without making anything.
+
+    The nearest part of the path that exists must be a directory this user may write in.
+    """
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing == directory and existing.is_dir():
+        return
+    if not existing.is_dir():
+        raise FleetError(f"--dir: {directory}: directory is not writable: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise FleetError(
+            f"--dir: {directory}: directory is not writable: {existing} is not writable"
+        )
+
+
+def _stop(p: Plan, proc: subprocess.Popen[Any], log: Path) -> None:
+    """End the launcher and what it started; a batch job is cancelled as well."""
+    if p.kind == "sbatch":
+        job = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
+        job = job.split(";")[0]  # --parsable: JOBID or JOBID;CLUSTER
+        if re.fullmatch(r"[0-9]{1,12}", job) and shutil.which("scancel"):
+            try:
+                subprocess.run(["scancel", job], capture_output=True, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                pass  # the batch job's own time limit still ends it
+    processes.end_tree(proc)
 
 
 def _collect(
-    directory: Path, task: int, line: NodeStatus | None, launcher: str, out: str
+    directory: Path,
+    task: int,
+    line: NodeStatus | None,
+    launcher: str,
+    out: str,
+    interrupted: str = "",
 ) -> NodeStatus:
     """One task's status as this side sees it; a missing one is written here."""
     path = status_path(directory, task)
@@ -369,7 +591,7 @@ def _collect(
                     f"{here.record}, which never arrived here: the directory is not shared"
                 )
             return here
-    if line is not None and not line.failed:
+    if line is not None and not line.failed and not interrupted:
         raise FleetError(
             f"--dir {directory}: task {task} on {line.host} wrote its record {line.record}, "
             "which never arrived here: the directory is not shared with that node"
@@ -393,9 +615,17 @@ def summary_lines(result: FleetRun) -> list[str]:
     for s in result.statuses:
         if s.failed:
             lines.append(f"FAILED task {s.task} ({where(s)}): {s.failed}; output: {s.log}")
-            lines += ["    " + line for line in s.output_tail.strip().splitlines()[-8:]]
+            tail = s.output_tail.strip().split("\n")[-8:]
+            lines += ["    " + printable(line) for line in tail]
         else:
             lines.append(f"ok     task {s.task} ({s.label} on {s.host}): {s.seconds:g} s")
+    if result.timed_out:
+        lines.append(f"perfsuite fleet run: the launch timed out: {result.timed_out}")
+    if result.interrupted:
+        lines.append(
+            f"perfsuite fleet run: interrupted ({result.interrupted}): the launcher and every "
+            "process it started here were ended; the tasks' statuses so far are written"
+        )
     lines.append(
         f"perfsuite fleet run: {len(result.statuses) - len(result.failed)} of "
         f"{len(result.statuses)} tasks wrote their records in {result.seconds:g} s; next: "

@@ -9,6 +9,7 @@ nodes that failed.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 from perfsuite.errors import StorageError
 from perfsuite.fleet.aggregate import NODES_DIR
+from perfsuite.fleet.labels import GRAMMAR, is_label, printable
+from perfsuite.storage import read_text_bounded
 
 STATUS_VERSION = 1
 
@@ -41,21 +44,55 @@ class NodeStatus:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeStatus:
-        """Rebuild a status; StorageError when it is not one."""
+        """Rebuild a status; StorageError when it is not one.
+
+        Its label and host must follow hostname grammar (or be empty: a task that never
+        said where it ran); its texts are kept with control characters escaped, so that
+        what a task said never reaches a terminal or a page raw.
+        """
         try:
+            task, exit_code = data["task"], data.get("exit_code")
+            label, host = data["label"], data["host"]
+            seconds = data.get("seconds", 0.0)
+            if not _whole(task, 0, MAX_TASKS):
+                raise ValueError(f"'task' {str(task)[:20]!r} is not a task index")
+            if exit_code is not None and not _whole(exit_code, -(1 << 31), 1 << 31):
+                raise ValueError(f"'exit_code' {str(exit_code)[:20]!r} is not an exit status")
+            for what, name in (("label", label), ("host", host)):
+                if name != "" and not is_label(name):
+                    raise ValueError(f"{what} {str(name)[:80]!r} is not a host name: {GRAMMAR}")
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise ValueError("'seconds' is not a number")
+            if not 0 <= seconds < math.inf:
+                raise ValueError("'seconds' is not a finite number of seconds")
             return cls(
-                task=int(data["task"]),
-                label=str(data["label"]),
-                host=str(data["host"]),
-                failed=str(data.get("failed", "")),
-                exit_code=None if data.get("exit_code") is None else int(data["exit_code"]),
-                seconds=float(data.get("seconds", 0.0)),
-                log=str(data.get("log", "")),
-                record=str(data.get("record", "")),
-                output_tail=str(data.get("output_tail", "")),
+                task=task,
+                label=label,
+                host=host,
+                failed=_text(data, "failed"),
+                exit_code=exit_code,
+                seconds=float(seconds),
+                log=_text(data, "log"),
+                record=_text(data, "record"),
+                output_tail=_text(data, "output_tail", keep="\n\t"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StorageError(f"not a fleet task status: {exc}") from None
+
+
+# Task indices a fleet run may have (a million nodes, tasks a node included).
+MAX_TASKS = 1 << 24
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
+
+
+def _text(data: Mapping[str, Any], key: str, keep: str = "") -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str):
+        raise ValueError(f"{key!r} is not text")
+    return printable(value, keep)
 
 
 def status_path(directory: Path, task: int) -> Path:
@@ -73,11 +110,11 @@ def read_statuses(directory: Path) -> list[NodeStatus]:
     out = []
     for path in sorted((directory / NODES_DIR).glob("task-*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text_bounded(path, "fleet task status", 1 << 24))
             if not isinstance(data, dict) or data.get("schema_version") != STATUS_VERSION:
                 raise StorageError("not a fleet task status of this perfsuite")
             out.append(NodeStatus.from_dict(data))
-        except (OSError, ValueError, StorageError) as exc:
+        except (ValueError, RecursionError, StorageError) as exc:
             raise StorageError(f"{path}: {exc}") from None
     return sorted(out, key=lambda s: s.task)
 

@@ -211,13 +211,24 @@ def verdict_line(fleet: Fleet) -> str:
     """The last line: how many slow, failed and to rerun, and the exit status."""
     if fleet.confirmed:
         return _confirmed_verdict_line(fleet)
-    parts = [_n(fleet.flagged, "unconfirmed slow node")] if fleet.flagged else []
+    slow = _nodes([(p, s.unit) for p in fleet.profiles for s in p.slow])
+    parts = [_n(slow, "unconfirmed slow node")] if slow else []
     if fleet.failed:
         parts.append(f"{len(fleet.failed)} failed")
     word = _verdict_word(fleet, parts, "no node flagged")
-    if fleet.rerun:
-        parts.append(f"{fleet.rerun} to rerun, slow only at readings their runs flagged")
+    rerun = _nodes([(p, r.unit) for p in fleet.profiles for r in p.rerun])
+    if rerun:
+        parts.append(f"{rerun} to rerun, slow only at readings their runs flagged")
     return _verdict_text(fleet, word, parts)
+
+
+def _nodes(units: Sequence[tuple[ProfileFleet, int]]) -> int:
+    """How many nodes the units (nodes, or GPUs of nodes) are on, as the rerun names them.
+
+    Counted as :func:`rerun_hosts` names them, so that a node with three slow GPUs is one
+    slow node, as it is one candidate node.
+    """
+    return len({node_name(p.matrix.units[u]) for p, u in units})
 
 
 def _verdict_word(fleet: Fleet, parts: list[str], none_found: str) -> str:
@@ -365,18 +376,24 @@ def confirm_line(fleet: Fleet) -> str:
 
 
 def _confirmed_verdict_line(fleet: Fleet) -> str:
-    cleared = sum(len(p.verdict_of(fj.Verdict.CLEARED)) for p in fleet.profiles)
-    parts = [f"{_n(fleet.drained, 'node')} confirmed slow by a rerun"] if fleet.drained else []
-    twice = fleet.drained - len(confirm_again(fleet))
-    if fleet.drained and len(fleet.confirm) > 1:
-        parts = [f"{_n(fleet.drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
+    def nodes(*verdicts: fj.Verdict) -> int:
+        return _nodes([(p, r.unit) for p, r in rechecked_rows(fleet, *verdicts)])
+
+    cleared = nodes(fj.Verdict.CLEARED)
+    drained = nodes(fj.Verdict.CONFIRMED)
+    parts = [f"{_n(drained, 'node')} confirmed slow by a rerun"] if drained else []
+    rows = rechecked_rows(fleet, fj.Verdict.CONFIRMED)
+    twice = _nodes([(p, r.unit) for p, r in rows if r.confirmations >= CONFIRMATIONS])
+    if drained and len(fleet.confirm) > 1:
+        parts = [f"{_n(drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
     if fleet.failures:
         parts.append(f"{len(fleet.failures)} failed")
     word = _verdict_word(fleet, parts, "no node confirmed")
     if cleared:
         parts.append(f"{cleared} flagged but not confirmed")
-    if fleet.rerun:
-        parts.append(f"{fleet.rerun} to rerun again")
+    rerun = nodes(fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED)
+    if rerun:
+        parts.append(f"{rerun} to rerun again")
     return _verdict_text(fleet, word, parts)
 
 
