@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfsuite import outcome
 from perfsuite.cli import main
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
@@ -342,7 +343,7 @@ def test_the_page_has_the_heat_map_and_the_strips(tmp_path: Path) -> None:
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert main(argv) == 2
+    assert main(argv) == outcome.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("perfsuite: error: ") and err.count("\n") == 1, err
     return err
@@ -513,7 +514,7 @@ def test_a_loaded_slow_node_is_rerun_not_drained(
     fleet(tmp_path, 8, slow={5: 0.6}, noisy={5: loaded(1.3)})
     code, drain = report(tmp_path)
     out = capsys.readouterr().out
-    assert code == 3
+    assert code == outcome.EXIT_INCONCLUSIVE
     assert drained(drain) == [] and drained(drain, "rerun") == ["node05"]
     (entry,) = drain["rerun"]  # type: ignore[misc]
     assert entry["reason"].startswith("rerun: test_")
@@ -565,7 +566,7 @@ def test_a_throttled_gpu_is_rerun_with_its_reason(tmp_path: Path) -> None:
             gpus=gpus,
         )  # fmt: skip
     code, drain = report(tmp_path)
-    assert code == 3 and drained(drain) == [] and drained(drain, "rerun") == ["g2/gpu0"]
+    assert code == outcome.EXIT_INCONCLUSIVE and drained(drain) == [] and drained(drain, "rerun") == ["g2/gpu0"]
     (check,) = drain["rerun"][0]["checks"]  # type: ignore[index]
     assert check["taint"] == ["gpu-throttled"]
     assert check["throttle_reasons"] == ["hardware thermal slowdown"]
@@ -803,7 +804,7 @@ def test_a_tainted_rerun_asks_for_another_and_never_drains(
     rerun(tmp_path / "confirm", 5, 0.7, loaded(1.3))
     code, drain = confirm_report(tmp_path)
     out = capsys.readouterr().out
-    assert code == 3 and drained(drain) == [] and drained(drain, "rerun") == ["node05"]
+    assert code == outcome.EXIT_INCONCLUSIVE and drained(drain) == [] and drained(drain, "rerun") == ["node05"]
     (entry,) = drain["rerun"]  # type: ignore[misc]
     assert entry["reason"].startswith("rerun again: test_")
     assert "under foreign load (1.30 cores of other work or steal)" in entry["reason"]
@@ -843,7 +844,7 @@ def test_a_candidate_missing_from_the_rerun_is_not_cleared(
     rerun(tmp_path / "confirm", 2)
     code, drain = confirm_report(tmp_path)
     out = capsys.readouterr().out
-    assert code == 3
+    assert code == outcome.EXIT_INCONCLUSIVE
     assert drained(drain, "not_confirmed") == ["node02"] and drained(drain, "rerun") == ["node05"]
     (entry,) = drain["rerun"]  # type: ignore[misc]
     assert entry["reason"].startswith("rerun again: test_") and "not measured" in entry["reason"]
