@@ -46,6 +46,9 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILENAME = "baseline.json"
 DEFAULT_WINDOW = 5
+# The runs a baseline may keep per check: every later save rewrites them all, and a judgement
+# reads them all, so a window past this is a typo, not a plan.
+MIN_WINDOW, MAX_WINDOW = 1, 1000
 HISTORY_KEEP = 10  # previous baseline files kept under history/
 
 

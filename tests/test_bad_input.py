@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite import cli
+from perfsuite import cli, outcome
 from perfsuite.baseline import BaselineStore
 from perfsuite.records import load_record
 
@@ -28,7 +30,7 @@ RECORD = FIXTURES / "report-run.json"
 PROFILE = "slowgpu"
 NODE = "test_toy.py::test_toy"
 
-USAGE = 2  # the perfsuite command's usage-error status
+USAGE = outcome.EXIT_USAGE  # the perfsuite command's usage-error status
 PYTEST_USAGE = pytest.ExitCode.USAGE_ERROR  # 4
 
 Setup = Callable[[Path], None]
@@ -145,6 +147,24 @@ def raw_record(name: str, old: str, new: str) -> Setup:
     return setup
 
 
+def fifo(name: str) -> Setup:
+    """A FIFO (named pipe) where an output would go: it must stay one."""
+
+    def setup(root: Path) -> None:
+        os.mkfifo(root / name)
+
+    return setup
+
+
+def directory(name: str) -> Setup:
+    """An empty directory where an output would go."""
+
+    def setup(root: Path) -> None:
+        (root / name).mkdir(parents=True)
+
+    return setup
+
+
 BINARY = "\xff\xfe\x00\x81 not text"
 
 
@@ -231,7 +251,7 @@ CLI_ROWS = [
     Row("accept-no-match", ("baseline", "accept", "good.json", "-k", "nothing-like-this"), USAGE,
         "no result matches", (good_record,)),
     Row("accept-zero-runs", ("baseline", "accept", "good.json", "--runs", "0"), USAGE,
-        "expected a whole number >= 1", (good_record,)),
+        "expected a whole number from 1 to 1000", (good_record,)),
     Row("accept-into-poisoned-baseline", ("baseline", "accept", "good.json"), USAGE,
         "NaN is not a number",
         (good_record, text_file("baselines/devcpu/baseline.json", json.dumps({
@@ -277,15 +297,40 @@ CLI_ROWS = [
     Row("profiles-show-traversal", ("profiles", "show", "../../etc/passwd"), USAGE,
         "../../etc/passwd"),
     Row("unknown-command", ("frobnicate",), USAGE, "invalid choice"),
+    # Issue 63, case 5: an atomic writer never replaces what is not a regular file.
+    Row("case05-report-o-fifo", ("report", "good.json", "-o", "out.fifo"), USAGE,
+        "out.fifo: is a FIFO, not a regular file", (good_record, fifo("out.fifo"))),
+    Row("case05-compare-html-fifo", ("compare", "a.json", "good.json", "--html", "page"), USAGE,
+        "page: is a FIFO, not a regular file",
+        (good_record, record_with("a.json", _set("run_id", value="other")), fifo("page"))),
+    Row("case05-report-o-directory", ("report", "good.json", "-o", "out"), USAGE,
+        "out: is a directory, not a regular file", (good_record, directory("out"))),
+    # Issue 63, case 3 (must be true 3): an empty path is a usage error.
+    Row("case03-report-o-empty", ("report", "good.json", "-o", ""), USAGE,
+        "argument -o/--output: empty path", (good_record,)),
+    Row("case03-compare-html-empty", ("compare", "a.json", "good.json", "--html", ""), USAGE,
+        "argument --html: empty path",
+        (good_record, record_with("a.json", _set("run_id", value="other")))),
+    Row("case03-report-baseline-empty", ("report", "good.json", "--baseline", ""), USAGE,
+        "argument --baseline: empty path", (good_record,)),
+    Row("case03-accept-baseline-dir-empty", ("baseline", "accept", "good.json",
+        "--baseline-dir", ""), USAGE, "argument --baseline-dir: empty path", (good_record,)),
+    Row("case03-history-report-dir-empty", ("history", "--report-dir", ""), USAGE,
+        "argument --report-dir: empty path"),
 ]  # fmt: skip
 
 
 def _hashes(root: Path) -> dict[Path, str]:
-    return {
-        p.relative_to(root): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts
-    }
+    """Each file's digest; a directory, FIFO or other non-regular file by its kind."""
+    found = {}
+    for p in root.rglob("*"):
+        if "__pycache__" in p.parts or ".pytest_cache" in p.parts:
+            continue
+        if p.is_file():
+            found[p.relative_to(root)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:  # never opened: reading a FIFO would wait for a writer
+            found[p.relative_to(root)] = f"kind {stat.S_IFMT(p.lstat().st_mode):o}"
+    return found
 
 
 def _assert_nothing_stored_changed(root: Path, before: dict[Path, str]) -> None:
