@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import allocator, outcome, stats
+from perfsuite.environment import redact_argv
 from perfsuite.measure import DEFAULT, FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
@@ -121,6 +122,7 @@ class Settings:
             model_path=str(self.model_path) if self.model_path else None,
             fail_on=sorted(self.fail_on),
             ranks=list(self.ranks),
+            launcher=" ".join(redact_argv(self.launcher.split())),
             warmup=self.policy.warmup,
             repetitions=self.policy.repetitions,
             policy=self.policy.to_dict(),
