@@ -40,7 +40,7 @@ from perfsuite.storage import (
     write_chunks_atomic,
     write_text_atomic,
 )
-from perfsuite.validate import bad_samples, is_sample, parse_json
+from perfsuite.validate import bad_samples, is_sample, is_timestamp, parse_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -193,6 +193,8 @@ def _entry(
         for key in ("run_id", "created"):
             if not isinstance(run.get(key, ""), str):
                 raise bad(f"run {i}: {key!r} is not text")
+        if run.get("created") and not is_timestamp(run["created"]):
+            raise bad(f"run {i}: 'created' is not an ISO 8601 time: {run['created']!r:.40}")
         policy = run.get("policy", {})
         if not isinstance(policy, dict):
             raise bad(f"run {i}: 'policy' is not an object")
@@ -248,8 +250,10 @@ class BaselineStore:
         baseline built with ten runs per check stays at ten), or ``DEFAULT_WINDOW`` for a new
         file.
         """
-        if window is not None and window < 1:
-            raise ValueError(f"a baseline keeps at least one run, got {window}")
+        if window is not None and not MIN_WINDOW <= window <= MAX_WINDOW:
+            raise ValueError(
+                f"a baseline keeps {MIN_WINDOW} to {MAX_WINDOW} runs per check, got {window}"
+            )
         if history_keep < 0:
             raise ValueError(f"history_keep must be >= 0, got {history_keep}")
         self.root = root
@@ -271,16 +275,11 @@ class BaselineStore:
             return Baseline(profile, {}, path)
         data = self._read_checked(profile)
         run_policies = data.get("run_policies", {})
-        if not isinstance(run_policies, dict):
-            raise StorageError(f"{path}: corrupt baseline: 'run_policies' is not an object")
         entries = {
             node_id: _entry(path, node_id, raw, run_policies)
             for node_id, raw in data["entries"].items()
         }
-        environments = data.get("environments", {})
-        return Baseline(
-            profile, entries, path, environments if isinstance(environments, dict) else {}
-        )
+        return Baseline(profile, entries, path, data.get("environments", {}))
 
     def _read_checked(self, profile: str) -> dict[str, Any]:
         """The stored file, checked: readable version, this profile's, entries an object."""
@@ -305,6 +304,22 @@ class BaselineStore:
             )
         if not isinstance(data.get("entries"), dict):
             raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
+        for key in ("run_policies", "environments"):
+            if not isinstance(data.get(key, {}), dict):
+                raise StorageError(
+                    f"{path}: corrupt baseline: {key!r} is not an object, got "
+                    f"{data[key]!r:.40} (file left untouched)"
+                )
+        window = data.get("window")
+        if window is not None and not (
+            isinstance(window, int)
+            and not isinstance(window, bool)
+            and MIN_WINDOW <= window <= MAX_WINDOW
+        ):
+            raise StorageError(
+                f"{path}: corrupt baseline: 'window' must be a whole number from {MIN_WINDOW} "
+                f"to {MAX_WINDOW}, got {window!r:.40} (file left untouched)"
+            )
 
     def check_writable(self, profile: str) -> None:
         """Fail early if the profile's baseline directory cannot be written."""
@@ -470,15 +485,11 @@ class BaselineStore:
             for node_id, raw in entries.items():
                 # Every entry is checked here, so a poisoned one is named, never written back.
                 _entry(path, node_id, raw, data.get("run_policies"))
-        environments = data.get("environments", {})
-        run_policies = data.get("run_policies", {})
-        window = data.get("window")
-        return {
+        return {  # the header was checked: these are objects, the window in range or None
             "entries": entries,
-            "environments": environments if isinstance(environments, dict) else {},
-            "run_policies": run_policies if isinstance(run_policies, dict) else {},
-            # The stored window, where the file has a sensible one (schema 1 had none).
-            "window": window if isinstance(window, int) and window >= 1 else None,
+            "environments": data.get("environments", {}),
+            "run_policies": data.get("run_policies", {}),
+            "window": data.get("window"),  # None for a file without one (schema 1)
         }
 
 

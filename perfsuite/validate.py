@@ -22,6 +22,7 @@ one line, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import json
 import math
@@ -220,3 +221,23 @@ def check_fields(cls: type, data: Any, where: str, optional: frozenset[str] = fr
                 continue
             raise StorageError(f"{where}: missing field {f.name!r}")
         check_value(data[f.name], hints[f.name], f"{where}.{f.name}")
+
+
+def is_timestamp(value: Any) -> bool:
+    """An ISO 8601 date and time, as perfsuite writes them (``2026-11-20T01:00:00+00:00``)."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 40:
+        return False
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def check_timestamp(value: Any, where: str) -> None:
+    """Raise StorageError unless ``value`` is an ISO 8601 time (see :func:`is_timestamp`)."""
+    if not is_timestamp(value):
+        raise StorageError(
+            f"{where}: expected an ISO 8601 time such as 2026-11-20T01:00:00+00:00, "
+            f"got {_describe(value)}"
+        )

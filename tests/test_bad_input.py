@@ -165,6 +165,16 @@ def directory(name: str) -> Setup:
     return setup
 
 
+def devcpu_baseline(**header: Any) -> Setup:
+    """A valid one-entry baseline of the fixture record's profile, with ``header`` changed."""
+    data = {
+        "schema_version": 2, "hardware_profile": "devcpu", "updated": "", "run_policies": {},
+        "entries": {"x": {"metric": "m", "unit": "u", "higher_is_better": True,
+                          "runs": [{"run_id": "r", "samples": [1.0]}]}},
+    }  # fmt: skip
+    return text_file("baselines/devcpu/baseline.json", json.dumps({**data, **header}))
+
+
 BINARY = "\xff\xfe\x00\x81 not text"
 
 
@@ -195,6 +205,17 @@ def poisoned_baseline(mutate: Callable[[dict[str, Any]], None]) -> Setup:
         data = json.loads(path.read_text())
         mutate(data["entries"][NODE])
         path.write_text(json.dumps(data))  # json.dumps writes NaN and Infinity as bare words
+
+    return setup
+
+
+def poisoned_header(**header: Any) -> Setup:
+    """The stored baseline with its header's fields set to ``header``."""
+
+    def setup(root: Path) -> None:
+        stored_baseline(root)
+        path = root / "baselines" / PROFILE / "baseline.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **header}))
 
     return setup
 
@@ -317,6 +338,32 @@ CLI_ROWS = [
         "--baseline-dir", ""), USAGE, "argument --baseline-dir: empty path", (good_record,)),
     Row("case03-history-report-dir-empty", ("history", "--report-dir", ""), USAGE,
         "argument --report-dir: empty path"),
+    # Issue 63, case 19-21: a baseline header accept cannot use, and a window out of range.
+    Row("case19-run-policies-a-list", ("baseline", "accept", "good.json"), USAGE,
+        "baseline.json: corrupt baseline: 'run_policies' is not an object",
+        (good_record, devcpu_baseline(run_policies=["r"]))),
+    Row("case20-window-negative", ("baseline", "accept", "good.json"), USAGE,
+        "'window' must be a whole number from 1 to 1000, got -3",
+        (good_record, devcpu_baseline(window=-3))),
+    Row("case20-window-text", ("baseline", "accept", "good.json"), USAGE,
+        "'window' must be a whole number from 1 to 1000, got 'five'",
+        (good_record, devcpu_baseline(window="five"))),
+    Row("case21-runs-32-digits", ("baseline", "accept", "good.json", "--runs", "9" * 32), USAGE,
+        "argument --runs: expected a whole number from 1 to 1000", (good_record,)),
+    Row("case21-runs-1001", ("baseline", "accept", "good.json", "--runs", "1001"), USAGE,
+        "argument --runs: expected a whole number from 1 to 1000, got '1001'", (good_record,)),
+    # Issue 63, case 23: a record's time, durations, outcome and incomplete flag.
+    Row("case23-created-yesterday", ("baseline", "accept", "c.json"), USAGE,
+        "c.json: created: expected an ISO 8601 time", (record_with("c.json", _set("created", value="yesterday")),)),
+    Row("case23-negative-seconds", ("compare", "good.json", "s.json"), USAGE,
+        "n1-forward]': seconds must be >= 0, got -1.0",
+        (good_record, record_with("s.json", _set("results", 0, "seconds", value=[-1.0, 1.0])))),
+    Row("case23-negative-duration", ("report", "d.json", "-o", "out.html"), USAGE,
+        "d.json: duration_s: expected seconds >= 0, got -5", (record_with("d.json", _set("duration_s", value=-5)),)),
+    Row("case23-unknown-outcome", ("report", "o.json", "-o", "out.html"), USAGE,
+        "outcome 'splendid' is unknown (one of", (record_with("o.json", _set("results", 0, "outcome", value="splendid")),)),
+    Row("case23-incomplete-no", ("baseline", "accept", "i.json"), USAGE,
+        "i.json: incomplete: expected why the run stopped early", (record_with("i.json", _set("incomplete", value="no")),)),
 ]  # fmt: skip
 
 
@@ -525,6 +572,11 @@ PLUGIN_ROWS = [
     # Item 12: a setting glibc cannot be given.
     Row("malloc-threshold-2048", (*ON_SLOWGPU, "--perf-malloc-threshold", "2048"), PYTEST_USAGE,
         "at most 2047 MiB"),
+    # Issue 63, cases 19 and 20: the plugin refuses a corrupt baseline header, too.
+    Row("case19-plugin-run-policies-text", ON_SLOWGPU, PYTEST_USAGE,
+        "'run_policies' is not an object", (poisoned_header(run_policies="x"),)),
+    Row("case20-plugin-window-negative", ON_SLOWGPU, PYTEST_USAGE,
+        "'window' must be a whole number from 1 to 1000, got -3", (poisoned_header(window=-3),)),
     Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,
         "none measured anything"),
 ]  # fmt: skip
