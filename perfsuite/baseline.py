@@ -222,6 +222,11 @@ def _entry(
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
 
 
+def direction_words(higher_is_better: bool) -> str:
+    """Which way is better, in words (for the messages that refuse a disagreement)."""
+    return "higher is better" if higher_is_better else "lower is better"
+
+
 def _updated(path: Path) -> str:
     """The time a baseline file says it was written (its ``updated``), or "" if unreadable."""
     try:
@@ -417,6 +422,17 @@ class BaselineStore:
                 if isinstance(raw, memoryview):
                     raw = parse_json(bytes(raw).decode("utf-8", "replace"), str(path), "baseline")
                 old = _entry(path, result.id, raw, run_policies) if raw is not None else None
+                if (
+                    old is not None
+                    and old.unit == result.unit
+                    and old.higher_is_better != result.higher_is_better
+                ):
+                    raise StorageError(
+                        f"{path}: check {result.id}: the baseline has it in {old.unit} with "
+                        f"{direction_words(old.higher_is_better)}, run {run_id} with "
+                        f"{direction_words(result.higher_is_better)}; one of them is wrong: "
+                        "refusing to merge (file left untouched)"
+                    )
                 keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:
                     keep = [

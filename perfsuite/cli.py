@@ -31,7 +31,13 @@ from perfsuite.baseline import (
     BaselineStore,
     safe_profile_name,
 )
-from perfsuite.compare import compare_runs, compared_record, environment_diff, sessions
+from perfsuite.compare import (
+    comparable,
+    compare_runs,
+    compared_record,
+    environment_diff,
+    sessions,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
@@ -253,6 +259,9 @@ def _report(args: argparse.Namespace) -> int:
     check_target(out)
     record = records.load_record(Path(args.run))
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
+    if baseline is not None:  # judged against it, as compare would be: the same checks
+        distinct_inputs([args.baseline, args.run], [baseline, record])
+        comparable([baseline], record)
     history = []
     profile = str(record.hardware_profile.get("name"))
     if args.report_dir and (Path(args.report_dir) / profile).is_dir():

@@ -175,6 +175,19 @@ def devcpu_baseline(**header: Any) -> Setup:
     return text_file("baselines/devcpu/baseline.json", json.dumps({**data, **header}))
 
 
+def _flip_direction(data: dict[str, Any]) -> None:
+    """Run ``flipped`` with its first check's direction the other way (same unit)."""
+    data["run_id"] = "flipped"
+    first = _first_result(data)
+    first["higher_is_better"] = not first["higher_is_better"]
+
+
+def good_in_baseline(root: Path) -> None:
+    """The fixture record accepted into baselines/devcpu."""
+    record = load_record(RECORD)
+    BaselineStore(root / "baselines").save("devcpu", list(record.results), record.run_id)
+
+
 BINARY = "\xff\xfe\x00\x81 not text"
 
 
@@ -352,6 +365,22 @@ CLI_ROWS = [
         "argument --runs: expected a whole number from 1 to 1000", (good_record,)),
     Row("case21-runs-1001", ("baseline", "accept", "good.json", "--runs", "1001"), USAGE,
         "argument --runs: expected a whole number from 1 to 1000, got '1001'", (good_record,)),
+    # Issue 63, case 13: one check, one unit, two directions.
+    Row("case13-compare-direction-flipped", ("compare", "good.json", "flip.json"), USAGE,
+        "lower is better; one record is wrong: refusing to compare",
+        (good_record, record_with("flip.json", _flip_direction))),
+    Row("case13-accept-direction-flipped", ("baseline", "accept", "flip.json"), USAGE,
+        "lower is better; one of them is wrong: refusing to merge",
+        (good_in_baseline, record_with("flip.json", _flip_direction))),
+    # Issue 63, case 22: report --baseline judges like compare.
+    Row("case22-report-baseline-other-profile", ("report", "good.json", "--baseline", "o.json"),
+        USAGE, "refusing to compare runs of different hardware profiles: a100 against 'devcpu'",
+        (good_record, record_with("o.json", lambda d: d.update(
+            run_id="other", hardware_profile={**d["hardware_profile"], "name": "a100"})))),
+    Row("case22-report-baseline-itself", ("report", "good.json", "--baseline", "good.json"),
+        USAGE, "each run record counts once", (good_record,)),
+    Row("case22-report-baseline-same-run", ("report", "good.json", "--baseline", "copy.json"),
+        USAGE, "the same run as copy.json", (good_record, record_with("copy.json", lambda d: None))),
     # Issue 63, case 23: a record's time, durations, outcome and incomplete flag.
     Row("case23-created-yesterday", ("baseline", "accept", "c.json"), USAGE,
         "c.json: created: expected an ISO 8601 time", (record_with("c.json", _set("created", value="yesterday")),)),
