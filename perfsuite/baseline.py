@@ -173,6 +173,9 @@ def _entry(
     for key, kind in (("metric", str), ("unit", str), ("higher_is_better", bool)):
         if not isinstance(raw.get(key), kind):
             raise bad(f"{key!r} missing or not a {kind.__name__}")
+    for text in (node_id, raw["metric"], raw["unit"]):
+        if not text.isprintable():
+            raise bad("an id, metric or unit holds a control character")
     raw_runs = raw.get("runs")
     if raw_runs is None and "samples" in raw:  # schema 1: one run per check
         raw_runs = [{"run_id": raw.get("run_id", ""), "created": raw.get("created", ""), **raw}]

@@ -43,7 +43,7 @@ from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
 from perfsuite.report.explain import CORRECTION_NAMES, young_baseline_note
-from perfsuite.report.terminal import format_table, short_id
+from perfsuite.report.terminal import format_table, printable, short_id
 from perfsuite.settings import duration
 from perfsuite.storage import check_target, same_file, write_json_atomic, write_text_atomic
 
@@ -181,7 +181,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     for r in rows:
         if r.verdict != "ok":
-            print(f"{r.verdict}: {short_id(r.id)}: {reasons[r.id]}")
+            print(f"{r.verdict}: {short_id(r.id)}: {printable(reasons[r.id])}")
     young = young_baseline_note(judged.results)
     if young:
         words = young.replace("Add runs with --perf-save-baseline", "Give more runs before")
@@ -229,9 +229,10 @@ def _compare(args: argparse.Namespace) -> int:
         )
     )
     if b.incomplete:
-        print(f"B ({b.run_id}) is incomplete: {b.incomplete}")
+        print(f"B ({b.run_id}) is incomplete: {printable(b.incomplete)}")
     for crash in b.crashed:
-        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {crash.message}")
+        message = printable(crash.message)
+        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {message}")
     verdict = outcome.record_verdict(judged, args.fail_on, results=compared)
     worst = verdict.named()
     print(

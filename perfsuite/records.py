@@ -19,7 +19,13 @@ from perfsuite.model import (
 )
 from perfsuite.outcome import CHOOSABLE, ORDER
 from perfsuite.storage import is_plain_name, read_json
-from perfsuite.validate import bad_samples, check_fields, check_timestamp, check_value
+from perfsuite.validate import (
+    bad_samples,
+    check_fields,
+    check_printable,
+    check_timestamp,
+    check_value,
+)
 
 MAX_RECORD_BYTES = 512 << 20
 # Settings a record's readers act on, with the type each must have.
@@ -69,6 +75,7 @@ def check_record(data: Mapping[str, Any], where: str) -> None:
         )
     if not data["run_id"].strip():
         raise StorageError(f"{where}: run record has an empty run_id")
+    check_printable(data["run_id"], f"{where}: run_id")
     check_timestamp(data["created"], f"{where}: created")
     duration = data.get("duration_s")
     if duration is not None and duration < 0:
@@ -80,6 +87,9 @@ def check_record(data: Mapping[str, Any], where: str) -> None:
             f"that completed, got {incomplete!r}"
         )
     check_value(data.get("crashed", []), tuple[Crash, ...], f"{where}.crashed")
+    for i, crash in enumerate(data.get("crashed", [])):
+        for key in ("id", "phase"):
+            check_printable(crash[key], f"{where}: crashed[{i}].{key}")
     settings = data.get("settings", {})
     for key, hint in _SETTINGS_KEYS.items():
         if key in settings:
@@ -103,6 +113,7 @@ def check_result(raw: Any, where: str) -> None:
     for key in ("id", "metric", "unit", "check"):
         if not raw[key].strip():
             raise StorageError(f"{where}: {key!r} is empty")
+        check_printable(raw[key], f"{where}: {key}")
     negative = [s for s in raw["seconds"] if s < 0]
     if negative:
         raise StorageError(f"{where}: seconds must be >= 0, got {negative[0]!r}")

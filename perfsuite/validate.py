@@ -241,3 +241,18 @@ def check_timestamp(value: Any, where: str) -> None:
             f"{where}: expected an ISO 8601 time such as 2026-11-20T01:00:00+00:00, "
             f"got {_describe(value)}"
         )
+
+
+def check_printable(value: str, where: str) -> None:
+    """Raise StorageError if ``value`` holds a control or format character.
+
+    An id, a unit or a run id is printed to the terminal as it is: an escape sequence in one
+    would drive the terminal (recolour, move the cursor, hide lines) and a line break would
+    forge output.  perfsuite never writes one, so a file that holds one is refused.
+    """
+    if not value.isprintable():
+        bad = next(ch for ch in value if not ch.isprintable())
+        raise StorageError(
+            f"{where}: holds the control character {bad!r} in {_describe(value)}; an id, "
+            "unit or name must be printable text"
+        )

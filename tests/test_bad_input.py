@@ -365,6 +365,21 @@ CLI_ROWS = [
         "argument --runs: expected a whole number from 1 to 1000", (good_record,)),
     Row("case21-runs-1001", ("baseline", "accept", "good.json", "--runs", "1001"), USAGE,
         "argument --runs: expected a whole number from 1 to 1000, got '1001'", (good_record,)),
+    # Issue 63, case 1: text a terminal would obey is refused where it is read.
+    Row("case01-compare-escape-in-id", ("compare", "good.json", "esc.json"), USAGE,
+        "id: holds the control character '\\x1b'",
+        (good_record, record_with("esc.json", _set("results", 0, "id", value="t.py::x\x1b[2J")))),
+    Row("case01-compare-newline-in-run-id", ("compare", "good.json", "nl.json"), USAGE,
+        "run_id: holds the control character '\\n'",
+        (good_record, record_with("nl.json", _set("run_id", value="b\nA: forged")))),
+    Row("case01-report-escape-in-unit", ("report", "u.json", "-o", "u.html"), USAGE,
+        "unit: holds the control character '\\x1b'",
+        (record_with("u.json", _set("results", 0, "unit", value="GB/s\x1b]0;title\x07")),)),
+    Row("case01-accept-escape-in-baseline-id", ("baseline", "accept", "good.json"), USAGE,
+        "an id, metric or unit holds a control character",
+        (good_record, devcpu_baseline(entries={"x\x1b[31m": {
+            "metric": "m", "unit": "u", "higher_is_better": True,
+            "runs": [{"run_id": "r", "samples": [1.0]}]}}))),
     # Issue 63, case 13: one check, one unit, two directions.
     Row("case13-compare-direction-flipped", ("compare", "good.json", "flip.json"), USAGE,
         "lower is better; one record is wrong: refusing to compare",
@@ -435,7 +450,24 @@ def test_cli_refuses_bad_input(
     assert status == row.exit, out + err
     assert row.fragment in err, err
     assert "Traceback" not in out + err
+    assert "\x1b" not in out + err, "a control character reached the terminal"
     _assert_nothing_stored_changed(tmp_path, before)
+
+
+def test_case01_compare_shows_a_crash_message_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Free text of a record (a crash's message, why it is incomplete) is shown escaped."""
+    good_record(tmp_path)
+    record_with("b.json", lambda d: d.update(
+        run_id="b", incomplete="stopped\x1b[2J",
+        crashed=[{"id": "t.py::c", "phase": "call", "message": "boom\x1b[31m\nforged"}],
+    ))(tmp_path)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    cli.main(["compare", "good.json", "b.json"])
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
+    assert "boom\\x1b[31m\\nforged" in out and "stopped\\x1b[2J" in out
 
 
 def test_history_skips_one_corrupt_record_and_names_it(
