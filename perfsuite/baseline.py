@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from perfsuite import probe, speed, stats
 from perfsuite.errors import BaselineMismatchError, StorageError
@@ -225,9 +225,40 @@ def _entry(
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
 
 
+class Measured(Protocol):
+    """A check's measurement as a baseline entry and a result both describe it."""
+
+    @property
+    def unit(self) -> str:
+        """The unit it is measured in."""
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Which way is better."""
+
+
 def direction_words(higher_is_better: bool) -> str:
     """Which way is better, in words (for the messages that refuse a disagreement)."""
     return "higher is better" if higher_is_better else "lower is better"
+
+
+def same_direction(
+    node_id: str, a: tuple[str, Measured], b: tuple[str, Measured], refusal: str
+) -> None:
+    """Refuse two measurements of a check in one unit that disagree on which way is better.
+
+    The direction decides whether a change is a regression or an improvement: when two
+    records (or a record and its baseline) disagree one of them is wrong, and either reading
+    would turn a loss into a gain.  A check measured in another unit is another measurement.
+    ``a`` and ``b`` are each a name for the message and the measurement.
+    """
+    (a_name, first), (b_name, second) = a, b
+    if first.unit == second.unit and first.higher_is_better != second.higher_is_better:
+        raise StorageError(
+            f"check {node_id}: {a_name} has it in {first.unit} with "
+            f"{direction_words(first.higher_is_better)}, {b_name} with "
+            f"{direction_words(second.higher_is_better)}; one of them is wrong: {refusal}"
+        )
 
 
 def _updated(path: Path) -> str:
@@ -425,16 +456,12 @@ class BaselineStore:
                 if isinstance(raw, memoryview):
                     raw = parse_json(bytes(raw).decode("utf-8", "replace"), str(path), "baseline")
                 old = _entry(path, result.id, raw, run_policies) if raw is not None else None
-                if (
-                    old is not None
-                    and old.unit == result.unit
-                    and old.higher_is_better != result.higher_is_better
-                ):
-                    raise StorageError(
-                        f"{path}: check {result.id}: the baseline has it in {old.unit} with "
-                        f"{direction_words(old.higher_is_better)}, run {run_id} with "
-                        f"{direction_words(result.higher_is_better)}; one of them is wrong: "
-                        "refusing to merge (file left untouched)"
+                if old is not None:
+                    same_direction(
+                        result.id,
+                        (f"{path}: the baseline", old),
+                        (f"run {run_id}", result),
+                        "refusing to merge (file left untouched)",
                     )
                 keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:

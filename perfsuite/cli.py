@@ -815,7 +815,6 @@ def build_parser() -> argparse.ArgumentParser:
             "with their memory bandwidth and fp32 peak, and what 'auto' resolves to on this "
             "machine; or print one profile's figures as TOML. Exit status: 0 ok, 2 usage error."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     profiles.add_argument(
         "action",
@@ -948,7 +947,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(func=_report)
 
-    histp = sub.add_parser("history", help="each check's trend over the run records")
+    histp = sub.add_parser(
+        "history",
+        help="each check's trend over the run records",
+        description=(
+            "Read a profile's run records under --report-dir, oldest first, and show each "
+            "check's trend with its change points (a level that moved by more than "
+            "--tolerance) and drift. A corrupt record is named and skipped. Exit status: "
+            "0 no change point, 1 a change point or drift, 2 usage error."
+        ),
+    )
     histp.add_argument(
         "--report-dir",
         type=_path,

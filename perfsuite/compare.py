@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite import outcome, speed, stats, waivers
-from perfsuite.baseline import direction_words
+from perfsuite.baseline import same_direction
 from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
@@ -334,23 +334,15 @@ def comparable(before: Sequence[RunRecord], b: RunRecord) -> None:
 def same_directions(a: RunRecord, b: RunRecord) -> None:
     """Refuse two records that measure a check in one unit but disagree on its direction.
 
-    Which way is better decides whether a change is a regression or an improvement; when two
-    records disagree one of them is wrong, and either reading would turn a loss into a gain.
-    A check measured in another unit is another measurement, and is not compared at all.
+    See :func:`perfsuite.baseline.same_direction`; a check measured in another unit is not
+    compared at all.
     """
     theirs = {r.id: r for r in b.results}
     for r in a.results:
         other = theirs.get(r.id)
-        if (
-            other is not None
-            and other.unit == r.unit
-            and other.higher_is_better != r.higher_is_better
-        ):
-            raise StorageError(
-                f"check {r.id}: run {a.run_id} records it in {r.unit} with "
-                f"{direction_words(r.higher_is_better)}, run {b.run_id} with "
-                f"{direction_words(other.higher_is_better)}; one record is wrong: "
-                "refusing to compare"
+        if other is not None:
+            same_direction(
+                r.id, (f"run {a.run_id}", r), (f"run {b.run_id}", other), "refusing to compare"
             )
 
 

@@ -382,7 +382,7 @@ CLI_ROWS = [
             "runs": [{"run_id": "r", "samples": [1.0]}]}}))),
     # Issue 63, case 13: one check, one unit, two directions.
     Row("case13-compare-direction-flipped", ("compare", "good.json", "flip.json"), USAGE,
-        "lower is better; one record is wrong: refusing to compare",
+        "lower is better; one of them is wrong: refusing to compare",
         (good_record, record_with("flip.json", _flip_direction))),
     Row("case13-accept-direction-flipped", ("baseline", "accept", "flip.json"), USAGE,
         "lower is better; one of them is wrong: refusing to merge",
@@ -693,3 +693,48 @@ def test_the_tables_are_what_the_docs_count() -> None:
     readme = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
     rows = len(CLI_ROWS) + len(PLUGIN_ROWS) + 1  # + the corrupt-history case
     assert f"{rows} bad inputs" in readme
+
+
+# ----------------------------------------------------------------------------- help and version
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfsuite import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == outcome.EXIT_OK
+    assert capsys.readouterr().out.strip() == f"perfsuite {__version__}"
+
+
+def _subparser(parser: Any, *names: str) -> Any:
+    import argparse
+
+    for name in names:
+        choices = next(
+            a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+        )
+        parser = choices[name]
+    return parser
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("profiles",), ("backends",), ("compare",), ("report",), ("history",), ("baseline", "accept")],
+    ids=" ".join,
+)
+def test_each_argument_of_the_stored_file_commands_has_help_and_its_default(
+    command: tuple[str, ...],
+) -> None:
+    """Issue 63: a description, help for every argument, and each option's default shown."""
+    import argparse
+
+    parser = _subparser(cli.build_parser(), *command)
+    assert parser.description, "no description in --help"
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help, f"{name}: no help text"
+        if action.option_strings and action.default is not None:
+            assert "default" in action.help.lower(), f"{name}: default not shown"
