@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from perfsuite import probe, speed, stats
 from perfsuite.errors import BaselineMismatchError, StorageError
@@ -40,12 +40,15 @@ from perfsuite.storage import (
     write_chunks_atomic,
     write_text_atomic,
 )
-from perfsuite.validate import bad_samples, is_sample, parse_json
+from perfsuite.validate import bad_samples, is_sample, is_timestamp, parse_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILENAME = "baseline.json"
 DEFAULT_WINDOW = 5
+# The runs a baseline may keep per check: every later save rewrites them all, and a judgement
+# reads them all, so a window past this is a typo, not a plan.
+MIN_WINDOW, MAX_WINDOW = 1, 1000
 HISTORY_KEEP = 10  # previous baseline files kept under history/
 
 
@@ -170,6 +173,9 @@ def _entry(
     for key, kind in (("metric", str), ("unit", str), ("higher_is_better", bool)):
         if not isinstance(raw.get(key), kind):
             raise bad(f"{key!r} missing or not a {kind.__name__}")
+    for text in (node_id, raw["metric"], raw["unit"]):
+        if not text.isprintable():
+            raise bad("an id, metric or unit holds a control character")
     raw_runs = raw.get("runs")
     if raw_runs is None and "samples" in raw:  # schema 1: one run per check
         raw_runs = [{"run_id": raw.get("run_id", ""), "created": raw.get("created", ""), **raw}]
@@ -190,6 +196,8 @@ def _entry(
         for key in ("run_id", "created"):
             if not isinstance(run.get(key, ""), str):
                 raise bad(f"run {i}: {key!r} is not text")
+        if run.get("created") and not is_timestamp(run["created"]):
+            raise bad(f"run {i}: 'created' is not an ISO 8601 time: {run['created']!r:.40}")
         policy = run.get("policy", {})
         if not isinstance(policy, dict):
             raise bad(f"run {i}: 'policy' is not an object")
@@ -215,6 +223,42 @@ def _entry(
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
+
+
+class Measured(Protocol):
+    """A check's measurement as a baseline entry and a result both describe it."""
+
+    @property
+    def unit(self) -> str:
+        """The unit it is measured in."""
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Which way is better."""
+
+
+def direction_words(higher_is_better: bool) -> str:
+    """Which way is better, in words (for the messages that refuse a disagreement)."""
+    return "higher is better" if higher_is_better else "lower is better"
+
+
+def same_direction(
+    node_id: str, a: tuple[str, Measured], b: tuple[str, Measured], refusal: str
+) -> None:
+    """Refuse two measurements of a check in one unit that disagree on which way is better.
+
+    The direction decides whether a change is a regression or an improvement: when two
+    records (or a record and its baseline) disagree one of them is wrong, and either reading
+    would turn a loss into a gain.  A check measured in another unit is another measurement.
+    ``a`` and ``b`` are each a name for the message and the measurement.
+    """
+    (a_name, first), (b_name, second) = a, b
+    if first.unit == second.unit and first.higher_is_better != second.higher_is_better:
+        raise StorageError(
+            f"check {node_id}: {a_name} has it in {first.unit} with "
+            f"{direction_words(first.higher_is_better)}, {b_name} with "
+            f"{direction_words(second.higher_is_better)}; one of them is wrong: {refusal}"
+        )
 
 
 def _updated(path: Path) -> str:
@@ -245,8 +289,10 @@ class BaselineStore:
         baseline built with ten runs per check stays at ten), or ``DEFAULT_WINDOW`` for a new
         file.
         """
-        if window is not None and window < 1:
-            raise ValueError(f"a baseline keeps at least one run, got {window}")
+        if window is not None and not MIN_WINDOW <= window <= MAX_WINDOW:
+            raise ValueError(
+                f"a baseline keeps {MIN_WINDOW} to {MAX_WINDOW} runs per check, got {window}"
+            )
         if history_keep < 0:
             raise ValueError(f"history_keep must be >= 0, got {history_keep}")
         self.root = root
@@ -268,16 +314,11 @@ class BaselineStore:
             return Baseline(profile, {}, path)
         data = self._read_checked(profile)
         run_policies = data.get("run_policies", {})
-        if not isinstance(run_policies, dict):
-            raise StorageError(f"{path}: corrupt baseline: 'run_policies' is not an object")
         entries = {
             node_id: _entry(path, node_id, raw, run_policies)
             for node_id, raw in data["entries"].items()
         }
-        environments = data.get("environments", {})
-        return Baseline(
-            profile, entries, path, environments if isinstance(environments, dict) else {}
-        )
+        return Baseline(profile, entries, path, data.get("environments", {}))
 
     def _read_checked(self, profile: str) -> dict[str, Any]:
         """The stored file, checked: readable version, this profile's, entries an object."""
@@ -302,6 +343,22 @@ class BaselineStore:
             )
         if not isinstance(data.get("entries"), dict):
             raise StorageError(f"{path}: corrupt baseline: 'entries' is not an object")
+        for key in ("run_policies", "environments"):
+            if not isinstance(data.get(key, {}), dict):
+                raise StorageError(
+                    f"{path}: corrupt baseline: {key!r} is not an object, got "
+                    f"{data[key]!r:.40} (file left untouched)"
+                )
+        window = data.get("window")
+        if window is not None and not (
+            isinstance(window, int)
+            and not isinstance(window, bool)
+            and MIN_WINDOW <= window <= MAX_WINDOW
+        ):
+            raise StorageError(
+                f"{path}: corrupt baseline: 'window' must be a whole number from {MIN_WINDOW} "
+                f"to {MAX_WINDOW}, got {window!r:.40} (file left untouched)"
+            )
 
     def check_writable(self, profile: str) -> None:
         """Fail early if the profile's baseline directory cannot be written."""
@@ -399,6 +456,13 @@ class BaselineStore:
                 if isinstance(raw, memoryview):
                     raw = parse_json(bytes(raw).decode("utf-8", "replace"), str(path), "baseline")
                 old = _entry(path, result.id, raw, run_policies) if raw is not None else None
+                if old is not None:
+                    same_direction(
+                        result.id,
+                        (f"{path}: the baseline", old),
+                        (f"run {run_id}", result),
+                        "refusing to merge (file left untouched)",
+                    )
                 keep: list[dict[str, Any]] = []
                 if old is not None and old.unit == result.unit:
                     keep = [
@@ -467,15 +531,11 @@ class BaselineStore:
             for node_id, raw in entries.items():
                 # Every entry is checked here, so a poisoned one is named, never written back.
                 _entry(path, node_id, raw, data.get("run_policies"))
-        environments = data.get("environments", {})
-        run_policies = data.get("run_policies", {})
-        window = data.get("window")
-        return {
+        return {  # the header was checked: these are objects, the window in range or None
             "entries": entries,
-            "environments": environments if isinstance(environments, dict) else {},
-            "run_policies": run_policies if isinstance(run_policies, dict) else {},
-            # The stored window, where the file has a sensible one (schema 1 had none).
-            "window": window if isinstance(window, int) and window >= 1 else None,
+            "environments": data.get("environments", {}),
+            "run_policies": data.get("run_policies", {}),
+            "window": data.get("window"),  # None for a file without one (schema 1)
         }
 
 

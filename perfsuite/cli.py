@@ -23,18 +23,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from perfsuite import __version__, outcome, records, stats
 from perfsuite import history as hist
-from perfsuite import outcome, records, stats
-from perfsuite.baseline import DEFAULT_WINDOW, BaselineStore, safe_profile_name
-from perfsuite.compare import compare_runs, compared_record, environment_diff, sessions
+from perfsuite.baseline import (
+    DEFAULT_WINDOW,
+    MAX_WINDOW,
+    MIN_WINDOW,
+    BaselineStore,
+    safe_profile_name,
+)
+from perfsuite.compare import (
+    comparable,
+    compare_runs,
+    compared_record,
+    environment_diff,
+    sessions,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
 from perfsuite.report.explain import CORRECTION_NAMES, young_baseline_note
-from perfsuite.report.terminal import format_table, short_id
+from perfsuite.report.terminal import format_table, printable, short_id
 from perfsuite.settings import duration
-from perfsuite.storage import same_file, write_json_atomic, write_text_atomic
+from perfsuite.storage import check_target, same_file, write_json_atomic, write_text_atomic
 
 
 def _row(profile: HardwareProfile) -> tuple[str, str, str, str, str]:
@@ -113,8 +125,8 @@ def not_an_input(output: str | Path, inputs: Sequence[str | Path], what: str) ->
 
 
 def _compare(args: argparse.Namespace) -> int:
-    if args.html:
-        not_an_input(args.html, args.runs, "--html")
+    if args.html is not None:
+        check_target(not_an_input(args.html, args.runs, "--html"))
     loaded = [records.load_record(Path(p)) for p in args.runs]
     distinct_inputs(args.runs, loaded)
     *before, b = sessions(loaded, args.passes)
@@ -170,7 +182,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     for r in rows:
         if r.verdict != "ok":
-            print(f"{r.verdict}: {short_id(r.id)}: {reasons[r.id]}")
+            print(f"{r.verdict}: {short_id(r.id)}: {printable(reasons[r.id])}")
     young = young_baseline_note(judged.results)
     if young:
         words = young.replace("Add runs with --perf-save-baseline", "Give more runs before")
@@ -184,7 +196,7 @@ def _compare(args: argparse.Namespace) -> int:
     for key, old, new in diff:
         print(f"  {key}: {old!r} -> {new!r}")
     compared = [r for r in judged.results if r.id in {row.id for row in rows}]
-    if args.html:
+    if args.html is not None:
         from dataclasses import replace
 
         from perfsuite.report.html import render
@@ -218,9 +230,10 @@ def _compare(args: argparse.Namespace) -> int:
         )
     )
     if b.incomplete:
-        print(f"B ({b.run_id}) is incomplete: {b.incomplete}")
+        print(f"B ({b.run_id}) is incomplete: {printable(b.incomplete)}")
     for crash in b.crashed:
-        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {crash.message}")
+        message = printable(crash.message)
+        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {message}")
     verdict = outcome.record_verdict(judged, args.fail_on, results=compared)
     worst = verdict.named()
     print(
@@ -243,14 +256,18 @@ def _readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
 def _report(args: argparse.Namespace) -> int:
     from perfsuite.report.html import render
 
+    inputs = [args.run, *([args.baseline] if args.baseline else [])]
+    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
+    check_target(out)
     record = records.load_record(Path(args.run))
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
+    if baseline is not None:  # judged against it, as compare would be: the same checks
+        distinct_inputs([args.baseline, args.run], [baseline, record])
+        comparable([baseline], record)
     history = []
     profile = str(record.hardware_profile.get("name"))
     if args.report_dir and (Path(args.report_dir) / profile).is_dir():
         history = _readable_history(Path(args.report_dir), profile)
-    inputs = [args.run, *([args.baseline] if args.baseline else [])]
-    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
     write_text_atomic(out, render(record, baseline=baseline, history=history))
     print(f"HTML report: {out}")
     return 0
@@ -374,6 +391,26 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+def _window(text: str) -> int:
+    """``baseline accept --runs``: the runs a baseline keeps per check, within its range."""
+    try:
+        value = int(text) if len(text.strip()) <= 12 else 0
+    except ValueError:
+        value = 0
+    if not MIN_WINDOW <= value <= MAX_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from {MIN_WINDOW} to {MAX_WINDOW}, got {text[:40]!r}"
+        )
+    return value
+
+
+def _path(text: str) -> str:
+    """A path argument: an empty one would mean the current directory, so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"empty path {text!r}: name a file or directory")
+    return text
 
 
 def _fail_on(text: str) -> frozenset[str]:
@@ -906,8 +943,19 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EXAMPLES,
     )
+    parser.add_argument(
+        "--version", action="version", version=f"perfsuite {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    profiles = sub.add_parser("profiles", help="list hardware profiles, or show one")
+    profiles = sub.add_parser(
+        "profiles",
+        help="list hardware profiles, or show one",
+        description=(
+            "List the hardware profiles perfsuite knows (built in, and those in --profile-dir), "
+            "with their memory bandwidth and fp32 peak, and what 'auto' resolves to on this "
+            "machine; or print one profile's figures as TOML. Exit status: 0 ok, 2 usage error."
+        ),
+    )
     profiles.add_argument(
         "action",
         nargs="?",
@@ -915,14 +963,27 @@ def build_parser() -> argparse.ArgumentParser:
         default="list",
         help="list every profile (the default), or show one profile's figures",
     )
-    profiles.add_argument("name", nargs="?", help="profile name, or 'auto' for this host")
     profiles.add_argument(
-        "--profile-dir", action="append", default=[], metavar="DIR", help="extra profile directory"
+        "name", nargs="?", help="with show: a profile name, or 'auto' for this host"
+    )
+    profiles.add_argument(
+        "--profile-dir",
+        type=_path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an extra directory of profile TOML files; repeat for more (default: none)",
     )
     profiles.set_defaults(func=_profiles)
 
     backends = sub.add_parser(
-        "backends", help="list the backends --perf-backend accepts, and which are installed"
+        "backends",
+        help="list the backends --perf-backend accepts, and which are installed",
+        description=(
+            "List every framework backend --perf-backend accepts and every collective library "
+            "the allreduce checks launch ranks with, whether each is installed here, and how "
+            "to install the missing ones. Exit status: 0 ok."
+        ),
     )
     backends.set_defaults(func=_backends)
 
@@ -935,15 +996,21 @@ def build_parser() -> argparse.ArgumentParser:
             "3 inconclusive (noisy checks, and nothing that --fail-on fails), 2 usage error."
         ),
     )
-    comp.add_argument("runs", metavar="RUN.json", nargs="+", help="A run(s) ..., then B")
+    comp.add_argument(
+        "runs", metavar="RUN.json", type=_path, nargs="+", help="A run(s) ..., then B"
+    )
     comp.add_argument(
         "--tolerance",
         type=_fraction,
         default=None,
-        help="override the tolerance B was judged with (a fraction between 0 and 1)",
+        help="override the tolerance B was judged with (a fraction between 0 and 1; "
+        "default: each check's own, as B was judged)",
     )
     comp.add_argument(
-        "--alpha", type=_fraction, default=stats.ALPHA, help="significance level (0..1)"
+        "--alpha",
+        type=_fraction,
+        default=stats.ALPHA,
+        help=f"significance level, between 0 and 1 (default {stats.ALPHA})",
     )
     comp.add_argument(
         "--correction",
@@ -975,27 +1042,67 @@ def build_parser() -> argparse.ArgumentParser:
         f"session; with runs from fewer than {stats.MIN_RUNS} sessions A is judged with a "
         "cautious run-to-run spread; 0 counts each run as its own (default: 30m)",
     )
-    comp.add_argument("--html", metavar="FILE", help="also write the A/B view as an HTML report")
+    comp.add_argument(
+        "--html",
+        type=_path,
+        metavar="FILE",
+        help="also write the A/B view as an HTML report to FILE (default: none)",
+    )
     comp.set_defaults(func=_compare)
 
     _ab_parser(sub)
     _bisect_parser(sub)
     _fleet_parser(sub)
 
-    rep = sub.add_parser("report", help="render a run record as a self-contained HTML report")
-    rep.add_argument("run", metavar="RUN.json")
+    rep = sub.add_parser(
+        "report",
+        help="render a run record as a self-contained HTML report",
+        description=(
+            "Render one run record as a self-contained HTML page: each check's verdicts, "
+            "samples and explanation, with sparklines from the profile's earlier runs under "
+            "--report-dir, and, with --baseline, another run of the same profile as ghosts and "
+            "an environment diff. Exit status: 0 written, 2 usage error."
+        ),
+    )
+    rep.add_argument("run", metavar="RUN.json", type=_path, help="the run record to render")
     rep.add_argument(
-        "--baseline", metavar="RUN.json", help="a baseline run: ghosts and environment diff"
+        "--baseline",
+        type=_path,
+        metavar="RUN.json",
+        help="another run of the same profile: ghosts and environment diff (default: none)",
     )
     rep.add_argument(
-        "--report-dir", default="reports", metavar="DIR", help="history for sparklines"
+        "--report-dir",
+        type=_path,
+        default="reports",
+        metavar="DIR",
+        help="the run records whose history draws the sparklines (default: reports)",
     )
-    rep.add_argument("-o", "--output", metavar="FILE", help="default: RUN.html beside RUN.json")
+    rep.add_argument(
+        "-o",
+        "--output",
+        type=_path,
+        metavar="FILE",
+        help="the page to write (default: RUN.html beside RUN.json)",
+    )
     rep.set_defaults(func=_report)
 
-    histp = sub.add_parser("history", help="each check's trend over the run records")
+    histp = sub.add_parser(
+        "history",
+        help="each check's trend over the run records",
+        description=(
+            "Read a profile's run records under --report-dir, oldest first, and show each "
+            "check's trend with its change points (a level that moved by more than "
+            "--tolerance) and drift. A corrupt record is named and skipped. Exit status: "
+            "0 no change point, 1 a change point or drift, 2 usage error."
+        ),
+    )
     histp.add_argument(
-        "--report-dir", default="reports", metavar="DIR", help="where the run records are"
+        "--report-dir",
+        type=_path,
+        default="reports",
+        metavar="DIR",
+        help="where the run records are (default: reports)",
     )
     histp.add_argument(
         "--profile",
@@ -1004,7 +1111,11 @@ def build_parser() -> argparse.ArgumentParser:
         "one with run records); any case",
     )
     histp.add_argument(
-        "-k", action="append", default=[], metavar="TEXT", help="checks whose id contains TEXT"
+        "-k",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only checks whose id contains TEXT; repeat for more (default: every check)",
     )
     histp.add_argument(
         "--tolerance",
@@ -1016,19 +1127,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     base = sub.add_parser("baseline", help="manage baselines")
     base_sub = base.add_subparsers(dest="baseline_command", required=True)
-    accept = base_sub.add_parser("accept", help="promote a run record to its profile's baseline")
-    accept.add_argument("run", metavar="RUN.json")
-    accept.add_argument(
-        "-k", action="append", default=[], metavar="TEXT", help="only checks whose id contains TEXT"
+    accept = base_sub.add_parser(
+        "accept",
+        help="promote a run record to its profile's baseline",
+        description=(
+            "Add a run's results to the baseline of the hardware profile it ran on, keeping "
+            "the last K accepted runs of each check; the previous baseline file is kept beside "
+            "it. Exit status: 0 accepted, 2 usage error."
+        ),
     )
-    accept.add_argument("--baseline-dir", default="baselines", metavar="DIR")
+    accept.add_argument("run", metavar="RUN.json", type=_path, help="the run record to accept")
+    accept.add_argument(
+        "-k",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only checks whose id contains TEXT; repeat for more (default: every check)",
+    )
+    accept.add_argument(
+        "--baseline-dir",
+        type=_path,
+        default="baselines",
+        metavar="DIR",
+        help="where baselines are kept, one folder per profile (default: baselines)",
+    )
     accept.add_argument(
         "--runs",
-        type=_positive,
+        type=_window,
         default=None,
         metavar="K",
-        help="accepted runs kept per check (default: the window the baseline was written "
-        f"with, {DEFAULT_WINDOW} for a new one)",
+        help=f"accepted runs kept per check, {MIN_WINDOW} to {MAX_WINDOW} (default: the "
+        f"window the baseline was written with, {DEFAULT_WINDOW} for a new one)",
     )
     accept.set_defaults(func=_accept)
     return with_exit_table(parser)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite import outcome, speed, stats, waivers
+from perfsuite.baseline import same_direction
 from perfsuite.environment import redact
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
@@ -142,6 +143,8 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
                 f"environments differ ({key}: {old!r} -> {new!r}{', ...' if len(diff) > 1 else ''})"
                 "; give each session's records together, before's first"
             )
+    for p in passes[1:]:
+        same_directions(passes[0], p)
     results = []
     for first in passes[0].results:
         found = [r for p in passes for r in p.results if r.id == first.id]
@@ -203,13 +206,7 @@ def compare_runs(
     before = [a] if isinstance(a, RunRecord) else list(a)
     if not before:
         raise PerfsuiteError("compare needs at least one run before the change")
-    names = {r.hardware_profile.get("name") for r in before}
-    pb = b.hardware_profile.get("name")
-    if names != {pb}:
-        raise PerfsuiteError(
-            f"refusing to compare runs of different hardware profiles: "
-            f"{', '.join(sorted(map(str, names)))} against {pb!r} ({b.run_id})"
-        )
+    comparable(before, b)
     b_results: dict[str, Result] = {r.id: r for r in b.results}
     runs: dict[str, list[Result]] = {}
     created: dict[str, list[str]] = {}
@@ -315,6 +312,38 @@ def compare_runs(
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
+
+
+def comparable(before: Sequence[RunRecord], b: RunRecord) -> None:
+    """Refuse to judge ``b`` against ``before`` across hardware profiles or directions.
+
+    They must have run on one hardware profile, and agree on every shared check's direction
+    (see :func:`same_directions`).
+    """
+    names = {r.hardware_profile.get("name") for r in before}
+    pb = b.hardware_profile.get("name")
+    if names != {pb}:
+        raise StorageError(
+            f"refusing to compare runs of different hardware profiles: "
+            f"{', '.join(sorted(map(str, names)))} against {pb!r} ({b.run_id})"
+        )
+    for record in before:
+        same_directions(record, b)
+
+
+def same_directions(a: RunRecord, b: RunRecord) -> None:
+    """Refuse two records that measure a check in one unit but disagree on its direction.
+
+    See :func:`perfsuite.baseline.same_direction`; a check measured in another unit is not
+    compared at all.
+    """
+    theirs = {r.id: r for r in b.results}
+    for r in a.results:
+        other = theirs.get(r.id)
+        if other is not None:
+            same_direction(
+                r.id, (f"run {a.run_id}", r), (f"run {b.run_id}", other), "refusing to compare"
+            )
 
 
 def _tolerance(b: Result, tolerance: float | None) -> float:

@@ -13,7 +13,7 @@ import platform
 import re
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -64,16 +64,25 @@ PERFORMANCE_PREFIXES = ("NCCL_", "OMP_", "KMP_", "MPICH_", "OMPI_MCA_", "UCX_", 
 # A name with one of these words is a secret whatever its prefix (NCCL_IB_..._KEY, say).
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
 REDACTED = "<redacted>"
-_SECRET_VALUE = re.compile(
-    r"(?i)(-----BEGIN [A-Z ]*PRIVATE KEY-----|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-"
-    r"|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]+:[^/\s@]+@"
-    r"|\b(password|passwd|secret|token|api[_-]?key)\s*[=:]"
-    # a flag that takes a credential (--password X, -token=X, --api-key X, --client_secret:X,
-    # --db-pass X, --private-key X): the word is a whole part of the flag's name, so
-    # --max_tokens is not one
-    r"|(^|\s)--?([\w.]*[_.-])?(password|passwd|pass|pwd|pw|secret|token|api[_-]?key|"
-    r"private[_-]?key|credentials?|auth)([_.-][\w.-]*)?(=|:|\s+)\S)"
+# Secrets recognised by their form, wherever they appear in a value: a private key, the
+# tokens of GitHub, Slack, Hugging Face and OpenAI-style APIs, AWS access key ids, a JWT, a
+# URL with a password, an HTTP Authorization value, and ``password=`` style assignments.
+_SECRET_FORM = re.compile(
+    r"(?i:-----BEGIN [A-Z ]*PRIVATE KEY-----)|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-"
+    r"|\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]+:[^/\s@]+@"
+    r"|(?i:\bbearer\s+[A-Za-z0-9._~+/=-]{4,})|\bBasic\s+[A-Za-z0-9+/]{12,}"
+    r"|(?i:\b(?:password|passwd|secret|token|api[_-]?key)\s*[=:])"
 )
+# A flag that takes a credential: one part of its name (split at '_', '-', '.' and at a
+# lower-to-upper case change) is one of these words, so --password, --passphrase, --api-key,
+# --access-key, --clientSecret and --hf_token are, and --max_tokens, --passes, --keyfile not.
+_SECRET_PART = re.compile(
+    r"(?i)pass(?:word|wd|phrase|code)?|pwd|pw|secrets?|token|key|api[_-]?key|"
+    r"credentials?|auth"
+)
+_FLAG = re.compile(r"(-{1,2})([A-Za-z][\w.-]*)(?:([=:])(.*))?", re.DOTALL)
+_NAME_PARTS = re.compile(r"[_.-]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # Module name -> distribution names that may provide it.
 _LIBRARIES = {
@@ -240,15 +249,69 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
         pynvml.nvmlShutdown()
 
 
+def secret_flag(word: str) -> bool:
+    """Whether ``word`` is a flag that names a credential (``--access-key``, ``-token``)."""
+    match = _FLAG.fullmatch(word)
+    if match is None:
+        return False
+    parts = _NAME_PARTS.split(match.group(2))
+    return any(_SECRET_PART.fullmatch(part) for part in parts if part)
+
+
+def has_secret(text: str) -> bool:
+    """Whether ``text`` holds a credential by its form, or a credential flag with a value.
+
+    A flag counts with ``=`` or ``:`` and a value (``--clientSecret=X``), or followed by
+    another word (``--passphrase X``).
+    """
+    if _SECRET_FORM.search(text):
+        return True
+    words = text.split()
+    for i, word in enumerate(words):
+        match = _FLAG.fullmatch(word)
+        if match is None or not secret_flag(word):
+            continue
+        if match.group(3) is not None or i + 1 < len(words):
+            return True
+    return False
+
+
 def is_secret(name: str, value: str = "") -> bool:
     """Whether a variable's name or value looks like a credential."""
     upper = name.upper()
-    return any(word in upper for word in SECRET_WORDS) or bool(_SECRET_VALUE.search(value))
+    return any(word in upper for word in SECRET_WORDS) or has_secret(value)
 
 
 def redact(name: str, value: str) -> str:
     """The value to record: the value itself, or a redaction mark for a secret."""
     return REDACTED if is_secret(name, value) else value
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line to record: each credential replaced by the redaction mark.
+
+    ``--key=X`` keeps its flag (``--key=<redacted>``); ``--key X`` keeps the flag and loses
+    the next item unless that is another option; an item holding a credential by its form
+    (``Bearer X``, ``hf_...``) is replaced whole.
+    """
+    out: list[str] = []
+    hide_next = False
+    for item in argv:
+        if hide_next and not item.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        match = _FLAG.fullmatch(item)
+        if match is not None and secret_flag(item):
+            if match.group(3) is not None:
+                out.append(f"{match.group(1)}{match.group(2)}{match.group(3)}{REDACTED}")
+            else:
+                out.append(item)
+                hide_next = True
+            continue
+        out.append(REDACTED if _SECRET_FORM.search(item) else item)
+    return out
 
 
 def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

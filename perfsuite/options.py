@@ -13,14 +13,21 @@ from typing import Any
 import pytest
 
 from perfsuite import allocator, outcome, stats
-from perfsuite.baseline import DEFAULT_WINDOW
+from perfsuite.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
 from perfsuite.settings import (
     DEFAULT_TOLERANCE,
     MAX_SAMPLE_SECONDS,
+    MAX_SAMPLES,
     MIN_SAMPLES,
     Settings,
     duration,
 )
+
+# Training FLOPs per sample a model may have: from a toy to far past today's largest.
+MIN_MODEL_FLOPS, MAX_MODEL_FLOPS = 1.0, 1e20
+MAX_RANKS = 65_536  # ranks a collective check launches
+# Options whose empty value has a message of its own (the others share one).
+_OWN_EMPTY_MESSAGE = frozenset({"perf_hw", "perf_baseline_dir", "perf_report_dir"})
 
 
 def _flag(help_text: str) -> dict[str, Any]:
@@ -79,8 +86,9 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "perf_baseline_runs",
         {
             "metavar": "K",
-            "help": "accepted runs a baseline keeps per check (default: the window the "
-            f"baseline was written with, {DEFAULT_WINDOW} for a new one)",
+            "help": f"accepted runs a baseline keeps per check, {MIN_WINDOW} to {MAX_WINDOW} "
+            f"(default: the window the baseline was written with, {DEFAULT_WINDOW} for a "
+            "new one)",
         },
         "string",
         "",
@@ -143,8 +151,8 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         {
             "metavar": "N",
             "help": (
-                "repetitions per check, fixed (default: the mode's, raised where the "
-                "baseline needs more)"
+                f"repetitions per check, fixed, {MIN_SAMPLES} to {MAX_SAMPLES} (default: the "
+                "mode's, raised where the baseline needs more)"
             ),
         },
         "string",
@@ -157,8 +165,9 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
             "metavar": "SECONDS",
             "help": (
                 "each sample repeats the operation (up to 100,000 calls) to last at least "
-                "this long (default: the mode's, 0.2 s, quick 0.1 s); longer samples may "
-                "average over a GPU's power management, at the cost of time"
+                f"this long, more than 0 and at most {MAX_SAMPLE_SECONDS:g} (default: the "
+                "mode's, 0.2 s, quick 0.1 s); longer samples may average over a GPU's power "
+                "management, at the cost of time"
             ),
         },
         "string",
@@ -263,7 +272,10 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     (
         "--perf-ranks",
         "perf_ranks",
-        {"metavar": "N[,N...]", "help": "rank counts for collective checks (default: 2)"},
+        {
+            "metavar": "N[,N...]",
+            "help": f"rank counts for collective checks, each 2 to {MAX_RANKS} (default: 2)",
+        },
         "string",
         "2",
     ),
@@ -279,7 +291,8 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         "perf_launch_timeout",
         {
             "metavar": "SECONDS",
-            "help": "kill a launch (all its ranks) after this long (default: 300)",
+            "help": "kill a launch (all its ranks) after this long, more than 0 and less "
+            "than 1e6 (default: 300)",
         },
         "string",
         "300",
@@ -290,7 +303,8 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
         {
             "metavar": "FLOP",
             "help": "training FLOPs per sample of your model, for the input-pipeline compute "
-            "limit (default: ResNet-50 at 224x224, 2.46e10)",
+            f"limit, {MIN_MODEL_FLOPS:g} to {MAX_MODEL_FLOPS:g} (default: ResNet-50 at "
+            "224x224, 2.46e10)",
         },
         "string",
         "",
@@ -326,7 +340,10 @@ OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
     (
         "--perf-profile-dir",
         "perf_profile_dir",
-        {"metavar": "DIR", "help": "extra directory of hardware profile TOML files"},
+        {
+            "metavar": "DIR",
+            "help": "extra directory of hardware profile TOML files (default: none)",
+        },
         "string",
         "",
     ),
@@ -355,10 +372,12 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _count(minimum: int) -> Callable[[str], int]:
+def _count(minimum: int, maximum: int) -> Callable[[str], int]:
+    """A whole number from ``minimum`` to ``maximum`` (a 40-digit one is refused unread)."""
+
     def convert(text: str) -> int:
-        value = int(text)
-        if value < minimum:
+        value = int(text) if len(text) <= 24 else maximum + 1
+        if not minimum <= value <= maximum:
             raise ValueError(text)
         return value
 
@@ -366,15 +385,15 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 
 def _counts(text: str) -> tuple[int, ...]:
-    values = tuple(int(part) for part in text.split(",") if part.strip())
-    if not values or min(values) < 2:
+    values = tuple(_count(2, MAX_RANKS)(part.strip()) for part in text.split(",") if part.strip())
+    if not values:
         raise ValueError(text)
     return values
 
 
-def _positive_float(text: str) -> float:
+def _model_flops(text: str) -> float:
     value = float(text)
-    if not 0 < value < float("inf"):
+    if not MIN_MODEL_FLOPS <= value <= MAX_MODEL_FLOPS:  # also refuses nan and inf
         raise ValueError(text)
     return value
 
@@ -417,8 +436,13 @@ def _yes_no(text: str) -> bool:
 def _backend_names(text: str) -> tuple[str, ...]:
     """Backend names, each registered; a usage error lists the registered and installed ones."""
     names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    if not text.strip():
+        return names  # the default: every backend (an empty option value is refused earlier)
     if not names:
-        return names
+        raise pytest.UsageError(
+            f"--perf-backend: no backend named in {text!r}; name one or more, e.g. numpy or "
+            "torch,numpy, or leave the option out for every backend"
+        )
     known = known_backends()
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -497,9 +521,27 @@ def _getoption(config: pytest.Config, name: str) -> Any:
         return None
 
 
+def refuse_empty_values(config: pytest.Config) -> None:
+    """An option given an empty value (``--perf-samples=``, an unset CI variable) is refused.
+
+    Its default would be taken silently otherwise, and the run would not be the one asked
+    for.  An ini key left empty is its default, as pytest reads it.
+    """
+    for flag, ini, kwargs, _ini_type, _default in OPTIONS:
+        if kwargs.get("action") == "store_const" or ini in _OWN_EMPTY_MESSAGE:
+            continue
+        value = config.getoption(ini)
+        if value is not None and not str(value).strip():
+            raise pytest.UsageError(
+                f"{flag}: empty value (an unset CI variable?); give one, or leave the option "
+                "out for its default"
+            )
+
+
 def settings_from_config(config: pytest.Config) -> Settings:
     """Translate options and ini keys into :class:`Settings`; bad values are usage errors."""
     check_benchmark_options(config)
+    refuse_empty_values(config)
 
     def option(ini: str) -> Any:
         value = config.getoption(ini)
@@ -538,8 +580,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
         baseline_runs=_parse(
             "--perf-baseline-runs",
             option("perf_baseline_runs"),
-            lambda text: _count(1)(text) if text else None,
-            "a whole number >= 1",
+            lambda text: _count(MIN_WINDOW, MAX_WINDOW)(text) if text else None,
+            f"a whole number from {MIN_WINDOW} to {MAX_WINDOW}",
         ),
         baseline_window_s=_parse(
             "--perf-baseline-window",
@@ -550,7 +592,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         malloc_threshold=_parse(
             "--perf-malloc-threshold",
             option("perf_malloc_threshold"),
-            _count(0),
+            _count(0, 2**62),  # past allocator.MAX_MIB: Settings says why glibc refuses it
             "a whole number of MiB >= 0",
         ),
         quick=bool(option("perf_quick")),
@@ -563,8 +605,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
             _parse(
                 "--perf-samples",
                 samples_raw,
-                _count(MIN_SAMPLES),
-                f"a whole number of repetitions >= {MIN_SAMPLES}",
+                _count(MIN_SAMPLES, MAX_SAMPLES),
+                f"a whole number of repetitions from {MIN_SAMPLES} to {MAX_SAMPLES}",
             )
             if samples_raw
             else None
@@ -609,7 +651,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         allow_empty=bool(option("perf_allow_empty")),
         benchmark_table=bool(option("perf_benchmark_table")),
         model_flops=(
-            _parse("--perf-model-flops", model_flops, _positive_float, "FLOPs per sample > 0")
+            _parse(
+                "--perf-model-flops",
+                model_flops,
+                _model_flops,
+                f"FLOPs per sample from {MIN_MODEL_FLOPS:g} to {MAX_MODEL_FLOPS:g}",
+            )
             if str(model_flops).strip()
             else None
         ),
@@ -617,7 +664,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
         model_path=Path(str(model)).expanduser() if str(model).strip() else None,
         launcher=_launcher(str(option("perf_launcher"))),
         ranks=_parse(
-            "--perf-ranks", option("perf_ranks"), _counts, "rank counts >= 2, e.g. 2 or 2,4"
+            "--perf-ranks",
+            option("perf_ranks"),
+            _counts,
+            f"rank counts from 2 to {MAX_RANKS}, e.g. 2 or 2,4",
         ),
         oversubscribe=bool(option("perf_oversubscribe")),
         launch_timeout=_parse(

@@ -17,9 +17,15 @@ from perfsuite.model import (
     RunRecord,
     upgraded,
 )
-from perfsuite.outcome import CHOOSABLE
+from perfsuite.outcome import CHOOSABLE, ORDER
 from perfsuite.storage import is_plain_name, read_json
-from perfsuite.validate import bad_samples, check_fields, check_value
+from perfsuite.validate import (
+    bad_samples,
+    check_fields,
+    check_printable,
+    check_timestamp,
+    check_value,
+)
 
 MAX_RECORD_BYTES = 512 << 20
 # Settings a record's readers act on, with the type each must have.
@@ -35,6 +41,13 @@ _READ_KEYS: dict[str, dict[str, Any]] = {
     "context": {"expectations": tuple[Mapping[str, Any], ...], "timer": str},
     "source": {"kind": str},
 }
+# A result's outcome: one of outcome.ORDER; "" before it was judged; pytest's words in the
+# records of early versions (the fixtures of this repository hold some).
+OUTCOMES = frozenset({*ORDER, "", "passed", "failed"})
+# ``incomplete`` holds why a run stopped early ("" for a run that completed).  A yes/no word
+# there is a hand edit that meant a flag, and reading it as a reason would call a complete
+# run incomplete, or the reverse: it is refused.
+_FLAG_WORDS = frozenset({"no", "yes", "true", "false", "0", "1", "n", "y", "none", "on", "off"})
 
 
 def load_record(path: Path) -> RunRecord:
@@ -62,7 +75,21 @@ def check_record(data: Mapping[str, Any], where: str) -> None:
         )
     if not data["run_id"].strip():
         raise StorageError(f"{where}: run record has an empty run_id")
+    check_printable(data["run_id"], f"{where}: run_id")
+    check_timestamp(data["created"], f"{where}: created")
+    duration = data.get("duration_s")
+    if duration is not None and duration < 0:
+        raise StorageError(f"{where}: duration_s: expected seconds >= 0, got {duration!r}")
+    incomplete = data.get("incomplete", "")
+    if incomplete.strip().lower() in _FLAG_WORDS:
+        raise StorageError(
+            f'{where}: incomplete: expected why the run stopped early, or "" for a run '
+            f"that completed, got {incomplete!r}"
+        )
     check_value(data.get("crashed", []), tuple[Crash, ...], f"{where}.crashed")
+    for i, crash in enumerate(data.get("crashed", [])):
+        for key in ("id", "phase"):
+            check_printable(crash[key], f"{where}: crashed[{i}].{key}")
     settings = data.get("settings", {})
     for key, hint in _SETTINGS_KEYS.items():
         if key in settings:
@@ -86,6 +113,15 @@ def check_result(raw: Any, where: str) -> None:
     for key in ("id", "metric", "unit", "check"):
         if not raw[key].strip():
             raise StorageError(f"{where}: {key!r} is empty")
+        check_printable(raw[key], f"{where}: {key}")
+    negative = [s for s in raw["seconds"] if s < 0]
+    if negative:
+        raise StorageError(f"{where}: seconds must be >= 0, got {negative[0]!r}")
+    if raw.get("outcome", "") not in OUTCOMES:
+        words = ", ".join(sorted(w for w in OUTCOMES if w))
+        raise StorageError(
+            f'{where}: outcome {raw["outcome"]!r} is unknown (one of {words}, or "")'
+        )
     bad = bad_samples(raw["samples"])
     if not raw["samples"] or bad:
         raise StorageError(

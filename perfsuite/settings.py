@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import allocator, outcome, stats
+from perfsuite.baseline import MAX_WINDOW, MIN_WINDOW
+from perfsuite.environment import redact_argv
 from perfsuite.measure import DEFAULT, FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
 MIN_SAMPLES = 3  # a median, a spread and a test need at least this many
+MAX_SAMPLES = 10_000  # repetitions per check: past this a check runs for hours, not minutes
 MAX_SAMPLE_SECONDS = 60.0  # longer samples leave too few of them in any sensible session
 
 
@@ -74,8 +77,8 @@ class Settings:
             raise ValueError(
                 f"unknown correction {self.correction!r}; use one of {', '.join(stats.CORRECTIONS)}"
             )
-        if self.samples is not None and self.samples < MIN_SAMPLES:
-            raise ValueError(f"samples must be at least {MIN_SAMPLES}, got {self.samples}")
+        if self.samples is not None and not MIN_SAMPLES <= self.samples <= MAX_SAMPLES:
+            raise ValueError(f"samples must be {MIN_SAMPLES} to {MAX_SAMPLES}, got {self.samples}")
         if self.sample_seconds is not None and not 0 < self.sample_seconds <= MAX_SAMPLE_SECONDS:
             raise ValueError(
                 f"a sample lasts more than 0 s and at most {MAX_SAMPLE_SECONDS:g} s, "
@@ -88,8 +91,10 @@ class Settings:
                 f"--perf-malloc-threshold {self.malloc_threshold}: at most "
                 f"{allocator.MAX_MIB} MiB (glibc's mallopt takes a C int of bytes)"
             )
-        if self.baseline_runs is not None and self.baseline_runs < 1:
-            raise ValueError(f"a baseline keeps at least 1 run, got {self.baseline_runs}")
+        if self.baseline_runs is not None and not MIN_WINDOW <= self.baseline_runs <= MAX_WINDOW:
+            raise ValueError(
+                f"a baseline keeps {MIN_WINDOW} to {MAX_WINDOW} runs, got {self.baseline_runs}"
+            )
         unknown = set(self.fail_on) - set(outcome.CHOOSABLE)
         if unknown:
             raise ValueError(f"unknown outcome(s) to fail on: {', '.join(sorted(unknown))}")
@@ -121,6 +126,7 @@ class Settings:
             model_path=str(self.model_path) if self.model_path else None,
             fail_on=sorted(self.fail_on),
             ranks=list(self.ranks),
+            launcher=" ".join(redact_argv(self.launcher.split())),
             warmup=self.policy.warmup,
             repetitions=self.policy.repetitions,
             policy=self.policy.to_dict(),

@@ -62,8 +62,10 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Pat
     """Write ``chunks`` in order, atomically, as :func:`write_text_atomic` writes text.
 
     The chunks are consumed while the file is written, so a large file is never built in
-    memory; an exception raised by the iterable leaves the old file in place.
+    memory; an exception raised by the iterable leaves the old file in place.  A target
+    that exists and is not a regular file is refused (see :func:`check_target`).
     """
+    check_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -86,6 +88,38 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Pat
             raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
     return path
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((word for test, word in kinds if test(mode)), "not a regular file")
+
+
+def check_target(path: Path) -> None:
+    """Refuse an output path that names something other than a regular file.
+
+    The rename of an atomic write replaces whatever the name held: run as root, ``-o
+    /dev/null`` would put a regular file where the device was.  A link is followed, so a
+    link to a device is refused too; a missing target is fine (it is created).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise StorageError(
+            f"{path}: is {_kind(mode)}, not a regular file; perfsuite writes only regular "
+            "files: name another"
+        )
 
 
 def _fsync_directory(directory: Path) -> None:

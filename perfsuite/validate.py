@@ -22,6 +22,7 @@ one line, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import json
 import math
@@ -220,3 +221,38 @@ def check_fields(cls: type, data: Any, where: str, optional: frozenset[str] = fr
                 continue
             raise StorageError(f"{where}: missing field {f.name!r}")
         check_value(data[f.name], hints[f.name], f"{where}.{f.name}")
+
+
+def is_timestamp(value: Any) -> bool:
+    """An ISO 8601 date and time, as perfsuite writes them (``2026-11-20T01:00:00+00:00``)."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 40:
+        return False
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def check_timestamp(value: Any, where: str) -> None:
+    """Raise StorageError unless ``value`` is an ISO 8601 time (see :func:`is_timestamp`)."""
+    if not is_timestamp(value):
+        raise StorageError(
+            f"{where}: expected an ISO 8601 time such as 2026-11-20T01:00:00+00:00, "
+            f"got {_describe(value)}"
+        )
+
+
+def check_printable(value: str, where: str) -> None:
+    """Raise StorageError if ``value`` holds a control or format character.
+
+    An id, a unit or a run id is printed to the terminal as it is: an escape sequence in one
+    would drive the terminal (recolour, move the cursor, hide lines) and a line break would
+    forge output.  perfsuite never writes one, so a file that holds one is refused.
+    """
+    if not value.isprintable():
+        bad = next(ch for ch in value if not ch.isprintable())
+        raise StorageError(
+            f"{where}: holds the control character {bad!r} in {_describe(value)}; an id, "
+            "unit or name must be printable text"
+        )

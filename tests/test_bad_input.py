@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from perfsuite import cli
+from perfsuite import cli, outcome
 from perfsuite.baseline import BaselineStore
 from perfsuite.records import load_record
 
@@ -28,7 +30,7 @@ RECORD = FIXTURES / "report-run.json"
 PROFILE = "slowgpu"
 NODE = "test_toy.py::test_toy"
 
-USAGE = 2  # the perfsuite command's usage-error status
+USAGE = outcome.EXIT_USAGE  # the perfsuite command's usage-error status
 PYTEST_USAGE = pytest.ExitCode.USAGE_ERROR  # 4
 
 Setup = Callable[[Path], None]
@@ -145,6 +147,47 @@ def raw_record(name: str, old: str, new: str) -> Setup:
     return setup
 
 
+def fifo(name: str) -> Setup:
+    """A FIFO (named pipe) where an output would go: it must stay one."""
+
+    def setup(root: Path) -> None:
+        os.mkfifo(root / name)
+
+    return setup
+
+
+def directory(name: str) -> Setup:
+    """An empty directory where an output would go."""
+
+    def setup(root: Path) -> None:
+        (root / name).mkdir(parents=True)
+
+    return setup
+
+
+def devcpu_baseline(**header: Any) -> Setup:
+    """A valid one-entry baseline of the fixture record's profile, with ``header`` changed."""
+    data = {
+        "schema_version": 2, "hardware_profile": "devcpu", "updated": "", "run_policies": {},
+        "entries": {"x": {"metric": "m", "unit": "u", "higher_is_better": True,
+                          "runs": [{"run_id": "r", "samples": [1.0]}]}},
+    }  # fmt: skip
+    return text_file("baselines/devcpu/baseline.json", json.dumps({**data, **header}))
+
+
+def _flip_direction(data: dict[str, Any]) -> None:
+    """Run ``flipped`` with its first check's direction the other way (same unit)."""
+    data["run_id"] = "flipped"
+    first = _first_result(data)
+    first["higher_is_better"] = not first["higher_is_better"]
+
+
+def good_in_baseline(root: Path) -> None:
+    """The fixture record accepted into baselines/devcpu."""
+    record = load_record(RECORD)
+    BaselineStore(root / "baselines").save("devcpu", list(record.results), record.run_id)
+
+
 BINARY = "\xff\xfe\x00\x81 not text"
 
 
@@ -175,6 +218,17 @@ def poisoned_baseline(mutate: Callable[[dict[str, Any]], None]) -> Setup:
         data = json.loads(path.read_text())
         mutate(data["entries"][NODE])
         path.write_text(json.dumps(data))  # json.dumps writes NaN and Infinity as bare words
+
+    return setup
+
+
+def poisoned_header(**header: Any) -> Setup:
+    """The stored baseline with its header's fields set to ``header``."""
+
+    def setup(root: Path) -> None:
+        stored_baseline(root)
+        path = root / "baselines" / PROFILE / "baseline.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **header}))
 
     return setup
 
@@ -231,7 +285,7 @@ CLI_ROWS = [
     Row("accept-no-match", ("baseline", "accept", "good.json", "-k", "nothing-like-this"), USAGE,
         "no result matches", (good_record,)),
     Row("accept-zero-runs", ("baseline", "accept", "good.json", "--runs", "0"), USAGE,
-        "expected a whole number >= 1", (good_record,)),
+        "expected a whole number from 1 to 1000", (good_record,)),
     Row("accept-into-poisoned-baseline", ("baseline", "accept", "good.json"), USAGE,
         "NaN is not a number",
         (good_record, text_file("baselines/devcpu/baseline.json", json.dumps({
@@ -277,15 +331,97 @@ CLI_ROWS = [
     Row("profiles-show-traversal", ("profiles", "show", "../../etc/passwd"), USAGE,
         "../../etc/passwd"),
     Row("unknown-command", ("frobnicate",), USAGE, "invalid choice"),
+    # Issue 63, case 5: an atomic writer never replaces what is not a regular file.
+    Row("case05-report-o-fifo", ("report", "good.json", "-o", "out.fifo"), USAGE,
+        "out.fifo: is a FIFO, not a regular file", (good_record, fifo("out.fifo"))),
+    Row("case05-compare-html-fifo", ("compare", "a.json", "good.json", "--html", "page"), USAGE,
+        "page: is a FIFO, not a regular file",
+        (good_record, record_with("a.json", _set("run_id", value="other")), fifo("page"))),
+    Row("case05-report-o-directory", ("report", "good.json", "-o", "out"), USAGE,
+        "out: is a directory, not a regular file", (good_record, directory("out"))),
+    # Issue 63, case 3 (must be true 3): an empty path is a usage error.
+    Row("case03-report-o-empty", ("report", "good.json", "-o", ""), USAGE,
+        "argument -o/--output: empty path", (good_record,)),
+    Row("case03-compare-html-empty", ("compare", "a.json", "good.json", "--html", ""), USAGE,
+        "argument --html: empty path",
+        (good_record, record_with("a.json", _set("run_id", value="other")))),
+    Row("case03-report-baseline-empty", ("report", "good.json", "--baseline", ""), USAGE,
+        "argument --baseline: empty path", (good_record,)),
+    Row("case03-accept-baseline-dir-empty", ("baseline", "accept", "good.json",
+        "--baseline-dir", ""), USAGE, "argument --baseline-dir: empty path", (good_record,)),
+    Row("case03-history-report-dir-empty", ("history", "--report-dir", ""), USAGE,
+        "argument --report-dir: empty path"),
+    # Issue 63, case 19-21: a baseline header accept cannot use, and a window out of range.
+    Row("case19-run-policies-a-list", ("baseline", "accept", "good.json"), USAGE,
+        "baseline.json: corrupt baseline: 'run_policies' is not an object",
+        (good_record, devcpu_baseline(run_policies=["r"]))),
+    Row("case20-window-negative", ("baseline", "accept", "good.json"), USAGE,
+        "'window' must be a whole number from 1 to 1000, got -3",
+        (good_record, devcpu_baseline(window=-3))),
+    Row("case20-window-text", ("baseline", "accept", "good.json"), USAGE,
+        "'window' must be a whole number from 1 to 1000, got 'five'",
+        (good_record, devcpu_baseline(window="five"))),
+    Row("case21-runs-32-digits", ("baseline", "accept", "good.json", "--runs", "9" * 32), USAGE,
+        "argument --runs: expected a whole number from 1 to 1000", (good_record,)),
+    Row("case21-runs-1001", ("baseline", "accept", "good.json", "--runs", "1001"), USAGE,
+        "argument --runs: expected a whole number from 1 to 1000, got '1001'", (good_record,)),
+    # Issue 63, case 1: text a terminal would obey is refused where it is read.
+    Row("case01-compare-escape-in-id", ("compare", "good.json", "esc.json"), USAGE,
+        "id: holds the control character '\\x1b'",
+        (good_record, record_with("esc.json", _set("results", 0, "id", value="t.py::x\x1b[2J")))),
+    Row("case01-compare-newline-in-run-id", ("compare", "good.json", "nl.json"), USAGE,
+        "run_id: holds the control character '\\n'",
+        (good_record, record_with("nl.json", _set("run_id", value="b\nA: forged")))),
+    Row("case01-report-escape-in-unit", ("report", "u.json", "-o", "u.html"), USAGE,
+        "unit: holds the control character '\\x1b'",
+        (record_with("u.json", _set("results", 0, "unit", value="GB/s\x1b]0;title\x07")),)),
+    Row("case01-accept-escape-in-baseline-id", ("baseline", "accept", "good.json"), USAGE,
+        "an id, metric or unit holds a control character",
+        (good_record, devcpu_baseline(entries={"x\x1b[31m": {
+            "metric": "m", "unit": "u", "higher_is_better": True,
+            "runs": [{"run_id": "r", "samples": [1.0]}]}}))),
+    # Issue 63, case 13: one check, one unit, two directions.
+    Row("case13-compare-direction-flipped", ("compare", "good.json", "flip.json"), USAGE,
+        "lower is better; one of them is wrong: refusing to compare",
+        (good_record, record_with("flip.json", _flip_direction))),
+    Row("case13-accept-direction-flipped", ("baseline", "accept", "flip.json"), USAGE,
+        "lower is better; one of them is wrong: refusing to merge",
+        (good_in_baseline, record_with("flip.json", _flip_direction))),
+    # Issue 63, case 22: report --baseline judges like compare.
+    Row("case22-report-baseline-other-profile", ("report", "good.json", "--baseline", "o.json"),
+        USAGE, "refusing to compare runs of different hardware profiles: a100 against 'devcpu'",
+        (good_record, record_with("o.json", lambda d: d.update(
+            run_id="other", hardware_profile={**d["hardware_profile"], "name": "a100"})))),
+    Row("case22-report-baseline-itself", ("report", "good.json", "--baseline", "good.json"),
+        USAGE, "each run record counts once", (good_record,)),
+    Row("case22-report-baseline-same-run", ("report", "good.json", "--baseline", "copy.json"),
+        USAGE, "the same run as copy.json", (good_record, record_with("copy.json", lambda d: None))),
+    # Issue 63, case 23: a record's time, durations, outcome and incomplete flag.
+    Row("case23-created-yesterday", ("baseline", "accept", "c.json"), USAGE,
+        "c.json: created: expected an ISO 8601 time", (record_with("c.json", _set("created", value="yesterday")),)),
+    Row("case23-negative-seconds", ("compare", "good.json", "s.json"), USAGE,
+        "n1-forward]': seconds must be >= 0, got -1.0",
+        (good_record, record_with("s.json", _set("results", 0, "seconds", value=[-1.0, 1.0])))),
+    Row("case23-negative-duration", ("report", "d.json", "-o", "out.html"), USAGE,
+        "d.json: duration_s: expected seconds >= 0, got -5", (record_with("d.json", _set("duration_s", value=-5)),)),
+    Row("case23-unknown-outcome", ("report", "o.json", "-o", "out.html"), USAGE,
+        "outcome 'splendid' is unknown (one of", (record_with("o.json", _set("results", 0, "outcome", value="splendid")),)),
+    Row("case23-incomplete-no", ("baseline", "accept", "i.json"), USAGE,
+        "i.json: incomplete: expected why the run stopped early", (record_with("i.json", _set("incomplete", value="no")),)),
 ]  # fmt: skip
 
 
 def _hashes(root: Path) -> dict[Path, str]:
-    return {
-        p.relative_to(root): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts
-    }
+    """Each file's digest; a directory, FIFO or other non-regular file by its kind."""
+    found = {}
+    for p in root.rglob("*"):
+        if "__pycache__" in p.parts or ".pytest_cache" in p.parts:
+            continue
+        if p.is_file():
+            found[p.relative_to(root)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:  # never opened: reading a FIFO would wait for a writer
+            found[p.relative_to(root)] = f"kind {stat.S_IFMT(p.lstat().st_mode):o}"
+    return found
 
 
 def _assert_nothing_stored_changed(root: Path, before: dict[Path, str]) -> None:
@@ -314,7 +450,24 @@ def test_cli_refuses_bad_input(
     assert status == row.exit, out + err
     assert row.fragment in err, err
     assert "Traceback" not in out + err
+    assert "\x1b" not in out + err, "a control character reached the terminal"
     _assert_nothing_stored_changed(tmp_path, before)
+
+
+def test_case01_compare_shows_a_crash_message_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Free text of a record (a crash's message, why it is incomplete) is shown escaped."""
+    good_record(tmp_path)
+    record_with("b.json", lambda d: d.update(
+        run_id="b", incomplete="stopped\x1b[2J",
+        crashed=[{"id": "t.py::c", "phase": "call", "message": "boom\x1b[31m\nforged"}],
+    ))(tmp_path)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    cli.main(["compare", "good.json", "b.json"])
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
+    assert "boom\\x1b[31m\\nforged" in out and "stopped\\x1b[2J" in out
 
 
 def test_history_skips_one_corrupt_record_and_names_it(
@@ -480,6 +633,40 @@ PLUGIN_ROWS = [
     # Item 12: a setting glibc cannot be given.
     Row("malloc-threshold-2048", (*ON_SLOWGPU, "--perf-malloc-threshold", "2048"), PYTEST_USAGE,
         "at most 2047 MiB"),
+    # Issue 63, cases 19 and 20: the plugin refuses a corrupt baseline header, too.
+    Row("case19-plugin-run-policies-text", ON_SLOWGPU, PYTEST_USAGE,
+        "'run_policies' is not an object", (poisoned_header(run_policies="x"),)),
+    Row("case20-plugin-window-negative", ON_SLOWGPU, PYTEST_USAGE,
+        "'window' must be a whole number from 1 to 1000, got -3", (poisoned_header(window=-3),)),
+    # Issue 63, cases 24-26: every number in range, and no empty value taken as the default.
+    Row("case24-samples-20-digits", (*ON_SLOWGPU, "--perf-samples=" + "9" * 20), PYTEST_USAGE,
+        "--perf-samples: expected a whole number of repetitions from 3 to 10000"),
+    Row("case24-baseline-runs-huge", (*ON_SLOWGPU, "--perf-baseline-runs=" + "9" * 32),
+        PYTEST_USAGE, "--perf-baseline-runs: expected a whole number from 1 to 1000"),
+    Row("case24-model-flops-tiny", (*ON_SLOWGPU, "--perf-model-flops=1e-300"), PYTEST_USAGE,
+        "--perf-model-flops: expected FLOPs per sample from 1 to 1e+20"),
+    Row("case24-ranks-huge", (*ON_SLOWGPU, "--perf-ranks=2," + "9" * 30), PYTEST_USAGE,
+        "--perf-ranks: expected rank counts from 2 to 65536"),
+    Row("case25-profile-bandwidth-1e-300", ("--hw", "bad"), PYTEST_USAGE,
+        "bad.toml: field 'memory.bandwidth_gbs' must be from 1e-06 to 1e+15, got 1e-300",
+        (bad_profile('schema_version = 1\nname = "bad"\ndescription = "d"\nkind = "cpu"\n'
+                     'source = "s"\n[memory]\nbandwidth_gbs = 1e-300\n'),)),
+    Row("case26-backend-empty", (*ON_SLOWGPU, "--perf-backend="), PYTEST_USAGE,
+        "--perf-backend: empty value"),
+    Row("case26-backend-comma", (*ON_SLOWGPU, "--perf-backend=,"), PYTEST_USAGE,
+        "--perf-backend: no backend named in ','"),
+    Row("case26-samples-empty", (*ON_SLOWGPU, "--perf-samples="), PYTEST_USAGE,
+        "--perf-samples: empty value"),
+    Row("case26-sample-seconds-empty", (*ON_SLOWGPU, "--perf-sample-seconds="), PYTEST_USAGE,
+        "--perf-sample-seconds: empty value"),
+    Row("case26-baseline-runs-empty", (*ON_SLOWGPU, "--perf-baseline-runs="), PYTEST_USAGE,
+        "--perf-baseline-runs: empty value"),
+    Row("case26-model-flops-empty", (*ON_SLOWGPU, "--perf-model-flops="), PYTEST_USAGE,
+        "--perf-model-flops: empty value"),
+    Row("case26-profile-dir-empty", (*ON_SLOWGPU, "--perf-profile-dir="), PYTEST_USAGE,
+        "--perf-profile-dir: empty value"),
+    Row("case26-markdown-empty", (*ON_SLOWGPU, "--perf-markdown="), PYTEST_USAGE,
+        "--perf-markdown: empty value"),
     Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,
         "none measured anything"),
 ]  # fmt: skip
@@ -506,3 +693,48 @@ def test_the_tables_are_what_the_docs_count() -> None:
     readme = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
     rows = len(CLI_ROWS) + len(PLUGIN_ROWS) + 1  # + the corrupt-history case
     assert f"{rows} bad inputs" in readme
+
+
+# ----------------------------------------------------------------------------- help and version
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfsuite import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == outcome.EXIT_OK
+    assert capsys.readouterr().out.strip() == f"perfsuite {__version__}"
+
+
+def _subparser(parser: Any, *names: str) -> Any:
+    import argparse
+
+    for name in names:
+        choices = next(
+            a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+        )
+        parser = choices[name]
+    return parser
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("profiles",), ("backends",), ("compare",), ("report",), ("history",), ("baseline", "accept")],
+    ids=" ".join,
+)
+def test_each_argument_of_the_stored_file_commands_has_help_and_its_default(
+    command: tuple[str, ...],
+) -> None:
+    """Issue 63: a description, help for every argument, and each option's default shown."""
+    import argparse
+
+    parser = _subparser(cli.build_parser(), *command)
+    assert parser.description, "no description in --help"
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help, f"{name}: no help text"
+        if action.option_strings and action.default is not None:
+            assert "default" in action.help.lower(), f"{name}: default not shown"

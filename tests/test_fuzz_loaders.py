@@ -24,10 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfsuite import outcome
-from perfsuite.baseline import BaselineStore
+from perfsuite.baseline import MAX_WINDOW, MIN_WINDOW, BaselineStore
 from perfsuite.cli import main as cli
 from perfsuite.errors import StorageError
-from perfsuite.records import load_record
+from perfsuite.model import RunRecord
+from perfsuite.records import OUTCOMES, load_record
+from perfsuite.validate import is_timestamp
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORD = json.loads((FIXTURES / "run-a-tf220.json").read_text())
@@ -123,12 +125,23 @@ def _write_mutant(
     mutant["crashed"] = mutant.get("crashed") if where[:1] == ("crashed",) else []
     bad.write_text(dump(mutant))
     try:
-        load_record(bad)
+        record = load_record(bad)
         loaded = True
     except StorageError:
         loaded = False
+    else:
+        _assert_record_invariants(record)
     _count("record")
     return tmp, bad, loaded
+
+
+def _assert_record_invariants(record: RunRecord) -> None:
+    """What a record that loads promises its readers (issue 63, case 23)."""
+    assert is_timestamp(record.created)
+    assert record.duration_s is None or record.duration_s >= 0
+    assert record.incomplete.strip().lower() not in ("no", "false", "yes", "true")
+    for r in record.results:
+        assert r.outcome in OUTCOMES and min(r.seconds, default=0) >= 0
 
 
 def _run_commands(commands: list[list[str]], bad: Path, loaded: bool) -> None:
@@ -214,6 +227,13 @@ def test_a_mutated_baseline_loads_cleanly_or_names_itself(
     except StorageError as exc:
         assert str(path) in str(exc)
         return
+    # A header that loads is one a save can use (issue 63, cases 19 and 20).
+    header = json.loads(path.read_text())
+    window = header.get("window")
+    assert window is None or MIN_WINDOW <= window <= MAX_WINDOW
+    assert isinstance(header.get("run_policies", {}), dict)
+    for entry in baseline.entries.values():
+        assert all(not r.created or is_timestamp(r.created) for r in entry.runs)
     # A baseline that loads can be judged against: every entry's levels compute.
     from perfsuite import stats
 

@@ -282,3 +282,37 @@ def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_3
     path.write_text(json.dumps(data))
     with pytest.raises(StorageError, match=r"baseline\.noise_flags: expected a list"):
         load_record(path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "socket", "link-to-fifo"])
+def test_an_atomic_write_refuses_a_target_that_is_not_a_regular_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """Issue 63, case 5: the rename would put a regular file where a device or FIFO was."""
+    import socket
+    import stat
+
+    target = tmp_path / "out"
+    real = tmp_path / "real"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(target))
+    else:
+        os.mkfifo(real)
+        target.symlink_to(real)
+    before = os.stat(target).st_mode
+    with pytest.raises(StorageError, match="not a regular file"):
+        write_json_atomic(target, {"a": 1})
+    assert stat.S_IFMT(os.stat(target).st_mode) == stat.S_IFMT(before)
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file is left behind"
+
+
+def test_an_atomic_write_replaces_a_regular_file(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    write_json_atomic(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}

@@ -63,6 +63,25 @@ _SPEC: dict[str, dict[str, str]] = {
         "fma_units_per_core": "number",
     },
 }
+# The range each figure may take, in the unit its key names: from a small board to far past
+# any device (a test profile's peaks no machine reaches fit too), and a typo such as
+# 1e-300 GB/s is refused rather than printed as a 300-digit "vs reference" figure.
+FIGURE_RANGES: dict[str, tuple[float, float]] = {
+    "memory.capacity_gb": (1e-3, 1e15),
+    "memory.bandwidth_gbs": (1e-6, 1e15),
+    "memory.last_level_cache_mib": (1e-3, 1e15),
+    **{
+        f"compute.{p}_tflops": (1e-6, 1e15) for p in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+    },
+    "interconnect.bandwidth_gbs": (1e-3, 1e15),
+    "interconnect.pcie_generation": (1, 20),
+    "interconnect.pcie_gbs_per_direction": (1e-3, 1e15),
+    "interconnect.allreduce_latency_us": (1e-3, 1e9),
+    "host.cores": (1, 1e7),
+    "host.simd_bits": (8, 1e5),
+    "host.clock_ghz": (1e-3, 1e3),
+    "host.fma_units_per_core": (0.1, 1e3),
+}
 _REQUIRED = ("schema_version", "name", "description", "kind", "source")
 _REQUIRED_GPU = ("memory.bandwidth_gbs", "memory.last_level_cache_mib", "compute.fp32_tflops")
 KINDS = ("gpu", "cpu")
@@ -184,6 +203,9 @@ def _check_value(path: Path, dotted: str, kind: str, value: Any) -> None:
             raise ProfileError(f"{where} must be a number, got {value!r}")
         if not math.isfinite(value) or not 0 < value <= 1e100:
             raise ProfileError(f"{where} must be a positive number, got {value!r:.40}")
+        low, high = FIGURE_RANGES.get(dotted, (0, 1e100))
+        if not low <= value <= high:
+            raise ProfileError(f"{where} must be from {low:g} to {high:g}, got {value!r:.40}")
     elif kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ProfileError(f"{where} must be an integer, got {value!r}")

@@ -61,6 +61,17 @@ def cores_span(values: Sequence[float]) -> str:
     return f"{low if low == high else f'{low}-{high}'} cores"
 
 
+def printable(text: str) -> str:
+    r"""``text`` with each control or format character shown escaped (``\x1b``, ``\n``).
+
+    Free text from a record (a crash's message, why a run is incomplete) is shown on the
+    terminal; an escape sequence in it must not drive the terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def short_id(node_id: str) -> str:
     """The test name with its parameters, without the file path."""
     return node_id.rsplit("::", 1)[-1]

@@ -1,0 +1,112 @@
+"""Issue 63, case 27: secrets are redacted by their form, not only by a variable's name.
+
+Each form is set in a variable perfsuite records (an ``OMP_``/``NCCL_``/``XLA`` one, whose
+name says nothing secret), and must reach neither the run record, nor the HTML page, nor the
+Markdown summary; an older record that holds one is cleaned when a report is rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfsuite import cli, outcome
+from perfsuite.environment import REDACTED, has_secret, performance_env, redact_argv
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# variable -> value; each value's secret part holds a SECRETnn marker that must not leak.
+FORMS = {
+    "OMP_X": "Bearer SECRET10",
+    "NCCL_HF": "hf_SECRET11abcdefghijklmnopqrstuvwxyz",
+    "NCCL_SK": "sk-SECRET12abcdefghijklmn",
+    "NCCL_AWS": "AKIASECRET13ABCDEFGH",
+    "XLA_FLAGS": "--xla_dump_to=/tmp --passphrase SECRET14",
+    "TF_XLA_FLAGS": "--access-key SECRET15",
+    "OMP_Y": "--clientSecret=SECRET16",
+    "KMP_Z": "--hf-token SECRET17",
+    "UCX_W": "--db-pass=SECRET18",
+}
+MARKERS = [f"SECRET{n}" for n in range(10, 19)]
+
+TOY = """
+import numpy as np
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_toy(perf):
+    a = np.ones(1 << 12)
+    b = np.empty_like(a)
+    perf.measure(Workload(
+        check="toy", params={}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B"), run=lambda: np.copyto(b, a), scale=1e9,
+    ))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_each_form_is_a_secret_whatever_the_variable_is_called(name: str) -> None:
+    assert has_secret(FORMS[name])
+    assert performance_env({name: FORMS[name]}) == {name: REDACTED}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["--max_tokens 5", "--passes 2", "--xla_cpu_use_thunk_runtime=false", "4", "--keyfile k"],
+)
+def test_flags_that_only_resemble_a_credential_are_kept(value: str) -> None:
+    """A part of the flag's name must be the word: --max_tokens and --passes are no secret."""
+    assert performance_env({"XLA_FLAGS": value}) == {"XLA_FLAGS": value}
+
+
+def test_a_recorded_command_line_keeps_its_flags_and_loses_its_secrets() -> None:
+    argv = [
+        "pytest", "--passphrase", "SECRET1", "--access-key", "SECRET2", "--clientSecret=SECRET3",
+        "--token", "-v", "-H", "Authorization: Bearer SECRET4", "hf_SECRET5abcdefghijklmnopqrs",
+        "--passes", "2", "-k", "gemm",
+    ]  # fmt: skip
+    assert redact_argv(argv) == [
+        "pytest", "--passphrase", REDACTED, "--access-key", REDACTED,
+        f"--clientSecret={REDACTED}", "--token", "-v", "-H", REDACTED, REDACTED,
+        "--passes", "2", "-k", "gemm",
+    ]  # fmt: skip
+
+
+def test_case27_no_secret_form_reaches_the_record_the_page_or_the_summary(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in FORMS.items():
+        monkeypatch.setenv(name, value)
+    pytester.makepyfile(test_toy=TOY)
+    result = pytester.runpytest("--perf-quick", "-p", "no:cacheprovider", "--perf-markdown=s.md")
+    result.assert_outcomes(passed=1)
+    (record,) = (pytester.path / "reports").rglob("*.json")
+    (page,) = (pytester.path / "reports").rglob("*.html")
+    variables = json.loads(record.read_text())["environment"]["variables"]
+    assert {k: variables.get(k) for k in FORMS} == dict.fromkeys(FORMS, REDACTED)
+    leaks = [
+        (path.name, marker)
+        for path in (record, page, pytester.path / "s.md")
+        for marker in MARKERS
+        if marker in path.read_text()
+    ]
+    assert not leaks
+
+
+def test_case27_a_report_of_an_older_record_never_shows_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record written before these forms were known is cleaned when it is shown."""
+    data = json.loads((FIXTURES / "report-run.json").read_text())
+    data["environment"].setdefault("variables", {}).update(FORMS)
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    shutil.copy(FIXTURES / "report-run.json", tmp_path / "base.json")
+    monkeypatch.chdir(tmp_path)
+    status = cli.main(["report", "old.json", "--baseline", "base.json", "-o", "old.html"])
+    assert status == outcome.EXIT_OK, capsys.readouterr()
+    page = (tmp_path / "old.html").read_text()
+    assert [m for m in MARKERS if m in page] == []
+    assert "OMP_X" in page
