@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from perfsuite import outcome, speed, stats, waivers
-from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value
+from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value, same_direction
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Measurement, Policy, Workload, measured_as
 from perfsuite.model import (
@@ -93,10 +93,19 @@ class Judge:
 
     # -- before measuring -----------------------------------------------------------------
 
-    def _entry(self, node_id: str, unit: str) -> BaselineEntry | None:
+    def _entry(self, node_id: str, workload: Workload) -> BaselineEntry | None:
         entry = self.baseline.get(node_id)
         # A changed unit is a different measurement: judged as new.
-        return entry if entry is not None and entry.unit == unit else None
+        if entry is None or entry.unit != workload.unit:
+            return None
+        # The same unit the other way round: either reading would turn a loss into a gain.
+        same_direction(
+            node_id,
+            ("the check", workload),
+            ("its stored baseline", entry),
+            "remove the entry from the baseline, or accept a new run for it",
+        )
+        return entry
 
     def _sessions(self, entry: BaselineEntry) -> int:
         """The sessions a baseline entry's runs come from (``--perf-baseline-window``)."""
@@ -117,7 +126,7 @@ class Judge:
         policy = policy or self.settings.policy
         tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
         planned = policy.repetitions
-        entry = self._entry(node_id, workload.unit)
+        entry = self._entry(node_id, workload)
         if entry is None:
             return Plan(planned, planned, None, None, tol, tol_from)
         lv = stats.levels(
@@ -220,7 +229,7 @@ class Judge:
         noise = dict(noise or {})
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
-        entry = self._entry(node_id, workload.unit)
+        entry = self._entry(node_id, workload)
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
         context = dict(workload.context)
