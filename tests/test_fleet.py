@@ -566,7 +566,11 @@ def test_a_throttled_gpu_is_rerun_with_its_reason(tmp_path: Path) -> None:
             gpus=gpus,
         )  # fmt: skip
     code, drain = report(tmp_path)
-    assert code == outcome.EXIT_INCONCLUSIVE and drained(drain) == [] and drained(drain, "rerun") == ["g2/gpu0"]
+    assert (
+        code == outcome.EXIT_INCONCLUSIVE
+        and drained(drain) == []
+        and drained(drain, "rerun") == ["g2/gpu0"]
+    )
     (check,) = drain["rerun"][0]["checks"]  # type: ignore[index]
     assert check["taint"] == ["gpu-throttled"]
     assert check["throttle_reasons"] == ["hardware thermal slowdown"]
@@ -804,7 +808,11 @@ def test_a_tainted_rerun_asks_for_another_and_never_drains(
     rerun(tmp_path / "confirm", 5, 0.7, loaded(1.3))
     code, drain = confirm_report(tmp_path)
     out = capsys.readouterr().out
-    assert code == outcome.EXIT_INCONCLUSIVE and drained(drain) == [] and drained(drain, "rerun") == ["node05"]
+    assert (
+        code == outcome.EXIT_INCONCLUSIVE
+        and drained(drain) == []
+        and drained(drain, "rerun") == ["node05"]
+    )
     (entry,) = drain["rerun"]  # type: ignore[misc]
     assert entry["reason"].startswith("rerun again: test_")
     assert "under foreign load (1.30 cores of other work or steal)" in entry["reason"]
