@@ -367,8 +367,27 @@ def _interrupt(args: Sequence[str], cwd: Path, sig: int, env: dict[str, str]) ->
     while _tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
     after = len(_tagged(tag))
-    left = sorted(str(p.relative_to(temp)) for p in temp.iterdir())
-    return Interrupted(proc.returncode, output, before, after, left)
+    return Interrupted(proc.returncode, output, before, after, _temp_left(temp))
+
+
+# The sides' compiled reference kernels and bandwidth reading: a cache kept on purpose across
+# runs (perfsuite.native, perfsuite.hardware.bandwidth), not a temporary folder.  What an
+# interrupted build of it would leave (a ``.NAME-DIGEST-PID.so`` partial) still counts.  So
+# does every folder, but not the empty lock file uv keeps after a build it finished.
+KEPT_CACHE = f"perfsuite-ref-{os.getuid()}"
+
+
+def _temp_left(temp: Path) -> list[str]:
+    """What is left under the command's TMPDIR, less the kept cache's finished entries."""
+    left = []
+    for path in sorted(temp.rglob("*")):
+        relative = path.relative_to(temp)
+        if relative.parts[0] == KEPT_CACHE and not path.name.startswith("."):
+            continue
+        if len(relative.parts) == 1 and path.name.startswith("uv-") and path.suffix == ".lock":
+            continue  # uv's own lock file, left by every uv build that completed
+        left.append(str(relative))
+    return left
 
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]

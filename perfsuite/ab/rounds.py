@@ -419,8 +419,8 @@ def unfinished(text: str) -> tuple[str, ...]:
         if not isinstance(event, dict) or len(event) != 1:
             continue
         ((kind, nodeid),) = event.items()
-        if not isinstance(nodeid, str) or not nodeid:
-            continue
+        if not isinstance(nodeid, str) or not nodeid or not nodeid.isprintable():
+            continue  # a node id is printed: nothing that could drive a terminal
         if kind == "start":
             open_[nodeid] = None
         elif kind == "end":
@@ -519,8 +519,60 @@ def launch(
     return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
 
 
+@dataclass(frozen=True)
+class SideReading:
+    """What a side's files say: why it gave no evidence ("" when it did), and its evidence."""
+
+    failed: str
+    readings: Mapping[str, Reading]
+    crashed: tuple[str, ...]
+    record: str  # the run record read ("" when there was none)
+    environment: Mapping[str, Any]
+
+
+def read_side(where: Path, returncode: int | None, hung: bool, timeout: float) -> SideReading:
+    """Read a side's folder after its process ended: its run record, else its trace.
+
+    ``returncode`` None: it was killed at ``timeout``.  Whatever the side wrote (a record
+    cut short, one another version wrote, a trace of garbage), the answer is a reading: a
+    record that cannot be read or judged is the side's failure, never an exception here.
+    """
+    records = sorted((where / "records").glob("*/*.json"))
+    record_path = str(records[-1]) if records else ""
+    if hung or not records:
+        # No run record: the trace names the checks it died in (a hang, a segfault).
+        crashed = unfinished(_read(where / TRACE_FILE))
+        at = f" in {', '.join(crashed)}" if crashed else ""
+        if hung:
+            failed = f"no result within {timeout:.0f} s (killed){at}"
+        else:
+            failed = f"{death_words(returncode)}{at}, without a run record"
+        return SideReading(failed, {}, crashed, record_path, {})
+    try:
+        record = load_record(records[-1])
+        readings = readings_of(record)
+        crashed = tuple(str(c.id) for c in record.crashed)
+        environment = record.environment if isinstance(record.environment, Mapping) else {}
+    except Exception as exc:  # a side's record is input: whatever is wrong, the side failed
+        return SideReading(
+            f"its run record could not be read: {_one_line(exc)}", {}, (), record_path, {}
+        )
+    failed = ""
+    if record.incomplete:
+        failed = f"incomplete: {_one_line(record.incomplete)}"
+    elif not readings:
+        failed = f"exited {returncode} with no measured check"
+    return SideReading(failed, {} if failed else readings, crashed, record_path, environment)
+
+
+def _one_line(what: object, limit: int = 300) -> str:
+    """``what`` as one printable line of at most ``limit`` characters."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in str(what)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
-    """The side's run, from its exit, its log and its run record.
+    """The side's run, from its exit, its log and its run record (:func:`read_side`).
 
     ``waited``: the time it spent waiting for turns.
     """
@@ -528,46 +580,21 @@ def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
     if not hung:
         procs.reap(started.proc)  # what the side left running (a forked worker) ends with it
     seconds = time.monotonic() - started.started
-    output = started.log.read_text(errors="replace")
-    records = sorted((started.where / "records").glob("*/*.json"))
-    failed = ""
-    crashed: tuple[str, ...] = ()
-    if hung or not records:
-        # No run record: the trace names the checks it died in (a hang, a segfault).
-        crashed = unfinished(_read(started.where / TRACE_FILE))
-        where = f" in {', '.join(crashed)}" if crashed else ""
-        if hung:
-            failed = f"no result within {started.timeout:.0f} s (killed){where}"
-        else:
-            failed = f"{death_words(returncode)}{where}, without a run record"
-    readings: dict[str, Reading] = {}
-    environment: Mapping[str, Any] = {}
-    if records and not hung:
-        try:
-            record = load_record(records[-1])
-        except Exception as exc:
-            failed = f"its run record could not be read: {exc}"
-        else:
-            readings = readings_of(record)
-            crashed = tuple(c.id for c in record.crashed)
-            environment = record.environment
-            if record.incomplete:
-                failed = f"incomplete: {record.incomplete}"
-            elif not readings:
-                failed = f"exited {returncode} with no measured check"
+    output = _read(started.log)
+    got = read_side(started.where, returncode, hung, started.timeout)
     return SideRun(
         started.round,
         started.side,
         started.position,
         seconds,
         returncode,
-        failed,
-        readings if not failed else {},
-        crashed,
-        str(records[-1]) if records else "",
+        got.failed,
+        got.readings,
+        got.crashed,
+        got.record,
         str(started.log),
-        _tail(output) if failed else "",
-        environment,
+        _tail(output) if got.failed else "",
+        got.environment,
         len(started.selection) if started.selection is not None else 0,
         waited,
     )
