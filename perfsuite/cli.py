@@ -504,6 +504,9 @@ def _ab(args: argparse.Namespace) -> int:
         result = ab_run.run(_ab_options(args, args.a, args.b))
     except OSError as exc:  # the output folder or the cache: full disk, no permission
         raise PerfsuiteError(f"perfsuite ab: {exc}") from None
+    except KeyboardInterrupt:  # before the rounds: resolving the stacks, the preflight
+        print("perfsuite ab: interrupted before the first round; nothing to record", flush=True)
+        return outcome.EXIT_INTERRUPTED
     for line in summary_lines(result):
         print(line)
     return result.exit_status
@@ -518,13 +521,21 @@ def _ab_parser(sub: Any) -> None:
             "(balanced random order), and judge each check on its rounds' ratios B/A. A stack "
             "is an interpreter or venv, tox:NAME, or requirements that perfsuite builds into a "
             "cached environment. Everything after -- goes to pytest on both sides. Exit status: "
-            "0 no regression, 1 regression, 2 usage error, 3 undecided."
+            f"{outcome.EXIT_OK} no regression, {outcome.EXIT_REGRESSED} regression or B failed "
+            f"on a check A measured, {outcome.EXIT_USAGE} usage error, "
+            f"{outcome.EXIT_INCONCLUSIVE} undecided, {outcome.EXIT_INTERRUPTED} interrupted "
+            "(SIGINT, SIGTERM, SIGHUP: the rounds so far are recorded)."
         ),
     )
-    ab.add_argument("--a", required=True, metavar="STACK", help="the old stack (the reference)")
-    ab.add_argument("--b", required=True, metavar="STACK", help="the new stack (judged)")
-    _round_options(ab)
-    ab.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    ab.add_argument(
+        "--a",
+        required=True,
+        metavar="STACK",
+        help="the old stack, the reference: an interpreter or venv, tox:NAME, or requirements "
+        "(required)",
+    )
+    ab.add_argument("--b", required=True, metavar="STACK", help="the new stack, judged (required)")
+    _round_options(ab, "ab")
     ab.set_defaults(func=_ab)
 
 
@@ -543,6 +554,9 @@ def _bisect(args: argparse.Namespace) -> int:
         search = bisect.bisect(options)
     except OSError as exc:
         raise PerfsuiteError(f"perfsuite bisect: {exc}") from None
+    except KeyboardInterrupt:  # listing the releases, before the first step
+        print("perfsuite bisect: interrupted before the first step; nothing to record")
+        return outcome.EXIT_INTERRUPTED
     for line in bisect.summary_lines(search):
         print(line)
     return search.exit_status
@@ -555,94 +569,167 @@ def _bisect_parser(sub: Any) -> None:
         description=(
             "List the releases of a package from --good to --bad on the index, build a cached "
             "environment for each release needed, and binary-search with perfsuite ab. Exit "
-            "status: 0 nothing regressed, 1 a first bad release found, 2 usage error, "
-            "3 undecided."
+            f"status: {outcome.EXIT_OK} nothing regressed, {outcome.EXIT_REGRESSED} a first bad "
+            f"release found, {outcome.EXIT_USAGE} usage error, {outcome.EXIT_INCONCLUSIVE} "
+            f"undecided, {outcome.EXIT_INTERRUPTED} interrupted (SIGINT, SIGTERM, SIGHUP: the "
+            "steps so far are recorded)."
         ),
     )
-    bis.add_argument("--package", required=True, help="the package, e.g. tensorflow-cpu")
-    bis.add_argument("--good", required=True, metavar="VERSION", help="a release known good")
-    bis.add_argument("--bad", required=True, metavar="VERSION", help="a release known bad")
+    bis.add_argument("--package", required=True, help="the package, e.g. tensorflow-cpu (required)")
+    bis.add_argument(
+        "--good", required=True, metavar="VERSION", help="a release known good (required)"
+    )
+    bis.add_argument(
+        "--bad", required=True, metavar="VERSION", help="a release known bad (required)"
+    )
     bis.add_argument(
         "--with",
         dest="with_requirements",
         action="append",
         default=[],
         metavar="REQUIREMENT",
-        help="another requirement of every environment, e.g. 'numpy<2'",
+        help="another requirement of every environment, e.g. 'numpy<2'; repeatable (default: none)",
     )
-    _round_options(bis)
-    bis.set_defaults(output_dir="reports/bisect")
-    bis.add_argument("pytest_args", nargs="*", metavar="-- PYTEST ARGS")
+    _round_options(bis, "bisect")
     bis.set_defaults(func=_bisect)
 
 
-def _round_options(p: argparse.ArgumentParser) -> None:
-    """The options of the rounds, shared by ab and bisect."""
+def _round_options(p: argparse.ArgumentParser, command: str) -> None:
+    """The options of the rounds, shared by ab and bisect (``command``), defaults shown."""
+    from perfsuite.ab import run as ab_run
     from perfsuite.ab.rounds import INTERLEAVES
 
     p.add_argument(
-        "--budget", default="10m", help="machine time for the rounds: 10m, 600s, 1h (default 10m)"
+        "--budget",
+        default="10m",
+        metavar="DURATION",
+        help="machine time for the rounds"
+        + (" of each step" if command == "bisect" else "")
+        + ": 10m, 600s, 1h (default: 10m)",
     )
-    p.add_argument("--min-rounds", type=_positive, default=3, help="rounds before judging (3)")
-    p.add_argument("--max-rounds", type=_positive, default=20, help="round cap (20)")
+    p.add_argument(
+        "--min-rounds",
+        type=_positive,
+        default=3,
+        metavar="N",
+        help="rounds before judging, at least 2 (default: 3)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=_positive,
+        default=20,
+        metavar="N",
+        help="round cap: the rounds stop here even with budget left (default: 20)",
+    )
     p.add_argument(
         "--tolerance",
         type=_fraction,
         default=None,
         help="smallest change that counts, a fraction such as 0.05 (default: each check's own)",
     )
-    p.add_argument("--alpha", type=_fraction, default=stats.ALPHA, help="significance (0.05)")
+    p.add_argument(
+        "--alpha",
+        type=_fraction,
+        default=stats.ALPHA,
+        help=f"significance (default: {stats.ALPHA})",
+    )
     p.add_argument(
         "--correction",
         choices=stats.CORRECTIONS,
         default=stats.DEFAULT_CORRECTION,
-        help="fdr (Benjamini-Hochberg, the default) or holm",
+        help="fdr (Benjamini-Hochberg) or holm (default: fdr)",
     )
     p.add_argument(
         "--fail-on",
         type=_ab_fail_on,
         default=frozenset({"regressed"}),
         metavar="VERDICTS",
-        help="verdicts that make the exit status 1: regressed, improved (default: regressed)",
+        help="verdicts that make the exit status 1: regressed, improved, unknown, "
+        "comma-separated (default: regressed)",
     )
     p.add_argument(
-        "--a-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for A"
+        "--a-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable for A, repeatable (default: none)",
     )
     p.add_argument(
-        "--b-env", action="append", default=[], metavar="NAME=VALUE", help="a variable for B"
+        "--b-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable for B, repeatable (default: none)",
     )
-    p.add_argument("--samples", type=_positive, default=3, help="samples per check per side (3)")
     p.add_argument(
-        "--sample-seconds", type=float, default=0.05, help="least seconds per sample (0.05)"
+        "--samples",
+        type=_positive,
+        default=ab_run.SIDE_SAMPLES,
+        metavar="N",
+        help=f"samples per check per side, at least 3 (default: {ab_run.SIDE_SAMPLES})",
+    )
+    p.add_argument(
+        "--sample-seconds",
+        type=float,
+        default=ab_run.SIDE_SAMPLE_SECONDS,
+        metavar="SECONDS",
+        help=f"least seconds per sample, at most 60 (default: {ab_run.SIDE_SAMPLE_SECONDS})",
     )
     p.add_argument(
         "--side-timeout",
         type=float,
-        default=1800.0,
+        default=ab_run.SIDE_TIMEOUT_S,
         metavar="SECONDS",
-        help="a side still running after this is killed and its round recorded as failed",
+        help="a side still running after this is killed and its round recorded as failed "
+        f"(default: {ab_run.SIDE_TIMEOUT_S:.0f})",
     )
-    p.add_argument("--seed", type=int, default=None, help="seed of the round order")
+    p.add_argument(
+        "--seed", type=int, default=None, help="seed of the round order (default: random)"
+    )
     p.add_argument(
         "--interleave",
         choices=list(INTERLEAVES),
         default="samples",
-        help="samples (default): each round starts both sides at once and they take turns "
+        help="samples: each round starts both sides at once and they take turns "
         "sample by sample within each check; checks: the same, check by check, so a check's "
         "two readings are a second apart; processes: one side's process runs its checks, then "
-        "the other's",
+        "the other's (default: samples)",
     )
+    output_dir = "reports/bisect" if command == "bisect" else "reports/ab"
     p.add_argument(
-        "--output-dir", default="reports/ab", metavar="DIR", help="records, pages, side logs"
+        "--output-dir",
+        default=output_dir,
+        metavar="DIR",
+        help=(
+            "records, pages and side logs, in a folder per run"
+            + (" (each step's A/B in a folder of its own)" if command == "bisect" else "")
+            + f" (default: {output_dir})"
+        ),
     )
     p.add_argument(
         "--cache-dir",
         default=None,
         metavar="DIR",
         help="where built environments are kept (default: $PERFSUITE_CACHE, else "
-        "~/.cache/perfsuite)",
+        "$XDG_CACHE_HOME/perfsuite, else ~/.cache/perfsuite)",
     )
-    p.add_argument("--html", choices=["yes", "no"], default="yes", help="write ab.html (yes)")
+    p.add_argument(
+        "--html",
+        choices=["yes", "no"],
+        default="yes",
+        help=(
+            "also write each step's ab.html; bisect.html is always written (default: yes)"
+            if command == "bisect"
+            else "write ab.html beside ab.json (default: yes)"
+        ),
+    )
+    p.add_argument(
+        "pytest_args",
+        nargs="*",
+        metavar="-- PYTEST ARGS",
+        help="everything after -- goes to pytest on both sides: the suite and its selection "
+        "(default: suites/ where there is one)",
+    )
 
 
 def _ab_fail_on(text: str) -> frozenset[str]:

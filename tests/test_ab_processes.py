@@ -20,6 +20,8 @@ import pytest
 from wheels import CHECK as FIXTURE_CHECK
 from wheels import DIST, MODULE, write_wheel
 
+from perfsuite import outcome
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,7 +235,7 @@ def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path)
     time.sleep(1.0)  # into round 2
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 3, "".join(seen) + rest
+    assert proc.returncode == outcome.EXIT_INTERRUPTED, "".join(seen) + rest
     data = _record(tmp_path / "out", "ab.json")
     assert data["incomplete"] == "interrupted during round 2"
     assert len([r for r in data["rounds"] if r["round"] == 1]) == 2
@@ -244,7 +246,7 @@ def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path)
 SIDE_TIMEOUT_S = 8
 
 
-def test_a_hung_side_is_killed_and_its_rounds_judge_nothing(tmp_path: Path) -> None:
+def test_a_hung_side_is_killed_and_fails_b(tmp_path: Path) -> None:
     (tmp_path / "test_loop.py").write_text(CHECK)
     done = _perfsuite(
         "ab", "--a", sys.executable, "--b", sys.executable, "--b-env", "HANG_HERE=1",
@@ -252,8 +254,10 @@ def test_a_hung_side_is_killed_and_its_rounds_judge_nothing(tmp_path: Path) -> N
         "--output-dir", "out", "--", "test_loop.py",
         cwd=tmp_path, timeout=600,
     )  # fmt: skip
-    assert done.returncode == 3, done.stdout + done.stderr
+    # A check A measures and B hangs on is a failure of B (issue 63, case 8).
+    assert done.returncode == outcome.EXIT_REGRESSED, done.stdout + done.stderr
     data = _record(tmp_path / "out", "ab.json")
+    assert data["broken_by_b"] == ["test_loop.py::test_loop"]
     failed = [r for r in data["rounds"] if r["failed"]]
     assert [r["side"] for r in failed] == ["B", "B"]
     assert all(f"no result within {SIDE_TIMEOUT_S} s" in r["failed"] for r in failed)

@@ -193,15 +193,19 @@ def decide_exit(
 ) -> int:
     """The one place the A/B exit status is decided.
 
-    1: a verdict named by ``fail_on`` (default: regressed), unless the node was below the
-    check's floor on both sides (a statement about the node, not the software); 3: nothing
-    failed, but some checks are undecided, the session was interrupted, or nothing was
-    compared; 0 otherwise.  A check that A measures and B crashes on (``broken``) is a
-    failure of B: exit 1, never a pass for want of evidence.
+    ``EXIT_REGRESSED``: a verdict named by ``fail_on`` (default: regressed), unless the node
+    was below the check's floor on both sides (a statement about the node, not the
+    software), or a check that A measures and B crashes on, hangs on or dies in
+    (``broken``): a failure of B, never a pass for want of evidence.  As the plugin's
+    session verdict does, a failure found is a failure however the session ended.
+    ``EXIT_INTERRUPTED``: none, and the session was interrupted.  ``EXIT_INCONCLUSIVE``:
+    some checks are undecided, or nothing was compared.  ``EXIT_OK`` otherwise.
     """
     if broken or any(c.verdict in fail_on and not c.below_floor for c in checks):
         return outcome.EXIT_REGRESSED
-    if incomplete or not checks or any(c.verdict == "unknown" or c.below_floor for c in checks):
+    if incomplete:
+        return outcome.EXIT_INTERRUPTED
+    if not checks or any(c.verdict == "unknown" or c.below_floor for c in checks):
         return outcome.EXIT_INCONCLUSIVE
     return outcome.EXIT_OK
 
@@ -242,16 +246,52 @@ def first_environment(runs: Sequence[SideRun], side: str) -> Mapping[str, Any]:
 
 
 def side_diff(
-    fa: Mapping[str, Any], fb: Mapping[str, Any], env_a: Mapping[str, str], env_b: Mapping[str, str]
+    fa: Mapping[str, Any],
+    fb: Mapping[str, Any],
+    env_a: Mapping[str, str],
+    env_b: Mapping[str, str],
+    requirements: tuple[Sequence[str], Sequence[str]] = ((), ()),
 ) -> tuple[tuple[str, Any, Any], ...]:
-    """The environment diff of the two sides, with the variables each side was given."""
+    """The environment diff of the two sides, with the variables each side was given.
+
+    ``requirements``: what each side's environment was built with: a package pinned
+    differently (the bisected one) differs, whether or not the fingerprint lists it.
+    """
     rows = list(environment_diff(fa, fb)) if fa and fb else []
     keys = {row[0] for row in rows}
     for name in sorted(env_a.keys() | env_b.keys()):
         key = f"side variable {name}"
         if env_a.get(name) != env_b.get(name) and key not in keys:
             rows.append((key, env_a.get(name), env_b.get(name)))
+    rows += requirement_diff(*requirements)
     return tuple(rows)
+
+
+def requirement_diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, Any, Any]]:
+    """The packages two requirement sets pin differently: ``("requirement x", "x==1", "x==2")``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    def by_name(reqs: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for text in reqs:
+            try:
+                out[canonicalize_name(Requirement(text).name)] = text
+            except InvalidRequirement:
+                out[text] = text
+        return out
+
+    ma, mb = by_name(a), by_name(b)
+    return [
+        (f"requirement {name}", ma.get(name), mb.get(name))
+        for name in sorted(ma.keys() | mb.keys())
+        if ma.get(name) != mb.get(name)
+    ]
+
+
+def unfingerprinted(fingerprints: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """The sides that gave no environment fingerprint (their environments cannot be compared)."""
+    return tuple(side for side in ("A", "B") if not fingerprints.get(side))
 
 
 def new_run_id() -> tuple[str, str]:

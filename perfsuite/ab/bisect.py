@@ -34,7 +34,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from perfsuite.ab import Outcome, new_run_id, stacks
+from perfsuite import outcome
+from perfsuite.ab import Outcome, new_run_id, procs, stacks
 from perfsuite.ab import run as ab_run
 from perfsuite.errors import PerfsuiteError
 from perfsuite.storage import write_text_atomic
@@ -45,13 +46,7 @@ Lister = Callable[[str], list[str]]
 def index_versions(package: str) -> list[str]:
     """Every release of ``package`` the index offers this interpreter (pip's view)."""
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "index", "versions", package],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
+        done = procs.run([sys.executable, "-m", "pip", "index", "versions", package], timeout=300)
     except subprocess.TimeoutExpired:
         raise PerfsuiteError(f"listing the releases of {package} took over 300 s") from None
     if "No module named pip" in done.stderr:
@@ -113,6 +108,7 @@ class Step:
     seconds: float
     rounds: int
     skipped: str = ""  # why this release could not be judged
+    interrupted: bool = False  # the step's A/B was interrupted: it decided nothing
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -126,6 +122,7 @@ class Step:
             "seconds": round(self.seconds, 1),
             "rounds": self.rounds,
             "skipped": self.skipped,
+            "interrupted": self.interrupted,
         }
 
 
@@ -148,12 +145,20 @@ class Search:
 
     @property
     def exit_status(self) -> int:
-        """0 nothing regressed and all decided, 1 a first bad release, 3 undecided."""
-        if self.first_bad and not self.incomplete:
-            return 1
-        if self.incomplete or self.focus or not self.steps or self.steps[0].undecided:
-            return 3
-        return 0
+        """The bisection's exit status (the constants of :mod:`perfsuite.outcome`).
+
+        ``EXIT_INTERRUPTED`` when it was interrupted (its answer is unknown, whatever step 1
+        saw); ``EXIT_REGRESSED`` a first bad release named; ``EXIT_INCONCLUSIVE`` a
+        regression whose first bad release was not found, or checks left undecided;
+        ``EXIT_OK`` nothing regressed and every check decided.
+        """
+        if self.incomplete:
+            return outcome.EXIT_INTERRUPTED
+        if self.first_bad:
+            return outcome.EXIT_REGRESSED
+        if self.focus or not self.steps or self.steps[0].undecided:
+            return outcome.EXIT_INCONCLUSIVE
+        return outcome.EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
         """The bisection record."""
@@ -202,8 +207,22 @@ def bisect(
 
     ``lister``, ``run_ab`` and ``resolve`` list the releases, run one A/B and build one
     environment (the index, :func:`perfsuite.ab.run.run`, :func:`perfsuite.ab.stacks.resolve`).
+    SIGINT, SIGTERM and SIGHUP end the search: the step under way says it was interrupted,
+    every process the search started is ended, and the record holds the steps so far.
     """
-    say = say or functools.partial(print, flush=True)
+    with procs.interruptible():
+        return _bisect(
+            options, lister, run_ab, say or functools.partial(print, flush=True), resolve
+        )
+
+
+def _bisect(
+    options: BisectOptions,
+    lister: Lister,
+    run_ab: Callable[[ab_run.Options], Outcome] | None,
+    say: Callable[[str], None],
+    resolve: Callable[[str, Path | None], stacks.Stack],
+) -> Search:
     try:
         Requirement(options.package)
     except InvalidRequirement:
@@ -258,16 +277,39 @@ def bisect(
             output_dir=workdir,
             run_id=f"step-{len(search.steps) + 1:02d}-{a}-vs-{b}",
         )
-        outcome = (run_ab or ab_run.run)(opts)
-        failed_b = [r for r in outcome.session.runs if r.side == "B" and r.failed]
-        ran_b = [r for r in outcome.session.runs if r.side == "B"]
+        number = len(search.steps) + 1
+        result = (run_ab or ab_run.run)(opts)
+        if result.session.incomplete:
+            # Interrupted inside this step: its verdicts are unfinished, so it neither
+            # regressed nor cleared anything, and no release is skipped for it.
+            search.steps.append(
+                Step(
+                    str(a),
+                    str(b),
+                    (),
+                    tuple(sorted(c.id for c in result.checks)),
+                    {c.id: (c.verdict, c.ratio) for c in result.checks},
+                    str(result.record),
+                    result.session.seconds,
+                    len(result.session.order),
+                    interrupted=True,
+                )
+            )
+            search.incomplete = (
+                f"interrupted inside step {number} ({b} against {a}: {result.session.incomplete})"
+            )
+            say(f"  step {number} interrupted: {result.session.incomplete}")
+            raise KeyboardInterrupt
+        outcome_ = result
+        failed_b = [r for r in outcome_.session.runs if r.side == "B" and r.failed]
+        ran_b = [r for r in outcome_.session.runs if r.side == "B"]
         if ran_b and len(failed_b) == len(ran_b):
             why = f"{b} does not run: {failed_b[-1].failed}; {failed_b[-1].output_tail[-300:]}"
             search.skipped[str(b)] = why
             say(f"skip {b}: {why}")
-        verdicts = {c.id: (c.verdict, c.ratio) for c in outcome.checks}
-        regressed = tuple(sorted(c.id for c in outcome.checks if c.verdict == "regressed"))
-        undecided = tuple(sorted(c.id for c in outcome.checks if c.verdict == "unknown"))
+        verdicts = {c.id: (c.verdict, c.ratio) for c in outcome_.checks}
+        regressed = tuple(sorted(c.id for c in outcome_.checks if c.verdict == "regressed"))
+        undecided = tuple(sorted(c.id for c in outcome_.checks if c.verdict == "unknown"))
         if selection is not None and not regressed and str(b) not in search.skipped:
             # Past step 1, a release whose focus checks are not all decided is neither good
             # nor bad: counting it good could name the wrong release.
@@ -282,9 +324,9 @@ def bisect(
             regressed,
             undecided,
             verdicts,
-            str(outcome.record),
-            outcome.session.seconds,
-            len(outcome.session.order),
+            str(outcome_.record),
+            outcome_.session.seconds,
+            len(outcome_.session.order),
             search.skipped.get(str(b), ""),
         )
         search.steps.append(done)
@@ -297,8 +339,6 @@ def bisect(
             )
         )
         write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
-        if outcome.session.incomplete:
-            raise KeyboardInterrupt  # the A/B was interrupted: so is the search
         return done
 
     try:
@@ -339,7 +379,10 @@ def bisect(
                 search.first_bad = str(releases[hi])
                 search.last_good = str(releases[lo])
     except KeyboardInterrupt:
-        search.incomplete = f"interrupted at step {len(search.steps) + 1}"
+        if not search.incomplete:  # between steps: building the next one's environments
+            search.incomplete = (
+                f"interrupted before step {len(search.steps) + 1} (building its environments)"
+            )
     finally:
         search.seconds = time.monotonic() - started
         write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
@@ -361,6 +404,9 @@ def summary_lines(search: Search) -> list[str]:
     if search.incomplete:
         lines.append(f"INCOMPLETE: {search.incomplete}")
     if not search.steps:
+        return lines
+    if search.steps[0].interrupted:
+        lines.append("step 1 was interrupted: nothing is decided yet")
         return lines
     if not search.focus:
         first = search.steps[0]

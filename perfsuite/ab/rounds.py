@@ -9,6 +9,7 @@ left, ``max_rounds`` is reached, or the next round would overrun the budget.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite import stats
-from perfsuite.ab import paired
+from perfsuite.ab import paired, procs
 from perfsuite.model import FlagKind, RunRecord
 from perfsuite.noise import FOREIGN_LOAD_CORES
 from perfsuite.records import load_record
@@ -397,6 +398,52 @@ def run_rounds(
 
 # The end of a side's output kept in the record when it failed.
 TAIL_LINES = 30
+# The file a side appends each check's start and end to (:mod:`perfsuite.ab.side`).
+TRACE_ENV = "PERFSUITE_AB_TRACE"
+TRACE_FILE = "trace.jsonl"
+
+
+def unfinished(text: str) -> tuple[str, ...]:
+    """The checks a side's trace shows started and never ended, in the order they started.
+
+    The trace is the side's own output, one JSON object a line, ``{"start": NODEID}`` or
+    ``{"end": NODEID}``; a line that is not one of those (a side killed mid-write) is passed
+    over.  Never raises: a trace that says nothing names no check.
+    """
+    open_: dict[str, None] = {}
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or len(event) != 1:
+            continue
+        ((kind, nodeid),) = event.items()
+        if not isinstance(nodeid, str) or not nodeid or not nodeid.isprintable():
+            continue  # a node id is printed: nothing that could drive a terminal
+        if kind == "start":
+            open_[nodeid] = None
+        elif kind == "end":
+            open_.pop(nodeid, None)
+    return tuple(open_)
+
+
+def death_words(returncode: int | None) -> str:
+    """How a side's process ended, for its failure: ``killed by SIGSEGV``, ``exited 1``."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited {returncode}"
+
+
+def _read(path: Path) -> str:
+    """A side's file as text ("" when it is not there)."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -457,67 +504,97 @@ def launch(
     where.mkdir(parents=True, exist_ok=True)
     args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
     args += ["--perf-report-dir", str(where / "records")]
+    trace = where / TRACE_FILE
+    trace.unlink(missing_ok=True)
     if selection is not None:
         select = where / "selection.txt"
         select.write_text("".join(f"{c}\n" for c in selection))
         args += ["--perf-ab-select", str(select)]
     log = where / "output.log"
-    environ = {**os.environ, **command.env, **(env or {})}
+    environ = {**os.environ, **command.env, **(env or {}), TRACE_ENV: str(trace)}
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=environ,
-            start_new_session=True,
-            pass_fds=tuple(pass_fds),
+        proc = procs.spawn(
+            args, stdout=out, stderr=subprocess.STDOUT, env=environ, pass_fds=tuple(pass_fds)
         )
     return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
 
 
+@dataclass(frozen=True)
+class SideReading:
+    """What a side's files say: why it gave no evidence ("" when it did), and its evidence."""
+
+    failed: str
+    readings: Mapping[str, Reading]
+    crashed: tuple[str, ...]
+    record: str  # the run record read ("" when there was none)
+    environment: Mapping[str, Any]
+
+
+def read_side(where: Path, returncode: int | None, hung: bool, timeout: float) -> SideReading:
+    """Read a side's folder after its process ended: its run record, else its trace.
+
+    ``returncode`` None: it was killed at ``timeout``.  Whatever the side wrote (a record
+    cut short, one another version wrote, a trace of garbage), the answer is a reading: a
+    record that cannot be read or judged is the side's failure, never an exception here.
+    """
+    records = sorted((where / "records").glob("*/*.json"))
+    record_path = str(records[-1]) if records else ""
+    if hung or not records:
+        # No run record: the trace names the checks it died in (a hang, a segfault).
+        crashed = unfinished(_read(where / TRACE_FILE))
+        at = f" in {', '.join(crashed)}" if crashed else ""
+        if hung:
+            failed = f"no result within {timeout:.0f} s (killed){at}"
+        else:
+            failed = f"{death_words(returncode)}{at}, without a run record"
+        return SideReading(failed, {}, crashed, record_path, {})
+    try:
+        record = load_record(records[-1])
+        readings = readings_of(record)
+        crashed = tuple(str(c.id) for c in record.crashed)
+        environment = record.environment if isinstance(record.environment, Mapping) else {}
+    except Exception as exc:  # a side's record is input: whatever is wrong, the side failed
+        return SideReading(
+            f"its run record could not be read: {_one_line(exc)}", {}, (), record_path, {}
+        )
+    failed = ""
+    if record.incomplete:
+        failed = f"incomplete: {_one_line(record.incomplete)}"
+    elif not readings:
+        failed = f"exited {returncode} with no measured check"
+    return SideReading(failed, {} if failed else readings, crashed, record_path, environment)
+
+
+def _one_line(what: object, limit: int = 300) -> str:
+    """``what`` as one printable line of at most ``limit`` characters."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in str(what)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
-    """The side's run, from its exit, its log and its run record.
+    """The side's run, from its exit, its log and its run record (:func:`read_side`).
 
     ``waited``: the time it spent waiting for turns.
     """
     returncode = None if hung else started.proc.wait()
+    if not hung:
+        procs.reap(started.proc)  # what the side left running (a forked worker) ends with it
     seconds = time.monotonic() - started.started
-    output = started.log.read_text(errors="replace")
-    records = sorted((started.where / "records").glob("*/*.json"))
-    failed = ""
-    if hung:
-        failed = f"no result within {started.timeout:.0f} s (killed)"
-    elif not records:
-        failed = f"exited {returncode} without a run record"
-    readings: dict[str, Reading] = {}
-    crashed: tuple[str, ...] = ()
-    environment: Mapping[str, Any] = {}
-    if records and not hung:
-        try:
-            record = load_record(records[-1])
-        except Exception as exc:
-            failed = f"its run record could not be read: {exc}"
-        else:
-            readings = readings_of(record)
-            crashed = tuple(c.id for c in record.crashed)
-            environment = record.environment
-            if record.incomplete:
-                failed = f"incomplete: {record.incomplete}"
-            elif not readings:
-                failed = f"exited {returncode} with no measured check"
+    output = _read(started.log)
+    got = read_side(started.where, returncode, hung, started.timeout)
     return SideRun(
         started.round,
         started.side,
         started.position,
         seconds,
         returncode,
-        failed,
-        readings if not failed else {},
-        crashed,
-        str(records[-1]) if records else "",
+        got.failed,
+        got.readings,
+        got.crashed,
+        got.record,
         str(started.log),
-        _tail(output) if failed else "",
-        environment,
+        _tail(output) if got.failed else "",
+        got.environment,
         len(started.selection) if started.selection is not None else 0,
         waited,
     )
@@ -555,9 +632,5 @@ def process_runner(
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a side and everything it started (ranks, workers)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    """Stop a side and everything it started (ranks, workers): SIGTERM, then SIGKILL."""
+    procs.end(proc)

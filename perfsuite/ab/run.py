@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -20,22 +21,27 @@ from perfsuite.ab import (
     first_environment,
     gather,
     new_run_id,
+    procs,
     save,
     side_diff,
+    unfingerprinted,
 )
 from perfsuite.ab import stacks as stacks_mod
 from perfsuite.ab.rounds import (
     Plan,
+    RoundRunner,
     Session,
     SideCommand,
     SideRun,
     one_then_the_other,
     process_runner,
     run_rounds,
+    verdict,
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.report.ab import round_load_words
 from perfsuite.report.terminal import clock
+from perfsuite.settings import MAX_SAMPLE_SECONDS, MIN_SAMPLES
 
 # What each side's pytest gets besides the user's arguments: quick mode, brief samples, no
 # stored baseline (the other side is the reference), no HTML per side.
@@ -126,16 +132,130 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     """Run the A/B and return what it found (the record and HTML are written).
 
     ``say`` gets each progress line (default: printed at once, so a CI log shows each round
-    as it ends).
+    as it ends).  SIGINT, SIGTERM and SIGHUP end the rounds: every process the A/B started
+    is ended, and the record holds the rounds so far, marked incomplete
+    (:func:`perfsuite.ab.procs.interruptible`).  Before the rounds they raise
+    KeyboardInterrupt.
     """
+    with procs.interruptible():
+        return _run(options, say)
+
+
+# pytest options that make a side list, describe or collect instead of running its checks.
+NOT_A_RUN = frozenset(
+    {
+        "--co",
+        "--collect-only",
+        "--collectonly",
+        "--fixtures",
+        "--fixtures-per-test",
+        "--markers",
+        "--help",
+        "-h",
+        "--version",
+        "-V",
+    }
+)
+
+
+def check_options(options: Options) -> None:
+    """Refuse, before anything starts, what every side would refuse or cannot measure.
+
+    The sides' plugin takes ``--perf-samples`` from :data:`MIN_SAMPLES` up and
+    ``--perf-sample-seconds`` up to :data:`MAX_SAMPLE_SECONDS`; pytest arguments that
+    collect or describe instead of running give no side anything to measure.
+    """
+    if not (isinstance(options.samples, int) and options.samples >= MIN_SAMPLES):
+        raise PerfsuiteError(f"--samples {options.samples}: give a whole number >= {MIN_SAMPLES}")
+    if not 0 < options.sample_seconds <= MAX_SAMPLE_SECONDS:
+        raise PerfsuiteError(
+            f"--sample-seconds {options.sample_seconds}: give seconds > 0 and "
+            f"<= {MAX_SAMPLE_SECONDS:g}"
+        )
+    if not 0 < options.side_timeout_s < math.inf:
+        raise PerfsuiteError(
+            f"--side-timeout {options.side_timeout_s}: give a finite number of seconds > 0"
+        )
+    for arg in options.pytest_args:
+        if arg.split("=", 1)[0] in NOT_A_RUN:
+            raise PerfsuiteError(
+                f"pytest argument {arg}: the sides would not run their checks; leave it out "
+                "(pytest --co on the suite lists what an A/B would run)"
+            )
+
+
+# pytest's exit statuses that mean the arguments, not the stack, are wrong.
+PYTEST_USAGE = 4
+PYTEST_NO_TESTS = 5
+
+
+def usage_problem(run: SideRun) -> str:
+    """Why a side's first run says its pytest arguments are wrong ("" when they are not).
+
+    pytest exits 4 on a usage error (an unknown option, a missing path, a value the plugin
+    refuses) and 5 when no check was collected (``-k`` matched nothing): every round would
+    fail alike, so the A/B stops after the first.
+    """
+    if run.readings or run.returncode not in (PYTEST_USAGE, PYTEST_NO_TESTS):
+        return ""
+    said = error_line(_read_log(run.log))
+    if run.returncode == PYTEST_USAGE:
+        return f"side {run.side}: pytest refused its arguments: {said} (log: {run.log})"
+    return (
+        f"side {run.side}: pytest collected no check to run (check -k, -m and the paths)"
+        + (f": {said}" if said else "")
+        + f" (log: {run.log})"
+    )
+
+
+def _read_log(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace") if path else ""
+    except OSError:
+        return ""
+
+
+def error_line(output: str, limit: int = 300) -> str:
+    """The line of a side's output that says what went wrong, printable, at most ``limit``.
+
+    pytest's ``ERROR: ...`` or ``...: error: ...`` line, the last one; else the last line
+    that is not empty.  Control characters (a terminal's escape codes) are dropped.
+    """
+    lines = ["".join(ch for ch in line if ch.isprintable()).strip() for line in output.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if line.startswith("ERROR") or " error: " in line]
+    chosen = (errors or lines or [""])[-1]
+    chosen = chosen.removeprefix("ERROR:").strip()
+    return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
+
+
+def refusing_usage_errors(run_round: RoundRunner) -> RoundRunner:
+    """``run_round``, stopping the A/B after round 1 when a side's pytest refused its arguments.
+
+    Raises :class:`PerfsuiteError` with the side's own error line: a usage error, never
+    three rounds of failed sides read as "undecided".
+    """
+
+    def checked(
+        rnd: int,
+        order: tuple[str, str],
+        selection: Sequence[str] | None,
+        keep: Callable[[SideRun], None],
+    ) -> None:
+        def keep_checked(run: SideRun) -> None:
+            keep(run)
+            problem = usage_problem(run) if rnd == 1 else ""
+            if problem:
+                raise PerfsuiteError(problem)
+
+        run_round(rnd, order, selection, keep_checked)
+
+    return checked
+
+
+def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     say = say or functools.partial(print, flush=True)
-    for flag, value in (
-        ("--samples", options.samples),
-        ("--sample-seconds", options.sample_seconds),
-        ("--side-timeout", options.side_timeout_s),
-    ):
-        if not value > 0:
-            raise PerfsuiteError(f"{flag} must be positive, got {value}")
+    check_options(options)
     stacks = {}
     for side, spec, env in (("A", options.a, options.a_env), ("B", options.b, options.b_env)):
         try:
@@ -171,7 +291,9 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     before = {side: preflight_fingerprint(commands[side]) for side in ("A", "B")}
     from perfsuite.report.ab import diff_lines
 
-    for line in diff_lines(side_diff(before["A"], before["B"], options.a_env, options.b_env)):
+    pins = (stacks["A"].requirements, stacks["B"].requirements)
+    first_diff = side_diff(before["A"], before["B"], options.a_env, options.b_env, pins)
+    for line in diff_lines(first_diff, unfingerprinted(before)):
         say(line)
 
     def outcome_of(session: Session) -> Outcome:
@@ -185,7 +307,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
             created,
             stacks,
             {"A": fa, "B": fb},
-            side_diff(fa, fb, options.a_env, options.b_env),
+            side_diff(fa, fb, options.a_env, options.b_env, pins),
             same,
             options.plan,
             options.pytest_args,
@@ -229,6 +351,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         run_round = lockstep_runner(commands, workdir, extra, seconds_left, per_sample)
     else:
         run_round = one_then_the_other(process_runner(commands, workdir, extra, seconds_left))
+    run_round = refusing_usage_errors(run_round)
     try:
         session = run_rounds(
             run_round,
@@ -239,6 +362,9 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
         )
     finally:
         progress.close()
+    stopped = stop_note(session, options.plan)
+    if stopped:
+        notes.append(stopped)
     result = outcome_of(session)
     save(result, record_path)
     if options.html:
@@ -246,6 +372,29 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
 
         result = write_html(result, workdir / "ab.html")
     return result
+
+
+def stop_note(session: Session, plan: Plan) -> str:
+    """Which limit ended rounds that left checks undecided, and the option that moves it.
+
+    A session stopped at the round cap with budget left says ``--max-rounds``: a larger
+    ``--budget`` alone would not have run one more round.
+    """
+    undecided = sum(1 for state in session.states.values() if verdict(state) == "unknown")
+    left = plan.budget_s - session.seconds
+    if session.stopped == "round cap":
+        budget = f" with {left:.0f} s of the budget left" if left >= 1 else ""
+        return (
+            f"stopped at the round cap (--max-rounds {plan.max_rounds}){budget}; "
+            f"{undecided} checks undecided: a larger --max-rounds lets more rounds decide them"
+        )
+    if session.stopped == "budget":
+        return (
+            f"stopped by the budget (--budget {clock(plan.budget_s)}) before round "
+            f"{len(session.order) + 1}; {undecided} checks undecided: a larger --budget lets "
+            "more rounds decide them"
+        )
+    return ""
 
 
 def preflight_fingerprint(command: SideCommand) -> dict[str, Any]:
@@ -258,13 +407,8 @@ def preflight_fingerprint(command: SideCommand) -> dict[str, Any]:
         "print(json.dumps(fingerprint()))"
     )
     try:
-        done = subprocess.run(
-            [command.python, "-c", code],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-            env={**os.environ, **command.env},
+        done = procs.run(
+            [command.python, "-c", code], timeout=300, env={**os.environ, **command.env}
         )
         data = json.loads(done.stdout) if done.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):

@@ -21,12 +21,17 @@
   other side's processes spend during those hand-overs counts as the session's own.
   Anything else they do stays foreign.  Its wait is recorded as the check's ``waiting``
   phase, and a per-check alarm (pytest-timeout's ``signal`` method) is paused over it.
+* With ``PERFSUITE_AB_TRACE=FILE`` each check's start and normal end are appended to FILE
+  as they happen (one JSON line each, written unbuffered): a side that segfaults, is
+  killed or hangs writes no run record, and the trace names the check it died in
+  (:func:`perfsuite.ab.rounds.unfinished`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 from collections.abc import Callable, Generator, Iterator
@@ -36,6 +41,7 @@ import pytest
 
 from perfsuite import noise
 from perfsuite.ab.lockstep import GRAIN_ENV, ROOT_ENV, WHOLE_SESSION, Turns
+from perfsuite.ab.rounds import TRACE_ENV
 from perfsuite.measure import Policy
 from perfsuite.selection import keep_sweeps
 
@@ -160,6 +166,32 @@ class _Lent:
         return dataclasses.replace(real, own=real.own + self.seconds)
 
 
+class _Trace:
+    """Appends each check's start and normal end to the side's trace file."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _write(self, event: str, nodeid: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.fd, (json.dumps({event: nodeid}) + "\n").encode())
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        """``start`` before the check; ``end`` only if its protocol returned (not on a kill)."""
+        self._write("start", item.nodeid)
+        result = yield
+        self._write("end", item.nodeid)
+        return result
+
+    def pytest_unconfigure(self) -> None:
+        """Close the file."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
 def _in_workers(config: pytest.Config) -> bool:
     """Whether this session's checks run in xdist workers."""
     return bool(getattr(config.option, "numprocesses", None)) and (
@@ -170,6 +202,10 @@ def _in_workers(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Take the turns this side was started with (none in an xdist worker)."""
+    trace = os.environ.get(TRACE_ENV, "")  # kept: xdist workers append to it too
+    if trace:
+        with contextlib.suppress(OSError):
+            config.pluginmanager.register(_Trace(trace), "perfsuite-ab-trace")
     grain = os.environ.pop(GRAIN_ENV, "")
     root = os.environ.pop(ROOT_ENV, "")
     turns = None if hasattr(config, "workerinput") else Turns.from_environment()

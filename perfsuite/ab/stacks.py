@@ -32,6 +32,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 import perfsuite
+from perfsuite.ab import procs
 from perfsuite.errors import PerfsuiteError
 
 # Building an environment (a framework wheel of hundreds of MB) may take this long.
@@ -117,16 +118,36 @@ Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _run(cmd: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=timeout)
+    """Run ``cmd`` in its own process group: a timeout or an interrupt ends all it started."""
+    return procs.run(cmd, timeout=timeout)
+
+
+# What a side needs of its interpreter: it runs, and pytest and perfsuite's side plugin import.
+HEALTH_CODE = "import pytest, perfsuite.ab.side"
+HEALTH_TIMEOUT_S = 120.0
+
+
+def health(python: str, run: Runner = _run) -> str:
+    """Why ``python`` cannot run a side, in one line ("" when it can).
+
+    The interpreter must start, and pytest and perfsuite (with its A/B side plugin) must
+    import: a cached environment whose base interpreter was removed or upgraded, or whose
+    packages were deleted, fails here instead of failing every round.
+    """
+    try:
+        done = run([python, "-c", HEALTH_CODE], timeout=HEALTH_TIMEOUT_S)
+    except OSError as exc:
+        return f"its interpreter does not run: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        return f"its interpreter did not answer within {HEALTH_TIMEOUT_S:.0f} s"
+    if done.returncode != 0:
+        return f"{HEALTH_CODE!r} failed: {_tail(done.stdout + done.stderr)}"
+    return ""
 
 
 def has_perfsuite(python: str, run: Runner = _run) -> bool:
-    """Whether ``python`` can import a perfsuite that has the A/B side plugin."""
-    try:
-        done = run([python, "-c", "import perfsuite.ab.side"], timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    """Whether ``python`` can import pytest and a perfsuite that has the A/B side plugin."""
+    return not health(python, run)
 
 
 def _tail(text: str, lines: int = 1) -> str:
@@ -182,6 +203,23 @@ def _check_space_error(output: str, where: Path) -> None:
         )
 
 
+def environment_root(requirements: Sequence[str], cache: Path | None = None) -> Path:
+    """The folder of the cached environment for ``requirements`` (built or not).
+
+    Keyed by the requirements, this interpreter's version and what perfsuite is installed
+    from, so a new perfsuite or Python gets an environment of its own.
+    """
+    key_text = json.dumps(
+        {
+            "requirements": sorted(requirements),
+            "python": sys.version.split()[0],
+            "perfsuite": perfsuite_install_arg(),
+        },
+        sort_keys=True,
+    )
+    return (cache or cache_dir()) / "envs" / hashlib.sha256(key_text.encode()).hexdigest()[:16]
+
+
 def build_environment(
     requirements: Sequence[str], cache: Path | None = None, run: Runner = _run
 ) -> tuple[Path, bool, float]:
@@ -189,22 +227,16 @@ def build_environment(
 
     The environment is built in place (a virtual environment's scripts name its folder) and
     marked complete last; one without the mark (a build that failed or was interrupted) is
-    removed and built again, never used.
+    removed and built again, never used.  A cached one is health-checked (:func:`health`)
+    before use and rebuilt once if broken; one still broken after its build is removed and
+    refused with its path.
     """
     cache = cache or cache_dir()
     install = perfsuite_install_arg()
-    key_text = json.dumps(
-        {
-            "requirements": sorted(requirements),
-            "python": sys.version.split()[0],
-            "perfsuite": install,
-        },
-        sort_keys=True,
-    )
-    root = cache / "envs" / hashlib.sha256(key_text.encode()).hexdigest()[:16]
+    root = environment_root(requirements, cache)
     python = root / "bin" / "python"
     mark = root / MARK
-    if mark.is_file() and python.is_file():
+    if mark.is_file() and python.is_file() and not health(str(python), run):
         return python, True, 0.0
     started = time.monotonic()
     uv = _find_uv()
@@ -246,6 +278,11 @@ def build_environment(
                     f"could not build an environment with {' '.join(requirements)}: "
                     f"{_tail(output, 2)}"
                 )
+        why = health(str(python), run)
+        if why:
+            raise PerfsuiteError(
+                f"the environment built for {' '.join(requirements)} at {root} is broken: {why}"
+            )
         mark.write_text(
             json.dumps({"requirements": list(requirements), "perfsuite": install}) + "\n"
         )
@@ -281,10 +318,12 @@ def resolve(spec: str, cache: Path | None = None, run: Runner = _run) -> Stack:
                 f"stack {spec!r}: neither a Python interpreter nor a virtual environment"
             )
         python = python.absolute()
-        if not has_perfsuite(str(python), run):
+        why = health(str(python), run)
+        if why:
             raise PerfsuiteError(
-                f"stack {spec!r} has no perfsuite (or one without perfsuite ab); add it with: "
-                f"{shlex.quote(str(python))} -m pip install {shlex.join(perfsuite_install_arg())}"
+                f"stack {spec!r} has no perfsuite or pytest that a side can use ({why}); add "
+                f"it with: {shlex.quote(str(python))} -m pip install "
+                f"{shlex.join(perfsuite_install_arg())}"
             )
         return Stack(spec, "python", str(python))
     if _looks_like_path(spec):

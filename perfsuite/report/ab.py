@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.ab import CheckVerdict, Outcome, rounds
+from perfsuite import outcome
+from perfsuite.ab import CheckVerdict, Outcome, rounds, unfingerprinted
 from perfsuite.model import FlagKind
 from perfsuite.report.terminal import cores_span, format_table, short_id
 from perfsuite.storage import write_text_atomic
@@ -115,11 +116,22 @@ def table_lines(result: Outcome) -> list[str]:
     return format_table(rows)
 
 
-def diff_lines(diff: Sequence[tuple[str, Any, Any]]) -> list[str]:
-    """What differs between A and B, before the first round."""
+def diff_lines(diff: Sequence[tuple[str, Any, Any]], silent: Sequence[str] = ()) -> list[str]:
+    """What differs between A and B.
+
+    ``silent``: the sides that gave no environment fingerprint.  "The same environment" is
+    said only when both gave one and nothing differs.
+    """
+    lines = []
+    if silent:
+        lines.append(
+            f"environment diff: {' and '.join(silent)} gave no environment fingerprint; "
+            "the environments cannot be compared"
+            + ("" if diff else " (the side variables and requirements are the same)")
+        )
     if not diff:
-        return ["environment diff: A and B report the same environment"]
-    lines = [f"environment diff, A -> B ({len(diff)}):"]
+        return lines or ["environment diff: A and B report the same environment"]
+    lines.append(f"environment diff, A -> B ({len(diff)}):")
     for key, a, b in diff[:DIFF_ROWS]:
         lines.append(f"  {key}: {_shown(a)} -> {_shown(b)}")
     if len(diff) > DIFF_ROWS:
@@ -135,7 +147,16 @@ def verdict_line(result: Outcome) -> str:
     failed = sum(1 for r in s.runs if r.failed)
     failed_text = f", {failed} side runs failed" if failed else ""
     failed_word = "REGRESSED" if counts.get("regressed") else "FAILED"
-    word = {0: "NO REGRESSION", 1: failed_word, 3: "UNDECIDED"}.get(result.exit_status, "ERROR")
+    word = "ERROR"
+    for status, text in (
+        (outcome.EXIT_REGRESSED, failed_word),
+        (outcome.EXIT_INTERRUPTED, "INTERRUPTED"),
+        (outcome.EXIT_INCONCLUSIVE, "UNDECIDED"),
+        (outcome.EXIT_OK, "NO REGRESSION"),
+    ):
+        if result.exit_status == status:
+            word = "INTERRUPTED" if s.incomplete and status != outcome.EXIT_REGRESSED else text
+            break
     return (
         f"perfsuite ab: {word} ({parts or 'nothing compared'}) after {len(s.order)} rounds in "
         f"{s.seconds:.0f} s, stopped: {s.stopped}{failed_text}"
@@ -186,7 +207,8 @@ def summary_lines(result: Outcome) -> list[str]:
         )
     if result.broken:
         lines.append(
-            f"B CRASHED on {_n(len(result.broken), 'check')} that A measured: "
+            f"B FAILED on {_n(len(result.broken), 'check')} that A measured (it raised, "
+            "crashed, hung or was killed there; the failed rounds say which): "
             + ", ".join(short_id(c) for c in result.broken[:5])
         )
     lines += table_lines(result)
@@ -278,12 +300,13 @@ def page(result: Outcome) -> str:
             for c in result.worst_first()
         ]
     )
-    diff = (
-        "".join(
-            f"<tr><td>{esc(str(k))}</td><td>{esc(_shown(a))}</td><td>{esc(_shown(b))}</td></tr>"
-            for k, a, b in result.diff
-        )
-        or "<tr><td colspan=3>A and B report the same environment</td></tr>"
+    diff = "".join(
+        f"<tr><td>{esc(str(k))}</td><td>{esc(_shown(a))}</td><td>{esc(_shown(b))}</td></tr>"
+        for k, a, b in result.diff
+    ) or (
+        "<tr><td colspan=3>"
+        + esc(" ".join(diff_lines((), unfingerprinted(result.fingerprints))))
+        + "</td></tr>"
     )
     failed = "".join(
         f"<h3>round {r.round}, {esc(r.side)}: {esc(r.failed)}</h3><pre>{esc(r.output_tail)}</pre>"
