@@ -334,7 +334,10 @@ def test_sides_that_always_fail_stop_after_the_minimum_with_nothing_compared() -
     )
     assert session.stopped == "nothing compared" and len(session.order) == 3
     checks, _, _ = gather(session.states, session.runs)
-    assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
+    assert (
+        decide_exit(checks, session.incomplete, frozenset({"regressed"}))
+        == outcome.EXIT_INCONCLUSIVE
+    )
 
 
 def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete() -> None:
@@ -346,7 +349,10 @@ def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete()
     assert session.incomplete == "interrupted during round 3"
     assert len(next(iter(session.states.values())).log_ratios) == 2
     checks, _, _ = gather(session.states, session.runs)
-    assert decide_exit(checks, session.incomplete, frozenset({"regressed"})) == 3
+    assert (
+        decide_exit(checks, session.incomplete, frozenset({"regressed"}))
+        == outcome.EXIT_INTERRUPTED
+    )
 
 
 def _loaded_run(
@@ -418,7 +424,7 @@ def _verdict(name: str, below: bool = False) -> CheckVerdict:
         (["same", "regressed"], "", outcome.EXIT_REGRESSED),
         (["unknown", "regressed"], "", outcome.EXIT_REGRESSED),
         (["same", "unknown"], "", outcome.EXIT_INCONCLUSIVE),
-        (["same"], "interrupted during round 2", outcome.EXIT_INCONCLUSIVE),
+        (["same"], "interrupted during round 2", outcome.EXIT_INTERRUPTED),
         ([], "", outcome.EXIT_INCONCLUSIVE),
     ],
 )
@@ -428,7 +434,10 @@ def test_the_exit_status(verdicts: list[str], incomplete: str, status: int) -> N
 
 
 def test_a_regression_on_a_node_below_its_floors_is_not_a_software_verdict() -> None:
-    assert decide_exit([_verdict("regressed", below=True)], "", frozenset({"regressed"})) == 3
+    assert (
+        decide_exit([_verdict("regressed", below=True)], "", frozenset({"regressed"}))
+        == outcome.EXIT_INCONCLUSIVE
+    )
 
 
 def test_floors_missed_on_both_sides_mark_the_node_unhealthy() -> None:
@@ -848,7 +857,7 @@ def test_when_every_release_between_is_skipped_bisect_gives_the_range(tmp_path: 
         _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
     )
     assert search.range == ("1.0", "1.7") and not search.first_bad
-    assert search.exit_status == 3
+    assert search.exit_status == outcome.EXIT_INCONCLUSIVE
     assert any("after 1.0, up to 1.7" in line for line in bisect.summary_lines(search))
 
 
@@ -867,7 +876,7 @@ def test_bisect_with_undecided_checks_is_not_a_clean_bill(tmp_path: Path) -> Non
     search = bisect.bisect(
         _bisect_options(tmp_path), lambda _: VERSIONS, fake, lambda _: None, _resolve
     )
-    assert search.exit_status == 3
+    assert search.exit_status == outcome.EXIT_INCONCLUSIVE
     assert any("2 of 2 checks undecided" in line for line in bisect.summary_lines(search))
 
 

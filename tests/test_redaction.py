@@ -8,7 +8,6 @@ Markdown summary; an older record that holds one is cleaned when a report is ren
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -103,7 +102,9 @@ def test_case27_a_report_of_an_older_record_never_shows_a_secret(
     data = json.loads((FIXTURES / "report-run.json").read_text())
     data["environment"].setdefault("variables", {}).update(FORMS)
     (tmp_path / "old.json").write_text(json.dumps(data))
-    shutil.copy(FIXTURES / "report-run.json", tmp_path / "base.json")
+    base = json.loads((FIXTURES / "report-run.json").read_text())
+    base["run_id"] = "20261121T145127750Z-vm-f2a9"  # an earlier run, as a baseline is
+    (tmp_path / "base.json").write_text(json.dumps(base))
     monkeypatch.chdir(tmp_path)
     status = cli.main(["report", "old.json", "--baseline", "base.json", "-o", "old.html"])
     assert status == outcome.EXIT_OK, capsys.readouterr()

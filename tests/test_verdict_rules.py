@@ -447,12 +447,18 @@ def test_a_check_missing_from_a_pass_is_left_out_of_the_session(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--perf-samples", "1"], "--perf-samples: expected a whole number of repetitions >= 3"),
+        (
+            ["--perf-samples", "1"],
+            "--perf-samples: expected a whole number of repetitions from 3 to 10000",
+        ),
         (["--perf-samples", "many"], "--perf-samples: expected a whole number"),
         (["--perf-tolerance", "0"], "--perf-tolerance: expected a fraction between 0 and 1"),
         (["--perf-tolerance", "-0.1"], "--perf-tolerance: expected a fraction between 0 and 1"),
         (["--perf-fail-on", "sometimes"], "--perf-fail-on: expected a comma-separated list"),
-        (["--perf-baseline-runs", "0"], "--perf-baseline-runs: expected a whole number >= 1"),
+        (
+            ["--perf-baseline-runs", "0"],
+            "--perf-baseline-runs: expected a whole number from 1 to 1000",
+        ),
         (["--perf-sample-seconds", "0"], "--perf-sample-seconds: expected seconds > 0 and <= 60"),
         (["--perf-sample-seconds", "1e9"], "--perf-sample-seconds: expected seconds > 0"),
         (["--perf-sample-seconds", "long"], "--perf-sample-seconds: expected seconds > 0"),
