@@ -124,9 +124,19 @@ def not_an_input(output: str | Path, inputs: Sequence[str | Path], what: str) ->
     return out
 
 
+def a_page(output: str | Path, what: str) -> Path:
+    """An HTML page's path, never a ``.json`` one: history and compare read those as records."""
+    if Path(output).suffix.lower() == ".json":
+        raise PerfsuiteError(
+            f"{what} {output}: a page is HTML, not a run record (.json); a .json file where "
+            "records are kept would be read as a corrupt record: name a .html file"
+        )
+    return Path(output)
+
+
 def _compare(args: argparse.Namespace) -> int:
     if args.html is not None:
-        check_target(not_an_input(args.html, args.runs, "--html"))
+        check_target(not_an_input(a_page(args.html, "--html"), args.runs, "--html"))
     loaded = [records.load_record(Path(p)) for p in args.runs]
     distinct_inputs(args.runs, loaded)
     *before, b = sessions(loaded, args.passes)
@@ -257,7 +267,9 @@ def _report(args: argparse.Namespace) -> int:
     from perfsuite.report.html import render
 
     inputs = [args.run, *([args.baseline] if args.baseline else [])]
-    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
+    out = not_an_input(
+        a_page(args.output or Path(args.run).with_suffix(".html"), "-o"), inputs, "-o"
+    )
     check_target(out)
     record = records.load_record(Path(args.run))
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
@@ -410,6 +422,15 @@ def _path(text: str) -> str:
     """A path argument: an empty one would mean the current directory, so it is refused."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"empty path {text!r}: name a file or directory")
+    return text
+
+
+def _text(text: str) -> str:
+    """A ``-k`` text: an empty one would match every check, so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"empty value {text!r}: name text the check ids hold, or leave -k out for every check"
+        )
     return text
 
 
@@ -1199,6 +1220,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     histp.add_argument(
         "-k",
+        type=_text,
         action="append",
         default=[],
         metavar="TEXT",
@@ -1226,6 +1248,7 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("run", metavar="RUN.json", type=_path, help="the run record to accept")
     accept.add_argument(
         "-k",
+        type=_text,
         action="append",
         default=[],
         metavar="TEXT",
