@@ -136,7 +136,7 @@ def a_page(output: str | Path, what: str) -> Path:
 
 def _compare(args: argparse.Namespace) -> int:
     if args.html is not None:
-        check_target(not_an_input(a_page(args.html, "--html"), args.runs, "--html"))
+        check_target(a_page(not_an_input(args.html, args.runs, "--html"), "--html"))
     loaded = [records.load_record(Path(p)) for p in args.runs]
     distinct_inputs(args.runs, loaded)
     *before, b = sessions(loaded, args.passes)
@@ -267,9 +267,8 @@ def _report(args: argparse.Namespace) -> int:
     from perfsuite.report.html import render
 
     inputs = [args.run, *([args.baseline] if args.baseline else [])]
-    out = not_an_input(
-        a_page(args.output or Path(args.run).with_suffix(".html"), "-o"), inputs, "-o"
-    )
+    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
+    a_page(out, "-o")
     check_target(out)
     record = records.load_record(Path(args.run))
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
