@@ -40,7 +40,7 @@ from perfsuite.storage import (
     write_chunks_atomic,
     write_text_atomic,
 )
-from perfsuite.validate import bad_samples, is_sample, is_timestamp, parse_json
+from perfsuite.validate import bad_samples, is_number, is_sample, is_timestamp, parse_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -201,6 +201,9 @@ def _entry(
         policy = run.get("policy", {})
         if not isinstance(policy, dict):
             raise bad(f"run {i}: 'policy' is not an object")
+        problem = policy_problem(policy)
+        if problem:
+            raise bad(f"run {i}: policy {problem}")
         if not is_sample(policy.get("reference", 1.0)):
             raise bad(
                 f"run {i} has a reference that is not a finite positive number: "
@@ -349,7 +352,25 @@ class BaselineStore:
                     f"{path}: corrupt baseline: {key!r} is not an object, got "
                     f"{data[key]!r:.40} (file left untouched)"
                 )
+        for run_id, policy in data.get("run_policies", {}).items():
+            problem = policy_problem(policy) if isinstance(policy, dict) else "is not an object"
+            if problem:
+                raise StorageError(
+                    f"{path}: corrupt baseline: run_policies[{run_id!r:.40}] {problem} "
+                    "(file left untouched)"
+                )
+        updated = data.get("updated", "")
+        if updated != "" and not is_timestamp(updated):
+            raise StorageError(
+                f"{path}: corrupt baseline: 'updated' is not an ISO 8601 time, got "
+                f"{updated!r:.40} (file left untouched)"
+            )
         window = data.get("window")
+        if "window" in data and window is None and data.get("schema_version") != 1:
+            raise StorageError(
+                f"{path}: corrupt baseline: 'window' must be a whole number from {MIN_WINDOW} "
+                f"to {MAX_WINDOW}, got null (file left untouched)"
+            )
         if window is not None and not (
             isinstance(window, int)
             and not isinstance(window, bool)
@@ -441,6 +462,13 @@ class BaselineStore:
         """
         chosen = [r for r in results if r.samples]
         safe_profile_name(profile)
+        problem = (
+            policy_problem(policy or {})
+            if isinstance(policy or {}, Mapping)
+            else f"is not an object, got {policy!r:.40}"
+        )
+        if problem:  # what is written must read back: refused before anything is written
+            raise StorageError(f"run {run_id}: its recorded policy {problem}")
         with self.locked(profile):
             for directory in (self.root / profile, self.own_history_dir(profile)):
                 # Every writer holds this lock, so any temporary file here is a dead one.
@@ -629,6 +657,34 @@ def _run_policy(shared: Any, own: Any) -> dict[str, Any]:
         merged["sample_target"] = target
     merged.update(own if isinstance(own, dict) else {})
     return merged
+
+
+# The policy facts a judgement reads, by the kind each must be; any other key is kept unread.
+# A stored list or object where a number belongs would reach the judgement (which compares
+# and collects these values) as a traceback in the middle of a run.
+_POLICY_SECONDS = (
+    "warmup_seconds", "sample_seconds", "sample_target", "max_seconds", "warmup_max_seconds",
+    "warmup_settle",
+)  # fmt: skip
+_POLICY_COUNTS = ("warmup", "repetitions", "max_repetitions", "samples")
+_POLICY_TEXT = ("mode", "timer", "source", "launch")
+_POLICY_FLAGS = ("references", "machine_probe", "forced")
+
+
+def policy_problem(policy: Mapping[str, Any]) -> str | None:
+    """What is wrong with a stored run policy (``'warmup_seconds' must be ...``), or None."""
+    for key, value in policy.items():
+        if key in _POLICY_SECONDS and value is not None and not (is_number(value) and value >= 0):
+            return f"{key!r} must be a number of seconds >= 0, got {value!r:.40}"
+        if key in _POLICY_COUNTS and not (
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**9
+        ):
+            return f"{key!r} must be a whole number >= 0, got {value!r:.40}"
+        if key in _POLICY_TEXT and not (isinstance(value, str) and value.isprintable()):
+            return f"{key!r} must be printable text, got {value!r:.40}"
+        if key in _POLICY_FLAGS and not isinstance(value, bool):
+            return f"{key!r} must be true or false, got {value!r:.40}"
+    return None
 
 
 # Facts that belong to one check's samples (the rest of a run's policy is stored once).

@@ -65,14 +65,14 @@ def _profiles(args: argparse.Namespace) -> int:
         profile = resolve(args.name, registry)
         print(f"# {profile.origin}")
         print(profile.to_toml(), end="")
-        return 0
+        return outcome.EXIT_OK
     rows = [("name", "kind", "bandwidth", "fp32", "description")]
     rows += [_row(profile) for profile in registry.load_all()]
     here = resolve("auto", registry)
     estimated = " (compute peaks estimated)" if here.estimated else ""
     rows.append(("auto", "", "", "", f"this machine: {here.name}{estimated}"))
     print("\n".join(format_table(rows)))
-    return 0
+    return outcome.EXIT_OK
 
 
 def _backends(args: argparse.Namespace) -> int:
@@ -95,7 +95,7 @@ def _backends(args: argparse.Namespace) -> int:
         for name, (module, hint) in LIBRARIES.items()
     ]
     print("\n".join(format_table(rows)))
-    return 0
+    return outcome.EXIT_OK
 
 
 def _signed(ratio: float) -> str:
@@ -124,9 +124,19 @@ def not_an_input(output: str | Path, inputs: Sequence[str | Path], what: str) ->
     return out
 
 
+def a_page(output: str | Path, what: str) -> Path:
+    """An HTML page's path, never a ``.json`` one: history and compare read those as records."""
+    if Path(output).suffix.lower() == ".json":
+        raise PerfsuiteError(
+            f"{what} {output}: a page is HTML, not a run record (.json); a .json file where "
+            "records are kept would be read as a corrupt record: name a .html file"
+        )
+    return Path(output)
+
+
 def _compare(args: argparse.Namespace) -> int:
     if args.html is not None:
-        check_target(not_an_input(args.html, args.runs, "--html"))
+        check_target(a_page(not_an_input(args.html, args.runs, "--html"), "--html"))
     loaded = [records.load_record(Path(p)) for p in args.runs]
     distinct_inputs(args.runs, loaded)
     *before, b = sessions(loaded, args.passes)
@@ -258,6 +268,7 @@ def _report(args: argparse.Namespace) -> int:
 
     inputs = [args.run, *([args.baseline] if args.baseline else [])]
     out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
+    a_page(out, "-o")
     check_target(out)
     record = records.load_record(Path(args.run))
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
@@ -270,7 +281,7 @@ def _report(args: argparse.Namespace) -> int:
         history = _readable_history(Path(args.report_dir), profile)
     write_text_atomic(out, render(record, baseline=baseline, history=history))
     print(f"HTML report: {out}")
-    return 0
+    return outcome.EXIT_OK
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -325,7 +336,7 @@ def _history(args: argparse.Namespace) -> int:
             )
         )
     print("\n".join(format_table(table)))
-    return 1 if flagged else 0
+    return outcome.EXIT_REGRESSED if flagged else outcome.EXIT_OK
 
 
 def _accept(args: argparse.Namespace) -> int:
@@ -361,7 +372,7 @@ def _accept(args: argparse.Namespace) -> int:
     kept = store.kept(profile)
     if kept:
         print(f"previous baseline kept as {kept[-1]}")
-    return 0
+    return outcome.EXIT_OK
 
 
 def _fraction(text: str) -> float:
@@ -410,6 +421,15 @@ def _path(text: str) -> str:
     """A path argument: an empty one would mean the current directory, so it is refused."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"empty path {text!r}: name a file or directory")
+    return text
+
+
+def _text(text: str) -> str:
+    """A ``-k`` text: an empty one would match every check, so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"empty value {text!r}: name text the check ids hold, or leave -k out for every check"
+        )
     return text
 
 
@@ -1040,7 +1060,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "List the hardware profiles perfsuite knows (built in, and those in --profile-dir), "
             "with their memory bandwidth and fp32 peak, and what 'auto' resolves to on this "
-            "machine; or print one profile's figures as TOML. Exit status: 0 ok, 2 usage error."
+            "machine; or print one profile's figures as TOML. Exit status: "
+            f"{outcome.EXIT_OK} listed, {outcome.EXIT_USAGE} usage error (a bad or unknown "
+            "profile; the table below)."
         ),
     )
     profiles.add_argument(
@@ -1069,7 +1091,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "List every framework backend --perf-backend accepts and every collective library "
             "the allreduce checks launch ranks with, whether each is installed here, and how "
-            "to install the missing ones. Exit status: 0 ok."
+            f"to install the missing ones. Exit status: {outcome.EXIT_OK} listed (the table "
+            "below)."
         ),
     )
     backends.set_defaults(func=_backends)
@@ -1079,8 +1102,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare run records: one or more before (A), the last one after (B)",
         description=(
             "Compare the last run record (B) against the ones before it (A). Several A runs "
-            "act as a multi-run baseline. Exit status: 0 no regression, 1 regression, "
-            "3 inconclusive (noisy checks, and nothing that --fail-on fails), 2 usage error."
+            f"act as a multi-run baseline. Exit status: {outcome.EXIT_OK} no regression, "
+            f"{outcome.EXIT_REGRESSED} a regression (or what --fail-on names), "
+            f"{outcome.EXIT_USAGE} usage error, {outcome.EXIT_INCONCLUSIVE} undecided (noisy "
+            "checks and nothing that --fail-on fails, nothing compared, or B interrupted); "
+            "the table below."
         ),
     )
     comp.add_argument(
@@ -1110,7 +1136,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_fail_on,
         default=frozenset({"regressed"}),
         metavar="OUTCOMES",
-        help="outcomes that make the exit status 1 (default: regressed)",
+        help=f"outcomes that make the exit status {outcome.EXIT_REGRESSED} (default: regressed)",
     )
     comp.add_argument(
         "--passes",
@@ -1148,7 +1174,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Render one run record as a self-contained HTML page: each check's verdicts, "
             "samples and explanation, with sparklines from the profile's earlier runs under "
             "--report-dir, and, with --baseline, another run of the same profile as ghosts and "
-            "an environment diff. Exit status: 0 written, 2 usage error."
+            f"an environment diff. Exit status: {outcome.EXIT_OK} written, "
+            f"{outcome.EXIT_USAGE} usage error (the table below)."
         ),
     )
     rep.add_argument("run", metavar="RUN.json", type=_path, help="the run record to render")
@@ -1181,7 +1208,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Read a profile's run records under --report-dir, oldest first, and show each "
             "check's trend with its change points (a level that moved by more than "
             "--tolerance) and drift. A corrupt record is named and skipped. Exit status: "
-            "0 no change point, 1 a change point or drift, 2 usage error."
+            f"{outcome.EXIT_OK} no change point, {outcome.EXIT_REGRESSED} a change point or "
+            f"drift, {outcome.EXIT_USAGE} usage error (the table below)."
         ),
     )
     histp.add_argument(
@@ -1199,6 +1227,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     histp.add_argument(
         "-k",
+        type=_text,
         action="append",
         default=[],
         metavar="TEXT",
@@ -1220,12 +1249,14 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Add a run's results to the baseline of the hardware profile it ran on, keeping "
             "the last K accepted runs of each check; the previous baseline file is kept beside "
-            "it. Exit status: 0 accepted, 2 usage error."
+            f"it. Exit status: {outcome.EXIT_OK} accepted, {outcome.EXIT_USAGE} usage error "
+            "(the table below)."
         ),
     )
     accept.add_argument("run", metavar="RUN.json", type=_path, help="the run record to accept")
     accept.add_argument(
         "-k",
+        type=_text,
         action="append",
         default=[],
         metavar="TEXT",

@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -64,16 +65,50 @@ PERFORMANCE_PREFIXES = ("NCCL_", "OMP_", "KMP_", "MPICH_", "OMPI_MCA_", "UCX_", 
 # A name with one of these words is a secret whatever its prefix (NCCL_IB_..._KEY, say).
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
 REDACTED = "<redacted>"
-# Secrets recognised by their form, wherever they appear in a value: a private key, the
-# tokens of GitHub, Slack, Hugging Face and OpenAI-style APIs, AWS access key ids, a JWT, a
-# URL with a password, an HTTP Authorization value, and ``password=`` style assignments.
+# Secrets recognised by their form, wherever they appear in a value: a private key; the
+# tokens of GitHub (classic and fine-grained), GitLab, Slack, Hugging Face, OpenAI-style APIs,
+# Stripe and Google APIs; AWS access key ids; a JWT; a URL with a password (an empty user
+# too, as in ``redis://:S@host``); a URL query parameter whose name holds token, secret,
+# key, pass, auth or sig; an HTTP Authorization value (``Bearer``, ``Basic``, ``Token``);
+# and ``password=`` style assignments, also at the end of a longer name
+# (``client_secret=``, ``aws_secret_access_key=``, ``pwd=``).  A commit hash (40 hex digits)
+# is none of these; a standalone AWS secret access key is matched apart (see
+# :func:`_aws_secret`).
 _SECRET_FORM = re.compile(
     r"(?i:-----BEGIN [A-Z ]*PRIVATE KEY-----)|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-"
-    r"|\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]+:[^/\s@]+@"
-    r"|(?i:\bbearer\s+[A-Za-z0-9._~+/=-]{4,})|\bBasic\s+[A-Za-z0-9+/]{12,}"
-    r"|(?i:\b(?:password|passwd|secret|token|api[_-]?key)\s*[=:])"
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{16,}"
+    r"|\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,}|\b[rs]k_(?:live|test)_[A-Za-z0-9]{10,}"
+    r"|\bAIza[0-9A-Za-z_-]{30,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.|://[^/\s:@]*:[^/\s@]+@"
+    r"|(?i:[?&][^=&\s#]*(?:token|secret|key|pass|auth|sig)[^=&\s#]*=[^&\s#])"
+    r"|(?i:\bbearer[\s:=]+[A-Za-z0-9._~+/=-]{4,})|\bBasic\s+[A-Za-z0-9+/]{12,}"
+    r"|\b[Tt]oken\s+(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"
+    r"|(?i:aws_secret)"
+    r"|(?i:(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|secret[_-]?key)\s*[=:])"
 )
+# An AWS secret access key standing alone: 40 characters of base64, at least one of them '/'
+# or '+' (so never a commit hash or another hex digest), mixing upper and lower case and digits.
+_AWS_CANDIDATE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+
+def _aws_secret(text: str) -> bool:
+    """Whether ``text`` holds what can only be an AWS secret access key (see above)."""
+    return any(
+        re.search(r"[/+]", key)
+        and re.search(r"[A-Z]", key)
+        and re.search(r"[a-z]", key)
+        and re.search(r"[0-9]", key)
+        and not key.startswith("/")  # a path: /opt/... is a folder, not a key
+        for key in _AWS_CANDIDATE.findall(text)
+    )
+
+
+def secret_form(text: str) -> bool:
+    """Whether ``text`` holds a credential by its form (a token, a key, a password)."""
+    return bool(_SECRET_FORM.search(text)) or _aws_secret(text)
+
+
 # A flag that takes a credential: one part of its name (split at '_', '-', '.' and at a
 # lower-to-upper case change) is one of these words, so --password, --passphrase, --api-key,
 # --access-key, --clientSecret and --hf_token are, and --max_tokens, --passes, --keyfile not.
@@ -264,7 +299,7 @@ def has_secret(text: str) -> bool:
     A flag counts with ``=`` or ``:`` and a value (``--clientSecret=X``), or followed by
     another word (``--passphrase X``).
     """
-    if _SECRET_FORM.search(text):
+    if secret_form(text):
         return True
     words = text.split()
     for i, word in enumerate(words):
@@ -292,11 +327,12 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
 
     ``--key=X`` keeps its flag (``--key=<redacted>``); ``--key X`` keeps the flag and loses
     the next item unless that is another option; an item holding a credential by its form
-    (``Bearer X``, ``hf_...``) is replaced whole.
+    (``Bearer X``, ``hf_...``) is replaced whole, and so is an item that makes one with the
+    item before it (``Bearer`` then ``X``, as a header split at its space gives).
     """
     out: list[str] = []
     hide_next = False
-    for item in argv:
+    for i, item in enumerate(argv):
         if hide_next and not item.startswith("-"):
             out.append(REDACTED)
             hide_next = False
@@ -310,8 +346,39 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
                 out.append(item)
                 hide_next = True
             continue
-        out.append(REDACTED if _SECRET_FORM.search(item) else item)
+        if secret_form(item):
+            out.append(REDACTED)
+        elif i and secret_form(f"{argv[i - 1]} {item}") and not secret_form(argv[i - 1]):
+            out.append(REDACTED)  # the token of a pair: "Bearer" kept, what follows hidden
+        else:
+            out.append(item)
     return out
+
+
+def redact_command(command: str) -> str:
+    """A command given as one string (``--perf-launcher``) to record, credentials redacted.
+
+    Split as a shell would, so a quoted ``-H 'Authorization: Bearer X'`` is one item, then
+    redacted as :func:`redact_argv` does; a string with no credential is kept as written.
+    One that does not split (an unclosed quote) is split at whitespace.
+    """
+    try:
+        argv, split = shlex.split(command), True
+    except ValueError:
+        argv, split = command.split(), False
+    redacted = redact_argv(argv)
+    if redacted == argv:
+        return command
+    if not split:  # its quotes did not pair as written: kept as they were
+        return " ".join(redacted)
+    return " ".join(
+        item if item == REDACTED or (item and not _NEEDS_QUOTES.search(item)) else shlex.quote(item)
+        for item in redacted
+    )
+
+
+# Characters that make a recorded item ambiguous unless quoted (``{ranks}`` is kept bare).
+_NEEDS_QUOTES = re.compile(r"[\s'\"\\$`;&|<>()*?!#]")
 
 
 def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

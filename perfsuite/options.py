@@ -443,6 +443,11 @@ def _backend_names(text: str) -> tuple[str, ...]:
             f"--perf-backend: no backend named in {text!r}; name one or more, e.g. numpy or "
             "torch,numpy, or leave the option out for every backend"
         )
+    if any(not n.strip() for n in text.split(",")):  # a stray comma: a name left out?
+        raise pytest.UsageError(
+            f"--perf-backend: an empty name in {text!r}; name each backend once, "
+            "comma-separated, e.g. torch,numpy"
+        )
     known = known_backends()
     unknown = [n for n in names if n not in known]
     if unknown:

@@ -8,7 +8,7 @@ from typing import Any
 
 from perfsuite import allocator, outcome, stats
 from perfsuite.baseline import MAX_WINDOW, MIN_WINDOW
-from perfsuite.environment import redact_argv
+from perfsuite.environment import redact_command
 from perfsuite.measure import DEFAULT, FULL, QUICK, Policy
 
 DEFAULT_TOLERANCE = 0.05
@@ -126,7 +126,7 @@ class Settings:
             model_path=str(self.model_path) if self.model_path else None,
             fail_on=sorted(self.fail_on),
             ranks=list(self.ranks),
-            launcher=" ".join(redact_argv(self.launcher.split())),
+            launcher=redact_command(self.launcher),
             warmup=self.policy.warmup,
             repetitions=self.policy.repetitions,
             policy=self.policy.to_dict(),

@@ -408,6 +408,47 @@ CLI_ROWS = [
         "outcome 'splendid' is unknown (one of", (record_with("o.json", _set("results", 0, "outcome", value="splendid")),)),
     Row("case23-incomplete-no", ("baseline", "accept", "i.json"), USAGE,
         "i.json: incomplete: expected why the run stopped early", (record_with("i.json", _set("incomplete", value="no")),)),
+    # Review 1, D13: an empty -k matched every check.
+    Row("review-D13-accept-k-empty", ("baseline", "accept", "good.json", "-k", ""), USAGE,
+        "argument -k: empty value", (good_record,)),
+    Row("review-D13-history-k-empty", ("history", "-k", " "), USAGE, "argument -k: empty value"),
+    # Review 1, D14: a baseline header of the wrong types was accepted silently.
+    Row("review-D14-window-null", ("baseline", "accept", "good.json"), USAGE,
+        "'window' must be a whole number from 1 to 1000, got null",
+        (good_record, devcpu_baseline(window=None))),
+    Row("review-D14-updated-yesterday", ("baseline", "accept", "good.json"), USAGE,
+        "corrupt baseline: 'updated' is not an ISO 8601 time, got 'yesterday'",
+        (good_record, devcpu_baseline(updated="yesterday"))),
+    Row("review-D14-run-policy-text", ("baseline", "accept", "good.json"), USAGE,
+        "corrupt baseline: run_policies['r'] is not an object",
+        (good_record, devcpu_baseline(run_policies={"r": "x"}))),
+    # Review 1, D8: a policy value of the wrong kind, caught before it reaches a judgement.
+    Row("review-D8-accept-run-policy-warmup-list", ("baseline", "accept", "good.json"), USAGE,
+        "run_policies['r'] 'warmup_seconds' must be a number of seconds >= 0, got [1]",
+        (good_record, devcpu_baseline(run_policies={"r": {"warmup_seconds": [1]}}))),
+    Row("review-D8-accept-record-policy-text", ("baseline", "accept", "p.json"), USAGE,
+        "its recorded policy 'warmup_seconds' must be a number of seconds >= 0, got 'x'",
+        (record_with("p.json", _set("settings", "policy", value={"warmup_seconds": "x"})),)),
+    # Review 1, D11: a profile's free text printed raw (escape codes, BEL, U+2028).
+    Row("review-D11-profiles-description-escape", ("profiles", "--profile-dir", "profiles"),
+        USAGE, "field 'description' holds the control character '\\x1b'",
+        (text_file("profiles/bad.toml", 'schema_version = 1\nname = "bad"\nkind = "cpu"\n'
+                   'description = "d\\u001b[2Jx\\u2028y"\nsource = "s"\n'),)),
+    Row("review-D11-profiles-show-source-osc", ("profiles", "--profile-dir", "profiles", "show",
+        "bad"), USAGE, "field 'source' holds the control character '\\x1b'",
+        (text_file("profiles/bad.toml", 'schema_version = 1\nname = "bad"\nkind = "cpu"\n'
+                   'description = "d"\nsource = "s\\u001b]0;t\\u0007"\n'),)),
+    Row("review-D11-profiles-line-separator", ("profiles", "--profile-dir", "profiles"),
+        USAGE, "field 'description' holds the control character '\\u2028'",
+        (text_file("profiles/bad.toml", 'schema_version = 1\nname = "bad"\nkind = "cpu"\n'
+                   'description = "one\\u2028two"\nsource = "s"\n'),)),
+    # Review 1, D15: a page written where run records are read, under a record's name.
+    Row("review-D15-report-o-json", ("report", "good.json", "-o", "reports/devcpu/zz.json"),
+        USAGE, "-o reports/devcpu/zz.json: a page is HTML, not a run record (.json)",
+        (good_record, directory("reports/devcpu"))),
+    Row("review-D15-compare-html-json", ("compare", "a.json", "good.json", "--html", "x.JSON"),
+        USAGE, "--html x.JSON: a page is HTML, not a run record (.json)",
+        (good_record, record_with("a.json", _set("run_id", value="other")))),
 ]  # fmt: skip
 
 
@@ -672,6 +713,19 @@ PLUGIN_ROWS = [
         "--perf-markdown: empty value"),
     Row("nothing-measured", (*ON_SLOWGPU, "test_skipping.py"), pytest.ExitCode.TESTS_FAILED,
         "none measured anything"),
+    # Review 1, D8: a baseline policy value of the wrong kind crashed the check.
+    Row("review-D8-run-policy-warmup-list", ON_SLOWGPU, PYTEST_USAGE,
+        "run_policies['run-good'] 'warmup_seconds' must be a number of seconds >= 0, got [1]",
+        (poisoned_header(run_policies={"run-good": {"warmup_seconds": [1]}}),)),
+    Row("review-D8-entry-policy-sample-target-object", ON_SLOWGPU, PYTEST_USAGE,
+        "run 0: policy 'sample_target' must be a number of seconds >= 0, got {}",
+        (poisoned_baseline(lambda e: e["runs"][0]["policy"].update(sample_target={})),)),
+    Row("review-D8-entry-policy-warmup-empty-list", ON_SLOWGPU, PYTEST_USAGE,
+        "run 0: policy 'warmup_seconds' must be a number of seconds >= 0, got []",
+        (poisoned_baseline(lambda e: e["runs"][0]["policy"].update(warmup_seconds=[])),)),
+    # Review 1, D13: an empty item in a list option was dropped silently.
+    Row("review-D13-backend-trailing-comma", (*ON_SLOWGPU, "--perf-backend=numpy,"),
+        PYTEST_USAGE, "--perf-backend: an empty name in 'numpy,'"),
 ]  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -134,6 +135,43 @@ def test_every_commands_help_ends_with_the_one_exit_table(
     table = out[out.index("exit status (one table") :].splitlines()
     codes = [line.split()[0] for line in table[1:] if line[:3].strip().isdigit()]
     assert codes == ["0", "1", "2", "3", "4", "5"]
+
+
+# A status named in words in a --help text, and the constant it must be (review 1, D12).
+STATUS_WORDS = {
+    "usage error": outcome.EXIT_USAGE,
+    "inconclusive": outcome.EXIT_INCONCLUSIVE,
+    "undecided": outcome.EXIT_INCONCLUSIVE,
+    "interrupted": outcome.EXIT_INTERRUPTED,
+    "internal error": outcome.EXIT_INTERNAL,
+    "regression": outcome.EXIT_REGRESSED,
+}
+_WORDS = "|".join(STATUS_WORDS)
+# "4 usage error", "5 undecided"; and "usage error (exit 4)", "undecided: exit 5"
+_NUMBER_THEN_WORD = re.compile(rf"(?<![\w.-])(\d+)\s+({_WORDS})")
+_WORD_THEN_NUMBER = re.compile(rf"({_WORDS})s?\s*(?:\(exit|: exit|, exit)\s+(\d+)")
+
+
+@pytest.mark.parametrize("command", [[], *COMMANDS], ids=lambda c: " ".join(c) or "perfsuite")
+def test_review_d12_no_help_text_contradicts_the_exit_table(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A status a description states in words is the table's (no "2 usage", "3 inconclusive")."""
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    stated = [(int(n), w) for n, w in _NUMBER_THEN_WORD.findall(text)]
+    stated += [(int(n), w) for w, n in _WORD_THEN_NUMBER.findall(text)]
+    wrong = [(n, w) for n, w in stated if STATUS_WORDS[w] != n]
+    assert not wrong, f"--help of {' '.join(command) or 'perfsuite'} states {wrong}"
+    assert stated, "the table itself names its statuses"
+
+
+def test_review_d12_the_check_sees_a_contradiction() -> None:
+    """The patterns above find the texts the review quoted."""
+    for text in ("Exit status: 0 ok, 2 usage error.", "3 inconclusive (noisy checks)"):
+        found = _NUMBER_THEN_WORD.findall(text)
+        assert found and any(STATUS_WORDS[w] != int(n) for n, w in found)
 
 
 def test_a_usage_error_exits_with_the_tables_usage_status(

@@ -35,6 +35,7 @@ import numpy as np
 from perfsuite import sections
 from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
+from perfsuite.environment import redact_command
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
@@ -176,7 +177,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     )
     params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
     context: dict[str, Any] = {
-        "launcher": launcher.template,
+        "launcher": redact_command(launcher.template),  # as recorded: no credential
         "launcher_program": launcher.executable,
         "ranks": case.ranks,
         # mpiexec's ranks are this session's descendants; a scheduler's (srun) are not.

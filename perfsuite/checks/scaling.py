@@ -43,6 +43,7 @@ from perfsuite import sections
 from perfsuite.checks import pop
 from perfsuite.collectives import LIBRARIES
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
+from perfsuite.environment import redact_command
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import Reference, Workload
 from perfsuite.model import Result, Work
@@ -342,7 +343,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         make=make,
     )
     context: dict[str, Any] = {
-        "launcher": launcher.template,
+        "launcher": redact_command(launcher.template),  # as recorded: no credential
         "launcher_program": launcher.executable,
         "ranks": case.ranks,
         "ranks_outside_tree": not launcher.is_local_mpiexec,

@@ -212,11 +212,28 @@ def _check_value(path: Path, dotted: str, kind: str, value: Any) -> None:
     elif kind == "str":
         if not isinstance(value, str) or not value.strip():
             raise ProfileError(f"{where} must be a non-empty string, got {value!r}")
+        _printable(where, value)
     elif kind == "strlist":
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ProfileError(f"{where} must be a list of non-empty strings, got {value!r}")
+        for item in value:
+            _printable(where, item)
     elif kind == "kind" and value not in KINDS:
         raise ProfileError(f"{where} must be one of {', '.join(KINDS)}, got {value!r}")
+
+
+def _printable(where: str, value: str) -> None:
+    """Refuse text a terminal would obey, or that ``profiles show`` could not write as TOML.
+
+    A profile's description and source are printed as they are (``perfsuite profiles``):
+    an escape sequence would drive the terminal, a BEL ring it, a line separator forge a row.
+    """
+    if not value.isprintable():
+        bad = next(ch for ch in value if not ch.isprintable())
+        raise ProfileError(
+            f"{where} holds the control character {bad!r}; profile text must be printable, "
+            f"got {value!r:.60}"
+        )
 
 
 def parse_profile(path: Path, data: Mapping[str, Any]) -> HardwareProfile:
