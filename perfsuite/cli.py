@@ -743,12 +743,10 @@ def _ab_fail_on(text: str) -> frozenset[str]:
 
 
 def _fleet_path(what: str, text: str) -> Path:
-    """A path option of a fleet command; an empty one (the cwd, by accident) is refused."""
-    from perfsuite.fleet.run import FleetError
+    """A path option of a fleet command: not empty (the cwd, by accident), no control codes."""
+    from perfsuite.fleet.labels import check_text
 
-    if not text:
-        raise FleetError(f"{what} '': an empty path; name the directory or file")
-    return Path(text)
+    return check_text(what, text)
 
 
 def _fleet_report(args: argparse.Namespace) -> int:
@@ -763,7 +761,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
         if args.html == ""
         else directory / "fleet.html"
         if args.html is None
-        else Path(args.html)
+        else _fleet_path("--html", args.html)
     )
     check_outputs(directory, confirm, drain, html)
     from perfsuite.report import fleet as report
@@ -815,7 +813,8 @@ def _fleet_seconds(what: str) -> Any:
     """An argparse type: seconds above 0, finite, at most a week (fleet.run.MAX_TIMEOUT_S)."""
 
     def parse(text: str) -> float:
-        from perfsuite.fleet.run import FleetError, parse_seconds
+        from perfsuite.fleet.labels import FleetError
+        from perfsuite.fleet.run import parse_seconds
 
         try:
             return parse_seconds(what, text)

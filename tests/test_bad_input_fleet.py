@@ -47,6 +47,7 @@ class Row(BadInputRow):
 
     env: Mapping[str, str] = field(default_factory=dict)
     check: Check | None = None  # more to hold afterwards: (project, stdout + stderr)
+    cwd: str = ""  # where it runs, relative to the project (made by the test)
 
 
 # ----------------------------------------------------------------------------- projects
@@ -191,6 +192,35 @@ def nothing_created(*names: str) -> Check:
     return check
 
 
+def fifo(name: str) -> Setup:
+    def setup(root: Path) -> None:
+        os.mkfifo(root / name)
+
+    return setup
+
+
+def ran_on(hostfile: str) -> Setup:
+    """A healthy fleet whose fleet-run.json names ``hostfile`` as the hosts it ran on."""
+
+    def setup(root: Path) -> None:
+        healthy(root)
+        (root / hostfile).write_text("node00\nnode01\nnode02\nnode03\n")
+        manifest = {"schema_version": 1, "pytest_args": ["suites/"], "tasks_per_node": 1,
+                    "hostfile": str(root / hostfile), "timeout_s": 60, "launcher_args": [],
+                    "nodelist": []}  # fmt: skip
+        (root / "fleet" / "nodes").mkdir(parents=True)
+        (root / "fleet" / "nodes" / "fleet-run.json").write_text(json.dumps(manifest))
+
+    return setup
+
+
+def fleet_in(name: str) -> Setup:
+    def setup(root: Path) -> None:
+        fleet(root / name, 4)
+
+    return setup
+
+
 def one_confirmation(project: Path, output: str) -> None:
     drain = json.loads((project / "fleet" / "drain.json").read_text())
     assert len(drain["confirmation"]["directories"]) == 1, drain["confirmation"]
@@ -308,6 +338,49 @@ ROWS = [
     Row("case18-binary-hostfile", (*RUN, "--hostfile", "hosts", "--", "x"), USAGE,
         "not UTF-8 text", (text("hosts", b"\xff\xfe\x00\x81node\n"),),
         check=nothing_created("fleet")),
+    # The review of the first round (REVIEW1.md).
+    # D1: both outputs are checked before either is written.
+    Row("review-D1-html-fifo", ("fleet", "report", "fleet", "--html", "page.html"), USAGE,
+        "is a FIFO, not a regular file", (healthy, fifo("page.html")), check=NO_DRAIN),
+    Row("review-D1-html-char-device", ("fleet", "report", "fleet", "--html", "/dev/null"),
+        USAGE, "is a character device, not a regular file", (healthy,), check=NO_DRAIN),
+    Row("review-D1-html-parent-is-a-file", ("fleet", "report", "fleet", "--html",
+        "afile/x.html"), USAGE, "afile is a file, not a folder", (healthy, text("afile", "")),
+        check=NO_DRAIN),
+    Row("review-D1-html-in-proc", ("fleet", "report", "fleet", "--html", "/proc/version"),
+        USAGE, "files cannot be created in /proc", (healthy,), check=NO_DRAIN),
+    Row("review-D1-drain-fifo", ("fleet", "report", "fleet", "--drain", "d.out"), USAGE,
+        "is a FIFO, not a regular file", (healthy, fifo("d.out")), check=NO_DRAIN),
+    # D2: the hostfile the fleet ran on is an input (the rerun command names it).
+    Row("review-D2-drain-over-hostfile", (*REPORT, "--drain", "hosts"), USAGE,
+        "an input of this report", (ran_on("hosts"),), check=NO_DRAIN),
+    # D3: a relative --dir is checked as the absolute path it becomes.
+    Row("review-D3-cwd-newline", ("fleet", "run", "--nodes", "2", "--dir", "fl", "--", "x"),
+        USAGE, "holds a line break or control character (the current directory's)",
+        (stand_in("sbatch", "sinfo"), text("c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)/.keep",
+        "")), SLURM_OFF, nothing_created("c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)/fl"),
+        cwd="c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)"),
+    # D4: the report's paths are checked as fleet run's are.
+    Row("review-D4-report-dir-escape", ("fleet", "report", "fl\x1b[2Jeet"), USAGE,
+        "line break or control character", (fleet_in("fl\x1b[2Jeet"),),
+        check=nothing_created("fl\x1b[2Jeet/drain.json", "fl\x1b[2Jeet/fleet.html")),
+    Row("review-D4-report-html-escape", (*REPORT[:3], "--html", "p\x1b[2J.html"), USAGE,
+        "line break or control character", (healthy,),
+        check=nothing_created("p\x1b[2J.html", "fleet/drain.json")),
+    # D6: a host is named once; --tasks-per-node sets its tasks.
+    Row("review-D6-hostfile-host-twice", (*RUN, "--hostfile", "hosts", "--", "x"), USAGE,
+        "line 2: names a host twice", (text("hosts", "localhost\nlocalhost\n"),),
+        check=nothing_created("fleet")),
+    Row("review-D6-hostfile-short-name-twice", (*RUN, "--hostfile", "hosts", "--", "x"),
+        USAGE, "line 3: names a host twice", (text("hosts", "n1:4\n# x\nn1.cluster:4\n"),),
+        check=nothing_created("fleet")),
+    # D16: sbatch expands '%' in --output=, and strips backslashes.
+    Row("review-D16-dir-percent", ("fleet", "run", "--nodes", "2", "--dir", "out%j", "--",
+        "x"), USAGE, "sbatch reads '%' in its --output file as a pattern",
+        (stand_in("sbatch", "sinfo"),), SLURM_OFF, nothing_created("out%j", "out")),
+    Row("review-D16-dir-backslash", ("fleet", "run", "--nodes", "2", "--dir", "out\\x", "--",
+        "x"), USAGE, "sbatch reads '%' in its --output file as a pattern",
+        (stand_in("sbatch", "sinfo"),), SLURM_OFF, nothing_created("out\\x", "outx")),
 ]  # fmt: skip
 
 
@@ -325,7 +398,7 @@ def test_fleet_refuses_bad_input(
 ) -> None:
     for setup in row.setup:
         setup(tmp_path)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path / row.cwd)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     for name, value in row.env.items():

@@ -25,7 +25,8 @@ import numpy as np
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
-from perfsuite.fleet.run import FleetError, Options, read_manifest
+from perfsuite.fleet.labels import FleetError, check_output
+from perfsuite.fleet.run import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
 from perfsuite.storage import same_file
 
@@ -268,9 +269,12 @@ def check_outputs(
     """Refuse, before anything is read or written, outputs that would destroy an input.
 
     An output may not be a file the report reads (a record, its digest, a task's status or
-    the fleet run's manifest, of DIR or a rerun), nor a ``.json`` file inside DIR or a rerun
-    (the next report would read it as a record), nor the other output.  DIR/drain.json, the
-    default, is the one JSON file there the report never reads.
+    the fleet run's manifest, of DIR or a rerun), nor the hostfile the fleet ran on (its
+    rerun command names it), nor a ``.json`` file inside DIR or a rerun (the next report
+    would read it as a record), nor the other output.  DIR/drain.json, the default, is the
+    one JSON file there the report never reads.  Each output must be writable as well (a
+    regular file or none yet, in a folder that takes files): the drain list is never
+    written when the page then cannot be.
     """
     outputs = [("--drain", drain)] + ([("--html", html)] if html is not None else [])
     if html is not None and (drain.absolute() == html.absolute() or same_file(drain, html)):
@@ -290,6 +294,8 @@ def check_outputs(
                     f"{what} {path}: inside {folder}, where the report reads every .json file "
                     "as a record: the next report would fail; write it elsewhere"
                 )
+    for what, path in outputs:
+        check_output(what, path)
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -310,4 +316,7 @@ def _inputs(folders: tuple[Path, ...]) -> list[Path]:
         records = aggregate.record_paths(folder)
         found += records + [aggregate.digest_path(r) for r in records]
         found += sorted((folder / aggregate.NODES_DIR).glob("*"))
+        asked = read_manifest(folder)
+        if asked is not None and asked.hostfile is not None:
+            found.append(asked.hostfile)
     return found
