@@ -221,6 +221,43 @@ def fleet_in(name: str) -> Setup:
     return setup
 
 
+def all_failed(root: Path) -> None:
+    """A fleet run of two tasks, both failed: no record at all."""
+    (root / "fleet" / "nodes").mkdir(parents=True)
+    for task, host in enumerate(("node03", "node04")):
+        status = {"schema_version": 1, "task": task, "label": host, "host": host,
+                  "failed": "timed out after 60 s (killed)"}  # fmt: skip
+        (root / "fleet" / "nodes" / f"task-{task}.json").write_text(json.dumps(status))
+
+
+def both_drained(project: Path, output: str) -> None:
+    drain = json.loads((project / "fleet" / "drain.json").read_text())
+    assert [e["node"] for e in drain["drain"]] == ["node03", "node04"], drain
+    assert "FAILED: task 0 (node03 on node03)" in output, output
+
+
+def two_tasks_a_host(root: Path) -> None:
+    """Six hosts, two tasks each (labels host-t0, host-t1); both tasks of node05 at 60%."""
+    for i in range(6):
+        for t in range(2):
+            f = math.exp(SCATTER[(2 * i + t) % len(SCATTER)]) * (0.6 if i == 5 else 1.0)
+            results = [
+                result("test_triad[numpy]", 100.0 * f),
+                result("test_gemm[fp32]", 300.0 * f),
+                result("test_latency[8B]", 5.0 / f, higher_is_better=False),
+            ]
+            write_record(root / "fleet", f"node{i:02d}-t{t}", results)
+
+
+def drained_by_host(project: Path, output: str) -> None:
+    """drain.json's ``node`` is the host scontrol knows; ``label`` keeps the task's."""
+    drain = json.loads((project / "fleet" / "drain.json").read_text())
+    assert {e["node"] for e in drain["drain"]} == {"node05"}, drain["drain"]
+    assert sorted(e["label"] for e in drain["drain"]) == ["node05-t0", "node05-t1"]
+    assert drain["confirmation"]["nodelist"] == ["node05"]
+    assert "6 nodes (12 tasks) with records" in output, output
+
+
 def one_confirmation(project: Path, output: str) -> None:
     drain = json.loads((project / "fleet" / "drain.json").read_text())
     assert len(drain["confirmation"]["directories"]) == 1, drain["confirmation"]
@@ -367,6 +404,9 @@ ROWS = [
     Row("review-D4-report-html-escape", (*REPORT[:3], "--html", "p\x1b[2J.html"), USAGE,
         "line break or control character", (healthy,),
         check=nothing_created("p\x1b[2J.html", "fleet/drain.json")),
+    # D5: a fleet whose every task failed has nodes to drain, not "no records".
+    Row("review-D5-every-task-failed", REPORT, SLOW, "NODES TO DRAIN (2 failed) of 2 nodes",
+        (all_failed,), check=both_drained),
     # D6: a host is named once; --tasks-per-node sets its tasks.
     Row("review-D6-hostfile-host-twice", (*RUN, "--hostfile", "hosts", "--", "x"), USAGE,
         "line 2: names a host twice", (text("hosts", "localhost\nlocalhost\n"),),
@@ -374,6 +414,9 @@ ROWS = [
     Row("review-D6-hostfile-short-name-twice", (*RUN, "--hostfile", "hosts", "--", "x"),
         USAGE, "line 3: names a host twice", (text("hosts", "n1:4\n# x\nn1.cluster:4\n"),),
         check=nothing_created("fleet")),
+    # D7: a node is its host: the tasks of one host are one node to drain.
+    Row("review-D7-tasks-of-one-host", REPORT, SLOW, "(1 unconfirmed slow node) of 6 nodes",
+        (two_tasks_a_host,), check=drained_by_host),
     # D16: sbatch expands '%' in --output=, and strips backslashes.
     Row("review-D16-dir-percent", ("fleet", "run", "--nodes", "2", "--dir", "out%j", "--",
         "x"), USAGE, "sbatch reads '%' in its --output file as a pattern",

@@ -72,8 +72,29 @@ class Fleet:
 
     @property
     def nodes(self) -> int:
-        """Distinct nodes with a record."""
+        """Distinct nodes (hosts) with a record: the tasks of one host are one node."""
+        return len({u.node for p in self.profiles for u in p.matrix.units})
+
+    @property
+    def tasks(self) -> int:
+        """Distinct tasks (labels) with a record."""
         return len({u.label for p in self.profiles for u in p.matrix.units})
+
+    @property
+    def failed_nodes(self) -> int:
+        """Distinct nodes with a failed task in the first run (see :func:`node_keys`)."""
+        return len(node_keys(self.failed))
+
+    @property
+    def failure_nodes(self) -> int:
+        """Distinct nodes with a failed task, in the first run or a rerun."""
+        return len(node_keys(self.failures))
+
+    @property
+    def all_nodes(self) -> int:
+        """Distinct nodes of the first run: with a record, or with a failed task."""
+        named = {u.node for p in self.profiles for u in p.matrix.units}
+        return len(named | node_keys(self.failed))
 
     @property
     def confirmed(self) -> bool:
@@ -107,13 +128,18 @@ class Fleet:
 
     @property
     def exit_status(self) -> int:
-        """1 when a node is slow or failed; else 3 when one must be rerun; else 0.
+        """A node slow or failed: regressed; else one to rerun: inconclusive; else OK.
 
-        3 is the CLI's "inconclusive": a fleet with a reading it could not judge is no pass.
+        A fleet with a reading it could not judge is no pass.
         """
         if self.drained or self.failures:
             return outcome.EXIT_REGRESSED
         return outcome.EXIT_INCONCLUSIVE if self.rerun else outcome.EXIT_OK
+
+
+def node_keys(statuses: tuple[NodeStatus, ...]) -> set[str]:
+    """The nodes of tasks, by name: a task that never said where it ran is one of its own."""
+    return {s.node or f"task {s.task}" for s in statuses}
 
 
 def assess(
@@ -125,25 +151,20 @@ def assess(
     """Read the fleet's records and task statuses under ``directory``, and judge them.
 
     ``confirm``: reruns of its candidates, each a fleet run's directory, oldest first.
+    A fleet whose tasks failed is judged on what it has (its failed nodes are drained) even
+    with no record, or too few to compare.
     """
-    matrices = aggregate.load(directory, workers)
-    labels = sorted({u.label for m in matrices for u in m.units})
-    if len(labels) == 1 and max(len(m.units) for m in matrices) < judge.MIN_UNITS:
-        raise PerfsuiteError(
-            f"{directory}: a fleet of one node ({labels[0]}): nothing to compare it with; "
-            f"a fleet report needs {judge.MIN_UNITS} or more nodes of one profile"
-        )
-    if all(len(m.units) < judge.MIN_UNITS for m in matrices):
-        sizes = ", ".join(f"{len(m.units)} of {m.profile}" for m in matrices)
-        raise PerfsuiteError(
-            f"{directory}: too few nodes to tell a slow one ({sizes}); a fleet is judged "
-            f"profile by profile and needs {judge.MIN_UNITS} or more nodes of one profile"
-        )
+    failed = tuple(s for s in read_statuses(directory) if s.failed)
+    if failed and directory.is_dir() and not aggregate.record_paths(directory):
+        matrices = []
+    else:
+        matrices = aggregate.load(directory, workers)
+    if not failed:  # failed nodes are a verdict; without them, too few nodes are none
+        _check_comparable(directory, matrices)
     profiles = []
     for m in matrices:
         j = judge.judge(m.values, m.higher_is_better, m.within, rule, m.tainted)
         profiles.append(ProfileFleet(m, j, tuple(judge.slow_units(j)), tuple(judge.rerun_units(j))))
-    failed = tuple(s for s in read_statuses(directory) if s.failed)
     asked = read_manifest(directory)
     if not confirm:
         return Fleet(directory, rule, tuple(profiles), failed, asked=asked)
@@ -160,6 +181,22 @@ def assess(
             ProfileFleet(p.matrix, p.judgement, p.slow, p.rerun, laid, remeasured, c, kept)
         )
     return Fleet(directory, rule, tuple(confirmed), failed, confirm, failed_again, asked)
+
+
+def _check_comparable(directory: Path, matrices: list[aggregate.Matrix]) -> None:
+    """Refuse a fleet with too few nodes of any one profile to tell a slow one."""
+    labels = sorted({u.label for m in matrices for u in m.units})
+    if len(labels) == 1 and max(len(m.units) for m in matrices) < judge.MIN_UNITS:
+        raise PerfsuiteError(
+            f"{directory}: a fleet of one node ({labels[0]}): nothing to compare it with; "
+            f"a fleet report needs {judge.MIN_UNITS} or more nodes of one profile"
+        )
+    if all(len(m.units) < judge.MIN_UNITS for m in matrices):
+        sizes = ", ".join(f"{len(m.units)} of {m.profile}" for m in matrices)
+        raise PerfsuiteError(
+            f"{directory}: too few nodes to tell a slow one ({sizes}); a fleet is judged "
+            f"profile by profile and needs {judge.MIN_UNITS} or more nodes of one profile"
+        )
 
 
 def distinct(directories: tuple[Path, ...]) -> tuple[Path, ...]:
