@@ -866,7 +866,8 @@ def _fleet_parser(sub: Any) -> None:
         "--dir",
         required=True,
         help="the shared directory every node writes to (required; not '', no control "
-        "characters; DIR/nodes/ keeps the tasks' statuses and output)",
+        "characters, nor '%%' or '\\' with sbatch; DIR/nodes/ keeps the tasks' statuses and "
+        "output)",
     )
     run.add_argument(
         "--nodes", type=_positive, default=None, help="nodes (default: the allocation's)"
@@ -882,8 +883,9 @@ def _fleet_parser(sub: Any) -> None:
         "--hostfile",
         default=None,
         metavar="FILE",
-        help="hosts for mpiexec, 'host' or 'host:slots' a line, '#' comments (no Slurm; "
-        "default: none, Slurm launches)",
+        help="hosts for mpiexec, 'host' or 'host:slots' a line, '#' comments, each host once "
+        "(slots are not used: --tasks-per-node sets the tasks) (no Slurm; default: none, Slurm "
+        "launches)",
     )
     run.add_argument(
         "--nodelist",
