@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 import pytest
 from test_bad_input import Row as BadInputRow
+from test_bad_input import fifo
 from test_fleet import SCATTER, fleet, result, write_record
 
 from perfsuite import outcome
@@ -190,13 +191,6 @@ def nothing_created(*names: str) -> Check:
         assert not list(project.rglob("PWNED"))
 
     return check
-
-
-def fifo(name: str) -> Setup:
-    def setup(root: Path) -> None:
-        os.mkfifo(root / name)
-
-    return setup
 
 
 def ran_on(hostfile: str) -> Setup:
