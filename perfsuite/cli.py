@@ -763,12 +763,10 @@ def _ab_fail_on(text: str) -> frozenset[str]:
 
 
 def _fleet_path(what: str, text: str) -> Path:
-    """A path option of a fleet command; an empty one (the cwd, by accident) is refused."""
-    from perfsuite.fleet.run import FleetError
+    """A path option of a fleet command: not empty (the cwd, by accident), no control codes."""
+    from perfsuite.fleet.labels import check_text
 
-    if not text:
-        raise FleetError(f"{what} '': an empty path; name the directory or file")
-    return Path(text)
+    return check_text(what, text)
 
 
 def _fleet_report(args: argparse.Namespace) -> int:
@@ -783,7 +781,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
         if args.html == ""
         else directory / "fleet.html"
         if args.html is None
-        else Path(args.html)
+        else _fleet_path("--html", args.html)
     )
     check_outputs(directory, confirm, drain, html)
     from perfsuite.report import fleet as report
@@ -835,7 +833,8 @@ def _fleet_seconds(what: str) -> Any:
     """An argparse type: seconds above 0, finite, at most a week (fleet.run.MAX_TIMEOUT_S)."""
 
     def parse(text: str) -> float:
-        from perfsuite.fleet.run import FleetError, parse_seconds
+        from perfsuite.fleet.labels import FleetError
+        from perfsuite.fleet.run import parse_seconds
 
         try:
             return parse_seconds(what, text)
@@ -887,7 +886,8 @@ def _fleet_parser(sub: Any) -> None:
         "--dir",
         required=True,
         help="the shared directory every node writes to (required; not '', no control "
-        "characters; DIR/nodes/ keeps the tasks' statuses and output)",
+        "characters, nor '%%' or '\\' with sbatch; DIR/nodes/ keeps the tasks' statuses and "
+        "output)",
     )
     run.add_argument(
         "--nodes", type=_positive, default=None, help="nodes (default: the allocation's)"
@@ -903,8 +903,9 @@ def _fleet_parser(sub: Any) -> None:
         "--hostfile",
         default=None,
         metavar="FILE",
-        help="hosts for mpiexec, 'host' or 'host:slots' a line, '#' comments (no Slurm; "
-        "default: none, Slurm launches)",
+        help="hosts for mpiexec, 'host' or 'host:slots' a line, '#' comments, each host once "
+        "(slots are not used: --tasks-per-node sets the tasks) (no Slurm; default: none, Slurm "
+        "launches)",
     )
     run.add_argument(
         "--nodelist",

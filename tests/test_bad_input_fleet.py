@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 import pytest
 from test_bad_input import Row as BadInputRow
+from test_bad_input import fifo
 from test_fleet import SCATTER, fleet, result, write_record
 
 from perfsuite import outcome
@@ -47,6 +48,7 @@ class Row(BadInputRow):
 
     env: Mapping[str, str] = field(default_factory=dict)
     check: Check | None = None  # more to hold afterwards: (project, stdout + stderr)
+    cwd: str = ""  # where it runs, relative to the project (made by the test)
 
 
 # ----------------------------------------------------------------------------- projects
@@ -191,6 +193,65 @@ def nothing_created(*names: str) -> Check:
     return check
 
 
+def ran_on(hostfile: str) -> Setup:
+    """A healthy fleet whose fleet-run.json names ``hostfile`` as the hosts it ran on."""
+
+    def setup(root: Path) -> None:
+        healthy(root)
+        (root / hostfile).write_text("node00\nnode01\nnode02\nnode03\n")
+        manifest = {"schema_version": 1, "pytest_args": ["suites/"], "tasks_per_node": 1,
+                    "hostfile": str(root / hostfile), "timeout_s": 60, "launcher_args": [],
+                    "nodelist": []}  # fmt: skip
+        (root / "fleet" / "nodes").mkdir(parents=True)
+        (root / "fleet" / "nodes" / "fleet-run.json").write_text(json.dumps(manifest))
+
+    return setup
+
+
+def fleet_in(name: str) -> Setup:
+    def setup(root: Path) -> None:
+        fleet(root / name, 4)
+
+    return setup
+
+
+def all_failed(root: Path) -> None:
+    """A fleet run of two tasks, both failed: no record at all."""
+    (root / "fleet" / "nodes").mkdir(parents=True)
+    for task, host in enumerate(("node03", "node04")):
+        status = {"schema_version": 1, "task": task, "label": host, "host": host,
+                  "failed": "timed out after 60 s (killed)"}  # fmt: skip
+        (root / "fleet" / "nodes" / f"task-{task}.json").write_text(json.dumps(status))
+
+
+def both_drained(project: Path, output: str) -> None:
+    drain = json.loads((project / "fleet" / "drain.json").read_text())
+    assert [e["node"] for e in drain["drain"]] == ["node03", "node04"], drain
+    assert "FAILED: task 0 (node03 on node03)" in output, output
+
+
+def two_tasks_a_host(root: Path) -> None:
+    """Six hosts, two tasks each (labels host-t0, host-t1); both tasks of node05 at 60%."""
+    for i in range(6):
+        for t in range(2):
+            f = math.exp(SCATTER[(2 * i + t) % len(SCATTER)]) * (0.6 if i == 5 else 1.0)
+            results = [
+                result("test_triad[numpy]", 100.0 * f),
+                result("test_gemm[fp32]", 300.0 * f),
+                result("test_latency[8B]", 5.0 / f, higher_is_better=False),
+            ]
+            write_record(root / "fleet", f"node{i:02d}-t{t}", results)
+
+
+def drained_by_host(project: Path, output: str) -> None:
+    """drain.json's ``node`` is the host scontrol knows; ``label`` keeps the task's."""
+    drain = json.loads((project / "fleet" / "drain.json").read_text())
+    assert {e["node"] for e in drain["drain"]} == {"node05"}, drain["drain"]
+    assert sorted(e["label"] for e in drain["drain"]) == ["node05-t0", "node05-t1"]
+    assert drain["confirmation"]["nodelist"] == ["node05"]
+    assert "6 nodes (12 tasks) with records" in output, output
+
+
 def one_confirmation(project: Path, output: str) -> None:
     drain = json.loads((project / "fleet" / "drain.json").read_text())
     assert len(drain["confirmation"]["directories"]) == 1, drain["confirmation"]
@@ -308,6 +369,55 @@ ROWS = [
     Row("case18-binary-hostfile", (*RUN, "--hostfile", "hosts", "--", "x"), USAGE,
         "not UTF-8 text", (text("hosts", b"\xff\xfe\x00\x81node\n"),),
         check=nothing_created("fleet")),
+    # The review of the first round (REVIEW1.md).
+    # D1: both outputs are checked before either is written.
+    Row("review-D1-html-fifo", ("fleet", "report", "fleet", "--html", "page.html"), USAGE,
+        "is a FIFO, not a regular file", (healthy, fifo("page.html")), check=NO_DRAIN),
+    Row("review-D1-html-char-device", ("fleet", "report", "fleet", "--html", "/dev/null"),
+        USAGE, "is a character device, not a regular file", (healthy,), check=NO_DRAIN),
+    Row("review-D1-html-parent-is-a-file", ("fleet", "report", "fleet", "--html",
+        "afile/x.html"), USAGE, "afile is a file, not a folder", (healthy, text("afile", "")),
+        check=NO_DRAIN),
+    Row("review-D1-html-in-proc", ("fleet", "report", "fleet", "--html", "/proc/version"),
+        USAGE, "files cannot be created in /proc", (healthy,), check=NO_DRAIN),
+    Row("review-D1-drain-fifo", ("fleet", "report", "fleet", "--drain", "d.out"), USAGE,
+        "is a FIFO, not a regular file", (healthy, fifo("d.out")), check=NO_DRAIN),
+    # D2: the hostfile the fleet ran on is an input (the rerun command names it).
+    Row("review-D2-drain-over-hostfile", (*REPORT, "--drain", "hosts"), USAGE,
+        "an input of this report", (ran_on("hosts"),), check=NO_DRAIN),
+    # D3: a relative --dir is checked as the absolute path it becomes.
+    Row("review-D3-cwd-newline", ("fleet", "run", "--nodes", "2", "--dir", "fl", "--", "x"),
+        USAGE, "holds a line break or control character (the current directory's)",
+        (stand_in("sbatch", "sinfo"), text("c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)/.keep",
+        "")), SLURM_OFF, nothing_created("c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)/fl"),
+        cwd="c\n#SBATCH --wrap=touch PWNED\n$(touch PWNED)"),
+    # D4: the report's paths are checked as fleet run's are.
+    Row("review-D4-report-dir-escape", ("fleet", "report", "fl\x1b[2Jeet"), USAGE,
+        "line break or control character", (fleet_in("fl\x1b[2Jeet"),),
+        check=nothing_created("fl\x1b[2Jeet/drain.json", "fl\x1b[2Jeet/fleet.html")),
+    Row("review-D4-report-html-escape", (*REPORT[:3], "--html", "p\x1b[2J.html"), USAGE,
+        "line break or control character", (healthy,),
+        check=nothing_created("p\x1b[2J.html", "fleet/drain.json")),
+    # D5: a fleet whose every task failed has nodes to drain, not "no records".
+    Row("review-D5-every-task-failed", REPORT, SLOW, "NODES TO DRAIN (2 failed) of 2 nodes",
+        (all_failed,), check=both_drained),
+    # D6: a host is named once; --tasks-per-node sets its tasks.
+    Row("review-D6-hostfile-host-twice", (*RUN, "--hostfile", "hosts", "--", "x"), USAGE,
+        "line 2: names a host twice", (text("hosts", "localhost\nlocalhost\n"),),
+        check=nothing_created("fleet")),
+    Row("review-D6-hostfile-short-name-twice", (*RUN, "--hostfile", "hosts", "--", "x"),
+        USAGE, "line 3: names a host twice", (text("hosts", "n1:4\n# x\nn1.cluster:4\n"),),
+        check=nothing_created("fleet")),
+    # D7: a node is its host: the tasks of one host are one node to drain.
+    Row("review-D7-tasks-of-one-host", REPORT, SLOW, "(1 unconfirmed slow node) of 6 nodes",
+        (two_tasks_a_host,), check=drained_by_host),
+    # D16: sbatch expands '%' in --output=, and strips backslashes.
+    Row("review-D16-dir-percent", ("fleet", "run", "--nodes", "2", "--dir", "out%j", "--",
+        "x"), USAGE, "sbatch reads '%' in its --output file as a pattern",
+        (stand_in("sbatch", "sinfo"),), SLURM_OFF, nothing_created("out%j", "out")),
+    Row("review-D16-dir-backslash", ("fleet", "run", "--nodes", "2", "--dir", "out\\x", "--",
+        "x"), USAGE, "sbatch reads '%' in its --output file as a pattern",
+        (stand_in("sbatch", "sinfo"),), SLURM_OFF, nothing_created("out\\x", "outx")),
 ]  # fmt: skip
 
 
@@ -325,7 +435,7 @@ def test_fleet_refuses_bad_input(
 ) -> None:
     for setup in row.setup:
         setup(tmp_path)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path / row.cwd)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     for name, value in row.env.items():

@@ -138,12 +138,17 @@ def run_fleet(prefix: list[str], fleet_args: list[str], env: dict[str, str], tmp
 
 
 def report(directory: Path) -> tuple[int, list[str], str]:
+    """The report's status, the task labels it drains, and its output.
+
+    Each entry's ``node`` is its host's short name (what scontrol takes); ``label`` the task's.
+    """
     out = subprocess.run(
         [sys.executable, "-m", "perfsuite", "fleet", "report", str(directory)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     drain = json.loads((directory / "drain.json").read_text())
-    return out.returncode, [e["node"] for e in drain["drain"]], out.stdout + out.stderr
+    assert all(e["node"] == e["host"].split(".")[0] for e in drain["drain"]), drain["drain"]
+    return out.returncode, [e["label"] for e in drain["drain"]], out.stdout + out.stderr
 
 
 # Repetition 0 goes through sbatch (outside an allocation), the others through srun inside

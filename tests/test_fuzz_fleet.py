@@ -101,7 +101,7 @@ hostfile_lines = st.lists(
 @SETTINGS
 @given(content=st.one_of(st.binary(max_size=200), hostfile_lines.map("\n".join)))
 def test_fuzz_hostfile(content: bytes | str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A hostfile gives host names that each pass, or a one-line FleetError."""
+    """A hostfile gives host names that each pass, each host once, or a one-line FleetError."""
     path = tmp_path_factory.mktemp("hosts") / "hosts"
     if isinstance(content, str):
         path.write_text(content)
@@ -113,6 +113,8 @@ def test_fuzz_hostfile(content: bytes | str, tmp_path_factory: pytest.TempPathFa
         assert "\n" not in str(exc) and str(exc).isprintable()
         return
     assert hosts and all(is_label(h) for h in hosts)
+    short = [h.split(".")[0] for h in hosts]
+    assert len(set(short)) == len(short), hosts  # one label per task: each host once
 
 
 # ----------------------------------------------------------------------------- digests

@@ -110,6 +110,15 @@ class Unit:
         """How reports name it: ``label``, or ``label/gpu3``."""
         return self.label if self.gpu_index is None else f"{self.label}/gpu{self.gpu_index}"
 
+    @property
+    def node(self) -> str:
+        """The node as Slurm and a hostfile name it: its host's short name, else its label.
+
+        Several tasks of one host (labels ``host-t0``, ``host-t1``) are one node: the one a
+        drain loop hands to ``scontrol`` and a rerun's ``--nodelist`` names.
+        """
+        return self.host.split(".")[0] if self.host else self.label
+
 
 @dataclass(frozen=True)
 class Check:
@@ -158,8 +167,8 @@ class Matrix:
 
     @property
     def nodes(self) -> int:
-        """Distinct node labels among the units."""
-        return len({u.label for u in self.units})
+        """Distinct nodes (hosts) among the units: a host's tasks and GPUs are one node."""
+        return len({u.node for u in self.units})
 
 
 @dataclass(frozen=True)

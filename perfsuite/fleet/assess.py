@@ -25,7 +25,8 @@ import numpy as np
 from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
-from perfsuite.fleet.run import FleetError, Options, read_manifest
+from perfsuite.fleet.labels import FleetError, check_output
+from perfsuite.fleet.run import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
 from perfsuite.storage import same_file
 
@@ -71,8 +72,29 @@ class Fleet:
 
     @property
     def nodes(self) -> int:
-        """Distinct nodes with a record."""
+        """Distinct nodes (hosts) with a record: the tasks of one host are one node."""
+        return len({u.node for p in self.profiles for u in p.matrix.units})
+
+    @property
+    def tasks(self) -> int:
+        """Distinct tasks (labels) with a record."""
         return len({u.label for p in self.profiles for u in p.matrix.units})
+
+    @property
+    def failed_nodes(self) -> int:
+        """Distinct nodes with a failed task in the first run (see :func:`node_keys`)."""
+        return len(node_keys(self.failed))
+
+    @property
+    def failure_nodes(self) -> int:
+        """Distinct nodes with a failed task, in the first run or a rerun."""
+        return len(node_keys(self.failures))
+
+    @property
+    def all_nodes(self) -> int:
+        """Distinct nodes of the first run: with a record, or with a failed task."""
+        named = {u.node for p in self.profiles for u in p.matrix.units}
+        return len(named | node_keys(self.failed))
 
     @property
     def confirmed(self) -> bool:
@@ -106,13 +128,18 @@ class Fleet:
 
     @property
     def exit_status(self) -> int:
-        """1 when a node is slow or failed; else 3 when one must be rerun; else 0.
+        """A node slow or failed: regressed; else one to rerun: inconclusive; else OK.
 
-        3 is the CLI's "inconclusive": a fleet with a reading it could not judge is no pass.
+        A fleet with a reading it could not judge is no pass.
         """
         if self.drained or self.failures:
             return outcome.EXIT_REGRESSED
         return outcome.EXIT_INCONCLUSIVE if self.rerun else outcome.EXIT_OK
+
+
+def node_keys(statuses: tuple[NodeStatus, ...]) -> set[str]:
+    """The nodes of tasks, by name: a task that never said where it ran is one of its own."""
+    return {s.node or f"task {s.task}" for s in statuses}
 
 
 def assess(
@@ -124,25 +151,20 @@ def assess(
     """Read the fleet's records and task statuses under ``directory``, and judge them.
 
     ``confirm``: reruns of its candidates, each a fleet run's directory, oldest first.
+    A fleet whose tasks failed is judged on what it has (its failed nodes are drained) even
+    with no record, or too few to compare.
     """
-    matrices = aggregate.load(directory, workers)
-    labels = sorted({u.label for m in matrices for u in m.units})
-    if len(labels) == 1 and max(len(m.units) for m in matrices) < judge.MIN_UNITS:
-        raise PerfsuiteError(
-            f"{directory}: a fleet of one node ({labels[0]}): nothing to compare it with; "
-            f"a fleet report needs {judge.MIN_UNITS} or more nodes of one profile"
-        )
-    if all(len(m.units) < judge.MIN_UNITS for m in matrices):
-        sizes = ", ".join(f"{len(m.units)} of {m.profile}" for m in matrices)
-        raise PerfsuiteError(
-            f"{directory}: too few nodes to tell a slow one ({sizes}); a fleet is judged "
-            f"profile by profile and needs {judge.MIN_UNITS} or more nodes of one profile"
-        )
+    failed = tuple(s for s in read_statuses(directory) if s.failed)
+    if failed and directory.is_dir() and not aggregate.record_paths(directory):
+        matrices = []
+    else:
+        matrices = aggregate.load(directory, workers)
+    if not failed:  # failed nodes are a verdict; without them, too few nodes are none
+        _check_comparable(directory, matrices)
     profiles = []
     for m in matrices:
         j = judge.judge(m.values, m.higher_is_better, m.within, rule, m.tainted)
         profiles.append(ProfileFleet(m, j, tuple(judge.slow_units(j)), tuple(judge.rerun_units(j))))
-    failed = tuple(s for s in read_statuses(directory) if s.failed)
     asked = read_manifest(directory)
     if not confirm:
         return Fleet(directory, rule, tuple(profiles), failed, asked=asked)
@@ -159,6 +181,22 @@ def assess(
             ProfileFleet(p.matrix, p.judgement, p.slow, p.rerun, laid, remeasured, c, kept)
         )
     return Fleet(directory, rule, tuple(confirmed), failed, confirm, failed_again, asked)
+
+
+def _check_comparable(directory: Path, matrices: list[aggregate.Matrix]) -> None:
+    """Refuse a fleet with too few nodes of any one profile to tell a slow one."""
+    labels = sorted({u.label for m in matrices for u in m.units})
+    if len(labels) == 1 and max(len(m.units) for m in matrices) < judge.MIN_UNITS:
+        raise PerfsuiteError(
+            f"{directory}: a fleet of one node ({labels[0]}): nothing to compare it with; "
+            f"a fleet report needs {judge.MIN_UNITS} or more nodes of one profile"
+        )
+    if all(len(m.units) < judge.MIN_UNITS for m in matrices):
+        sizes = ", ".join(f"{len(m.units)} of {m.profile}" for m in matrices)
+        raise PerfsuiteError(
+            f"{directory}: too few nodes to tell a slow one ({sizes}); a fleet is judged "
+            f"profile by profile and needs {judge.MIN_UNITS} or more nodes of one profile"
+        )
 
 
 def distinct(directories: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -268,9 +306,12 @@ def check_outputs(
     """Refuse, before anything is read or written, outputs that would destroy an input.
 
     An output may not be a file the report reads (a record, its digest, a task's status or
-    the fleet run's manifest, of DIR or a rerun), nor a ``.json`` file inside DIR or a rerun
-    (the next report would read it as a record), nor the other output.  DIR/drain.json, the
-    default, is the one JSON file there the report never reads.
+    the fleet run's manifest, of DIR or a rerun), nor the hostfile the fleet ran on (its
+    rerun command names it), nor a ``.json`` file inside DIR or a rerun (the next report
+    would read it as a record), nor the other output.  DIR/drain.json, the default, is the
+    one JSON file there the report never reads.  Each output must be writable as well (a
+    regular file or none yet, in a folder that takes files): the drain list is never
+    written when the page then cannot be.
     """
     outputs = [("--drain", drain)] + ([("--html", html)] if html is not None else [])
     if html is not None and (drain.absolute() == html.absolute() or same_file(drain, html)):
@@ -290,6 +331,8 @@ def check_outputs(
                     f"{what} {path}: inside {folder}, where the report reads every .json file "
                     "as a record: the next report would fail; write it elsewhere"
                 )
+    for what, path in outputs:
+        check_output(what, path)
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -310,4 +353,7 @@ def _inputs(folders: tuple[Path, ...]) -> list[Path]:
         records = aggregate.record_paths(folder)
         found += records + [aggregate.digest_path(r) for r in records]
         found += sorted((folder / aggregate.NODES_DIR).glob("*"))
+        asked = read_manifest(folder)
+        if asked is not None and asked.hostfile is not None:
+            found.append(asked.hostfile)
     return found

@@ -47,7 +47,8 @@ from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.fleet import processes
 from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
-from perfsuite.fleet.labels import GRAMMAR, is_label, printable
+from perfsuite.fleet.labels import GRAMMAR, check_creatable, check_text, is_label, printable
+from perfsuite.fleet.labels import FleetError as FleetError  # raised by this module's callers
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path, where
 from perfsuite.storage import (
@@ -69,17 +70,6 @@ LAUNCHER_LOG = "launcher.log"
 # What a fleet run was asked, kept beside the tasks' statuses.
 MANIFEST = "fleet-run.json"
 MANIFEST_VERSION = 1
-
-
-class FleetError(PerfsuiteError):
-    """A fleet that cannot be started, or whose directory is not shared (the message says).
-
-    One line, whatever a path or a host name in it holds: control characters are escaped.
-    """
-
-    def __str__(self) -> str:
-        """The message, control characters escaped."""
-        return printable(super().__str__())
 
 
 @dataclass(frozen=True)
@@ -149,9 +139,9 @@ def check_options(options: Options) -> None:
     name outside hostname grammar, a timeout that is not a finite number of seconds in
     (0, MAX_TIMEOUT_S].
     """
-    _check_path("--dir", str(options.directory))
+    check_text("--dir", str(options.directory), absolute=True)
     if options.hostfile is not None:
-        _check_path("--hostfile", str(options.hostfile))
+        check_text("--hostfile", str(options.hostfile), absolute=True)
     for what, args in (("--launcher-arg", options.launcher_args), ("pytest", options.pytest_args)):
         bad = [a for a in args if not isinstance(a, str) or not a.isprintable()]
         if bad:
@@ -168,16 +158,6 @@ def check_options(options: Options) -> None:
     _check_seconds("--timeout", options.timeout_s)
     if options.launch_timeout_s is not None:
         _check_seconds("--launch-timeout", options.launch_timeout_s)
-
-
-def _check_path(what: str, text: str) -> None:
-    if not text:
-        raise FleetError(f"{what} '': an empty path; name the directory or file")
-    if not text.isprintable():
-        raise FleetError(
-            f"{what} {text!r}: a line break or control character in a path would reach the "
-            "batch script and the terminal; choose another path"
-        )
 
 
 def _check_count(what: str, value: object) -> None:
@@ -271,13 +251,18 @@ def read_hostfile(path: Path) -> list[str]:
     """The hosts of a hostfile (``host`` or ``host:slots`` a line; ``#`` comments).
 
     Lines are split as mpiexec splits them (at line feeds only), and every host must follow
-    hostname grammar: what mpiexec is given is the list read here, written anew.
+    hostname grammar: what mpiexec is given is the list read here, written anew.  A host is
+    named once (by its short name too: the tasks' labels are short names), as ``--nodelist``
+    names it: ``--tasks-per-node`` sets the tasks on each host, and a line's ``slots`` are
+    not used (mpiexec is given ``-ppn``), so a host named twice would run two tasks of one
+    label, which the report refuses.
     """
     try:
         text = read_text_bounded(path, "hostfile", MAX_HOSTFILE_BYTES)
     except StorageError as exc:
         raise FleetError(f"--hostfile {exc}") from None
     hosts = []
+    seen: dict[str, int] = {}  # short name: its line
     for number, line in enumerate(text.split("\n"), 1):
         body = line.split("#")[0].strip(" \t\r")
         if not body:
@@ -288,6 +273,13 @@ def read_hostfile(path: Path) -> list[str]:
                 f"--hostfile {path}: line {number}: {body[:80]!r} is not a host name "
                 f"({GRAMMAR}), or host:slots"
             )
+        if _short(host) in seen:
+            raise FleetError(
+                f"--hostfile {path}: line {number}: names a host twice ({host!r}, as line "
+                f"{seen[_short(host)]} did); name each host once: --tasks-per-node sets the "
+                "tasks on each"
+            )
+        seen[_short(host)] = number
         hosts.append(host)
     if not hosts:
         raise FleetError(f"--hostfile {path}: names no host")
@@ -416,11 +408,18 @@ def _sbatch_plan(options: Options, n: int, srun: list[str], node: list[str]) -> 
 
     ``#SBATCH`` lines are parsed by sbatch, not by a shell, and its quoting is not the
     shell's: they hold numbers and checked host names only, and the output file is given on
-    sbatch's command line.  The shell lines quote every value (``shlex``).
+    sbatch's command line, where sbatch still expands ``%`` patterns and strips backslashes:
+    a directory holding either is refused.  The shell lines quote every value (``shlex``).
     """
     nodes_dir = options.directory / NODES_DIR
     script = nodes_dir / "fleet.sbatch"
     output = nodes_dir / "batch.out"
+    if "%" in str(output) or "\\" in str(output):
+        raise FleetError(
+            f"--dir {options.directory}: sbatch reads '%' in its --output file as a pattern "
+            "(%j: the job id) and a backslash as 'take it literally, backslashes removed', "
+            "so the batch output would land elsewhere; choose a path without '%' or '\\'"
+        )
     minutes = math.ceil((options.timeout_s + 120) / 60)
     nodelist = ",".join(options.nodelist)
     text = "\n".join(
@@ -484,7 +483,7 @@ def run(options: Options) -> FleetRun:
             f"--dir {directory} already holds the records of an earlier fleet run (such as "
             f"{earlier}); give each fleet run a directory of its own"
         )
-    _check_creatable(nodes)
+    check_creatable("--dir:", nodes)
     p = plan(options)
     try:
         check_writable(nodes)
@@ -536,24 +535,6 @@ def run(options: Options) -> FleetRun:
         ]
     seconds = round(time.monotonic() - started, 1)
     return FleetRun(p, tuple(statuses), seconds, directory, interrupted, timed_out)
-
-
-def _check_creatable(directory: Path) -> None:
-    """Refuse a directory that cannot be made, without making anything.
-
-    The nearest part of the path that exists must be a directory this user may write in.
-    """
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing == directory and existing.is_dir():
-        return
-    if not existing.is_dir():
-        raise FleetError(f"--dir: {directory}: directory is not writable: {existing} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise FleetError(
-            f"--dir: {directory}: directory is not writable: {existing} is not writable"
-        )
 
 
 def _stop(p: Plan, proc: subprocess.Popen[Any], log: Path) -> None:

@@ -42,6 +42,14 @@ class NodeStatus:
         """JSON-ready data."""
         return asdict(self)
 
+    @property
+    def node(self) -> str:
+        """The node the task ran on as Slurm names it (its host's short name), else its label.
+
+        Empty when the task never said where it ran.
+        """
+        return self.host.split(".")[0] if self.host else self.label
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeStatus:
         """Rebuild a status; StorageError when it is not one.

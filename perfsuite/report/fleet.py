@@ -137,7 +137,11 @@ def profile_line(p: ProfileFleet) -> str:
     m, j = p.matrix, p.judgement
     head = (
         f"profile {m.profile}: {_n(m.nodes, 'node')}"
-        + (f" ({_n(len(m.units), 'unit')}: nodes and GPUs)" if len(m.units) != m.nodes else "")
+        + (
+            f" ({_n(len(m.units), 'unit')}: each task and GPU apart)"
+            if len(m.units) != m.nodes
+            else ""
+        )
         + f" x {_n(len(m.checks), 'check')}"
     )
     if not p.judged:
@@ -214,7 +218,7 @@ def verdict_line(fleet: Fleet) -> str:
     slow = _nodes([(p, s.unit) for p in fleet.profiles for s in p.slow])
     parts = [_n(slow, "unconfirmed slow node")] if slow else []
     if fleet.failed:
-        parts.append(f"{len(fleet.failed)} failed")
+        parts.append(f"{fleet.failed_nodes} failed")
     word = _verdict_word(fleet, parts, "no node flagged")
     rerun = _nodes([(p, r.unit) for p in fleet.profiles for r in p.rerun])
     if rerun:
@@ -244,7 +248,7 @@ def _verdict_word(fleet: Fleet, parts: list[str], none_found: str) -> str:
 def _verdict_text(fleet: Fleet, word: str, parts: list[str]) -> str:
     return (
         f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
-        f"{_n(fleet.nodes + len(fleet.failed), 'node')} (exit {fleet.exit_status})"
+        f"{_n(fleet.all_nodes, 'node')} (exit {fleet.exit_status})"
     )
 
 
@@ -274,7 +278,7 @@ CONFIRMATIONS = 2
 
 def node_name(unit: Unit) -> str:
     """How Slurm and a hostfile name a unit's node: its host's short name, else its label."""
-    return unit.host.split(".")[0] if unit.host else unit.label
+    return unit.node
 
 
 def confirm_again(fleet: Fleet) -> list[tuple[ProfileFleet, fj.Rechecked]]:
@@ -387,7 +391,7 @@ def _confirmed_verdict_line(fleet: Fleet) -> str:
     if drained and len(fleet.confirm) > 1:
         parts = [f"{_n(drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
     if fleet.failures:
-        parts.append(f"{len(fleet.failures)} failed")
+        parts.append(f"{fleet.failure_nodes} failed")
     word = _verdict_word(fleet, parts, "no node confirmed")
     if cleared:
         parts.append(f"{cleared} flagged but not confirmed")
@@ -579,7 +583,8 @@ def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str
 def _unit_fields(unit: Unit, profile: str) -> dict[str, Any]:
     """The fields that name a drain entry's node (and GPU) and its profile."""
     return {
-        "node": unit.label,
+        "node": unit.node,
+        "label": unit.label,
         "host": unit.host,
         "gpu_index": unit.gpu_index,
         "gpu_serial": unit.gpu_serial,
@@ -589,7 +594,8 @@ def _unit_fields(unit: Unit, profile: str) -> dict[str, Any]:
 
 def _failed_entry(f: NodeStatus, again: bool) -> dict[str, Any]:
     return {
-        "node": f.label,
+        "node": f.node,
+        "label": f.label,
         "host": f.host,
         "gpu_index": None,
         "gpu_serial": "",
@@ -618,7 +624,7 @@ def confirmation(fleet: Fleet) -> dict[str, Any]:
 
 def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
     """Everything the terminal shows."""
-    lines = [f"fleet {fleet.directory}: {_n(fleet.nodes, 'node')} with records, "
+    lines = [f"fleet {fleet.directory}: {_with_records(fleet)}, "
              f"{_n(len(fleet.profiles), 'profile')} (each judged apart)"]  # fmt: skip
     lines += [rule_line(fleet)]
     if fleet.confirmed:
@@ -659,6 +665,12 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
         lines.append(f"page: {page}")
     lines.append(verdict_line(fleet))
     return lines
+
+
+def _with_records(fleet: Fleet) -> str:
+    """``12 nodes with records``, and the tasks where a node ran several."""
+    tasks = f" ({_n(fleet.tasks, 'task')})" if fleet.tasks != fleet.nodes else ""
+    return f"{_n(fleet.nodes, 'node')}{tasks} with records"
 
 
 def _first_run_lines(fleet: Fleet) -> list[str]:
@@ -1066,7 +1078,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .5em;
 pre{{background:#f4f4f4;padding:.5em;overflow:auto}}svg{{max-width:100%;height:auto}}
 </style></head><body>
 <h1>{esc(verdict_line(fleet))}</h1>
-<p>{esc(str(fleet.directory))}: {_n(fleet.nodes, "node")} with run records,
+<p>{esc(str(fleet.directory))}: {esc(_with_records(fleet))},
 {_n(len(fleet.profiles), "hardware profile")}, each judged against itself only.</p>
 <p>{esc(rule_line(fleet))}.</p>
 {sections}
