@@ -125,7 +125,8 @@ def trial(tree: Path, kind: str, sig: signal.Signals, wait_s: float) -> dict[str
     return {
         "tree": str(tree), "command": kind, "signal": sig.name, "hung_check_started": started,
         "processes_before": before, "processes_left": len(left), "left": left_names,
-        "temporary_files_left": len(files), "temporary_files": files[:10], "exit_status": status, "json_written": written,
+        "temporary_files_left": len(files), "temporary_files": files[:10],
+        "exit_status": status, "json_written": written,
         "last_line": out.strip().splitlines()[-1] if out.strip() else "",
     }  # fmt: skip
 
