@@ -1006,6 +1006,18 @@ def _fleet_parser(sub: Any) -> None:
     rep.set_defaults(func=_fleet_report)
 
 
+def only_checks(parser: argparse.ArgumentParser) -> None:
+    """The ``-k`` of ``history`` and ``baseline accept``: checks whose id holds a text."""
+    parser.add_argument(
+        "-k",
+        type=_text,
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only checks whose id contains TEXT; repeat for more (default: every check)",
+    )
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser with the table's usage status (pytest's 4, not argparse's 2)."""
 
@@ -1226,14 +1238,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the hardware profile whose runs to read (default: this machine's, or the only "
         "one with run records); any case",
     )
-    histp.add_argument(
-        "-k",
-        type=_text,
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="only checks whose id contains TEXT; repeat for more (default: every check)",
-    )
+    only_checks(histp)
     histp.add_argument(
         "--tolerance",
         type=_fraction,
@@ -1255,14 +1260,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     accept.add_argument("run", metavar="RUN.json", type=_path, help="the run record to accept")
-    accept.add_argument(
-        "-k",
-        type=_text,
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="only checks whose id contains TEXT; repeat for more (default: every check)",
-    )
+    only_checks(accept)
     accept.add_argument(
         "--baseline-dir",
         type=_path,
