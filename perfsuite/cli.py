@@ -448,7 +448,8 @@ exit status (one table for every perfsuite command and for pytest runs with the 
   2  interrupted: Ctrl-C, SIGTERM or SIGHUP; what was decided is written first
   3  internal error: a defect in perfsuite (the traceback is printed)
   4  usage error: a bad option, argument or input file
-  5  undecided: nothing failed, but a verdict asked for was not decided (noisy checks,
+  5  no test collected (pytest's own; perfsuite's commands never use it)
+  6  undecided: nothing failed, but a verdict asked for was not decided (noisy checks,
      an undecided A/B, a node to rerun, an empty comparison)
 """
 

@@ -39,7 +39,8 @@ EXIT_REGRESSED = 1  # a regression, a missed floor, a crashed check, a node to d
 EXIT_INTERRUPTED = 2  # SIGINT, SIGTERM or SIGHUP; what was decided is written first
 EXIT_INTERNAL = 3  # a defect in perfsuite itself (a traceback)
 EXIT_USAGE = 4  # a bad option, argument or input file; nothing was measured or written
-EXIT_INCONCLUSIVE = 5  # nothing failed, but a verdict asked for was not decided
+EXIT_NOTHING_COLLECTED = 5  # pytest's own: no test selected (CI scripts often let it pass)
+EXIT_INCONCLUSIVE = 6  # nothing failed, but a verdict asked for was not decided
 
 
 def of(result: Result) -> str:

@@ -527,7 +527,7 @@ def test_a_loaded_slow_node_is_rerun_not_drained(
     assert "3 readings flagged by their own runs left out, 1 unit to rerun" in out
     assert out.rstrip().endswith(
         "INCONCLUSIVE (no node flagged, 1 to rerun, slow only at readings their runs "
-        "flagged) of 8 nodes (exit 5)"
+        "flagged) of 8 nodes (exit 6)"
     )
 
 
@@ -823,7 +823,7 @@ def test_a_tainted_rerun_asks_for_another_and_never_drains(
     assert drain["confirmation"]["commands"][1] == again  # type: ignore[index]
     assert "RERUN AGAIN, not drained" in out and "slow again, measured under foreign load" in out
     assert out.rstrip().endswith(
-        "INCONCLUSIVE (no node confirmed, 1 to rerun again) of 8 nodes (exit 5)"
+        "INCONCLUSIVE (no node confirmed, 1 to rerun again) of 8 nodes (exit 6)"
     )
     # A second rerun, quiet and slow again, settles what the first left to rerun.
     rerun(tmp_path / "confirm-2", 5, 0.7)
@@ -862,7 +862,7 @@ def test_a_candidate_missing_from_the_rerun_is_not_cleared(
     assert drain["confirmation"]["nodelist"] == ["node05"]  # type: ignore[index]
     assert out.rstrip().endswith(
         "INCONCLUSIVE (no node confirmed, 1 flagged but not confirmed, 1 to rerun again) of 8 "
-        "nodes (exit 5)"
+        "nodes (exit 6)"
     )
 
 

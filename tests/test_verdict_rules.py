@@ -354,7 +354,7 @@ def test_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["compare", *map(str, a), str(slower)]) == outcome.EXIT_REGRESSED
     assert main(["compare", *map(str, a), str(unsure)]) == outcome.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
-    assert "compare: INCONCLUSIVE (1 noisy) (exit 5)" in out
+    assert "compare: INCONCLUSIVE (1 noisy) (exit 6)" in out
     assert "3 run(s) before" in out
 
 
