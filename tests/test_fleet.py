@@ -1099,3 +1099,19 @@ def test_the_page_shows_the_confirmation(tmp_path: Path) -> None:
     assert "<h2>Confirmation by rerun</h2>" in page
     assert "Slow, confirmed by the rerun: drained" in page and "Not confirmed: not drained" in page
     assert "NODES TO DRAIN (1 node confirmed slow by a rerun, 1 flagged but not confirmed)" in page
+
+
+def test_a_signal_nohup_ignored_stays_ignored_inside_a_fleet_command() -> None:
+    """``nohup perfsuite fleet run``: closing the terminal must not interrupt the run."""
+    import signal
+
+    from perfsuite.fleet import processes
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with processes.interruptible():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -48,6 +48,8 @@ class Interrupted(Exception):
 def interruptible() -> Iterator[None]:
     """Within the block the first of SIGNALS raises Interrupted; later ones are ignored.
 
+    A signal already ignored when the block starts (``nohup``'s SIGHUP) is left ignored.
+
     Ignored, because the code that handles the first is ending the processes: a second
     Ctrl-C must not cut that short and orphan them.  Outside the main thread (where no
     handler can be set) the block runs as it is.
@@ -63,7 +65,8 @@ def interruptible() -> Iterator[None]:
             raised = True
             raise Interrupted(signum)
 
-    old = {s: signal.signal(s, handler) for s in SIGNALS}
+    # A signal the parent left ignored (``nohup``'s SIGHUP) stays ignored, as in ``ab``.
+    old = {s: signal.signal(s, handler) for s in SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
     try:
         yield
     finally:
