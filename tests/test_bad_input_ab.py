@@ -18,13 +18,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import psutil
 import pytest
+from test_bad_input import Row as BadInputRow
 from wheels import DIST, MODULE, write_wheel
 
 from perfsuite import cli, outcome
@@ -85,18 +86,10 @@ Setup = Callable[[Path], dict[str, str]]  # prepares the project; returns variab
 
 
 @dataclass(frozen=True)
-class Row:
-    """One bad input: the command, its exit status, the one line it must print."""
+class Row(BadInputRow):
+    """The bad-input suite's row; here each setup returns the variables to set."""
 
-    id: str
-    args: tuple[str, ...]
-    exit: int
-    fragment: str
-    setup: tuple[Setup, ...] = field(default=())
     stream: str = "stderr"  # where the fragment is: stderr (an error) or stdout (help)
-
-    def __str__(self) -> str:
-        return self.id
 
 
 def _check(root: Path) -> dict[str, str]:
