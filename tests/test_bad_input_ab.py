@@ -313,8 +313,13 @@ def _tagged(tag: str) -> list[psutil.Process]:
 
 
 def _as_at_a_terminal() -> None:
-    """SIGINT raises KeyboardInterrupt in the child, as in a terminal's foreground job."""
+    """SIGINT and SIGHUP reach the child as they do a terminal's foreground job.
+
+    A test run under ``nohup`` (or a runner that ignores them) would otherwise pass the
+    ignored SIGHUP on, and the command rightly keeps an ignored signal ignored.
+    """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @dataclass

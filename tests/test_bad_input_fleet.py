@@ -618,9 +618,17 @@ def _hung_fleet(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str
     command = [sys.executable, "-m", "perfsuite", "fleet", "run", "--dir", str(directory),
                "--hostfile", str(tmp_path / "hosts"), *extra, "--",
                str(tmp_path / "hang" / "test_hang.py"), "-q", "-p", "no:cacheprovider"]  # fmt: skip
+    # As a terminal's job: a test run under nohup must not pass its ignored SIGHUP on.
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=_signals_as_at_a_terminal)  # fmt: skip
     return proc, mark, directory, tmp_path / "tmp"
+
+
+def _signals_as_at_a_terminal() -> None:
+    """SIGINT and SIGHUP at their defaults in the child, whatever the test run ignores."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _cleanup(proc: subprocess.Popen[str], mark: str) -> None:
