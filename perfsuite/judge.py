@@ -24,6 +24,7 @@ from perfsuite.model import (
     BaselineLimit,
     BaselineVerdict,
     Because,
+    FlagKind,
     FloorBecause,
     FloorVerdict,
     LinkSubset,
@@ -244,6 +245,9 @@ class Judge:
         against_bound, bound_because = "", None
         noise_flags: list[NoiseFlag] = list(noise.pop("flags", ()))
         measured_flags = tuple(noise_flags)
+        unlike = timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
+        if unlike is not None:
+            noise_flags.append(unlike)
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
@@ -470,6 +474,28 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
     """Whether the bare reference moved the check's way, at least half as far (log scale)."""
     same_way = (check_ratio < 1) == (reference_ratio < 1)
     return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
+
+
+# One clock under two names: pytest-benchmark's loop times with perf_counter too.
+SAME_CLOCK = frozenset({"perf_counter", "pytest-benchmark"})
+
+
+def timer_unlike(timer: str, entry: BaselineEntry | None) -> NoiseFlag | None:
+    """A flag when every baseline run timed this check another way, or None.
+
+    The MPI allreduce times the collective in a C loop where the rank can build one, and
+    mpi4py's calls where it cannot; at 8 B those differ by about a microsecond a call, so a
+    baseline timed one way is no measure of a run timed the other.  Runs that recorded no
+    timer, and the two names of the one clock, are alike.
+    """
+    if entry is None or not timer:
+        return None
+    timers = {str(r.policy["timer"]) for r in entry.runs if r.policy.get("timer")}
+    if not timers or timer in timers or (timers | {timer}) <= SAME_CLOCK:
+        return None
+    return NoiseFlag(
+        FlagKind.TIMER_UNLIKE_BASELINE, timer=timer, baseline_timers=tuple(sorted(timers))
+    )
 
 
 def measured_unlike(

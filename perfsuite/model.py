@@ -208,6 +208,8 @@ class FlagKind(StrEnum):
     LINK_CHANGED = "link-changed"  # the CPUs' link changed state (``link_before``, ``link``)
     LINK_UNLIKE_BASELINE = "link-unlike-baseline"  # ``link``, unlike every baseline run's
     MACHINE_MOVED = "machine-moved"  # the machine probe moved (``ratio``, ``component``)
+    # timed another way than every baseline run (``timer``; theirs: ``baseline_timers``)
+    TIMER_UNLIKE_BASELINE = "timer-unlike-baseline"
     OTHER = "other"  # a flag of an earlier record, or a hook's: ``text`` holds its words
 
 
@@ -227,6 +229,8 @@ class NoiseFlag:
     baseline_high: float | None = None
     ratio: float | None = None  # MACHINE_MOVED: the probe now against the baseline runs
     component: str = ""  # MACHINE_MOVED: the probe's component
+    timer: str = ""  # TIMER_UNLIKE_BASELINE: how this run timed the check
+    baseline_timers: tuple[str, ...] = ()  # TIMER_UNLIKE_BASELINE: how the baseline runs did
     text: str = ""  # OTHER: the flag's words
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,6 +248,7 @@ class NoiseFlag:
         known = _known(cls, data)
         known["kind"] = FlagKind(known["kind"])
         known["throttled"] = tuple(known.get("throttled", ()))
+        known["baseline_timers"] = tuple(known.get("baseline_timers", ()))
         return cls(**known)
 
 

@@ -20,9 +20,15 @@ from pathlib import Path
 
 
 @functools.cache
-def build(name: str, source: str, flags: tuple[str, ...]) -> tuple[ctypes.CDLL | None, str]:
-    """The compiled library and how it was built, or None and why not."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+def build(
+    name: str, source: str, flags: tuple[str, ...], compiler: str | None = None
+) -> tuple[ctypes.CDLL | None, str]:
+    """The compiled library and how it was built, or None and why not.
+
+    ``compiler`` names another compiler (an MPI wrapper, say); by default ``$CC``, ``cc``
+    or ``gcc``.
+    """
+    compiler = compiler or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None or shutil.which(compiler) is None:
         return None, f"no C compiler ({compiler or 'cc'} not found)"
     try:

@@ -167,14 +167,27 @@ class ChildSource:
         return samples
 
     def describe(self) -> dict[str, Any]:
-        """The command, the ranks that reported, and the facts they printed."""
-        return {
+        """The command, the ranks that reported, the facts they printed, and their timer.
+
+        A child that says how it timed its samples (a ``layout`` fact's ``timer``: the MPI
+        worker's C loop, or mpi4py's calls where no C loop could be built) gives the
+        measurement its timer, so a baseline timed another way is known to be unlike it.
+        """
+        described: dict[str, Any] = {
             "kind": self.kind,
             "command": list(self.command),
             "ranks": self.ranks,
             "facts": self.facts[:20],
             "per_sample": self.per_sample,
         }
+        timers = [
+            str(fact["layout"]["timer"])
+            for fact in self.facts
+            if isinstance(fact.get("layout"), dict) and fact["layout"].get("timer")
+        ]
+        if timers:
+            described["timer"] = timers[0].split(" (", 1)[0]
+        return described
 
 
 def run_child(

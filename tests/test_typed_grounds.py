@@ -46,6 +46,9 @@ FLAGS = {
     NoiseFlag(FlagKind.MACHINE_MOVED, ratio=0.7, component="memory"):
         "while the machine itself ran -30% against its baseline runs (framework-free memory "
         "probe)",
+    NoiseFlag(FlagKind.TIMER_UNLIKE_BASELINE, timer="C loop", baseline_timers=("mpi4py loop",)):
+        "with another timer than every baseline run (C loop; the baseline's: mpi4py loop): "
+        "save a new baseline to compare like with like",
     NoiseFlag(FlagKind.OTHER, text="while a hook said so"): "while a hook said so",
 }  # fmt: skip
 

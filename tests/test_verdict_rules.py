@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite import outcome, stats
+from perfsuite.baseline import BaselineEntry, BaselineRun
 from perfsuite.cli import main
 from perfsuite.model import ModeDifference, Result, RunRecord
 from perfsuite.report.html import render
@@ -962,3 +963,41 @@ def test_the_adaptive_cap_counts_this_run_s_sample_length(tmp_path: Path) -> Non
 
     assert rounds() > 5  # 0.1 s samples: up to 15 within 3 s
     assert rounds(sample_seconds=1.0) == 5  # 1 s samples: the cap leaves the planned 5
+
+
+def _timed_entry(*timers: str) -> BaselineEntry:
+
+    runs = tuple(
+        BaselineRun(f"run{i}", "2026-12-01T00:00:00", (1.0, 1.0), {"timer": t} if t else {})
+        for i, t in enumerate(timers)
+    )
+    return BaselineEntry("latency", "µs", False, runs)
+
+
+def test_a_check_timed_unlike_every_baseline_run_is_flagged_with_both_timers() -> None:
+    """MPI's C loop against a baseline of mpi4py's calls: flagged, never judged alike."""
+    from perfsuite.judge import timer_unlike
+    from perfsuite.model import FlagKind
+    from perfsuite.report.explain import flag_words
+
+    flag = timer_unlike(
+        "C loop in the rank over mpi4py's communicator", _timed_entry("mpi4py loop")
+    )
+    assert flag is not None and flag.kind is FlagKind.TIMER_UNLIKE_BASELINE
+    assert flag.baseline_timers == ("mpi4py loop",)
+    assert "mpi4py loop" in flag_words(flag) and "C loop" in flag_words(flag)
+    assert flag == type(flag).read(flag.to_dict())  # survives the record
+
+
+@pytest.mark.parametrize(
+    ("now", "then"),
+    [
+        ("mpi4py loop", ("mpi4py loop", "C loop")),  # one baseline run timed alike
+        ("pytest-benchmark", ("perf_counter",)),  # one clock under two names
+        ("child-jsonl", ("",)),  # runs that recorded no timer
+    ],
+)
+def test_a_check_timed_like_a_baseline_run_is_not_flagged(now: str, then: tuple[str, ...]) -> None:
+    from perfsuite.judge import timer_unlike
+
+    assert timer_unlike(now, _timed_entry(*then)) is None

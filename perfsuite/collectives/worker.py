@@ -71,13 +71,33 @@ class MpiComm:
     name = "mpi"
 
     def __init__(self, device: str) -> None:
+        import mpi4py
+
+        if "MPI4PY_RC_THREAD_LEVEL" not in os.environ:
+            # Only this thread calls MPI.  mpi4py asks for MPI_THREAD_MULTIPLE by default,
+            # and MPICH then takes a global lock around every call: about 2.5 µs more per
+            # 8 B allreduce on a 2-core VM, more than the collective itself.
+            mpi4py.rc.thread_level = "funneled"
         from mpi4py import MPI
+
+        from perfsuite.collectives import native_loop
 
         self.mpi = MPI
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.device = "cpu"
+        self.native, why = native_loop.load(MPI, self.comm)
+        # Every rank must time the same way, or their loops would not meet.
+        ready = self.comm.allreduce(1 if self.native is not None else 0)
+        if ready != self.size:
+            self.native = None
+            why = why or "another rank could not build the C loop"
+        self.timer = (
+            f"C loop in the rank over mpi4py's communicator ({self.native.built_with})"
+            if self.native is not None
+            else f"mpi4py loop ({why})"
+        )
 
     def buffer(self, values: np.ndarray) -> Any:
         return values.copy()
@@ -87,6 +107,20 @@ class MpiComm:
 
     def allreduce(self, send: Any, recv: Any) -> None:
         self.comm.Allreduce(send, recv, op=self.mpi.SUM)
+
+    def timed(self, send: Any, recv: Any, iterations: int) -> float:
+        """The collective: the C loop's seconds where it is built, else mpi4py's calls'."""
+        if self.native is not None:
+            return self.native.time(send, recv, iterations)
+        return self.binding_timed(send, recv, iterations)
+
+    def binding_timed(self, send: Any, recv: Any, iterations: int) -> float:
+        """mpi4py's own calls (buffer interface on numpy arrays, no pickling), bound once."""
+        call, op = self.comm.Allreduce, self.mpi.SUM
+        start = time.perf_counter()
+        for _ in range(iterations):
+            call(send, recv, op)
+        return time.perf_counter() - start
 
     def barrier(self) -> None:
         self.comm.Barrier()
@@ -105,7 +139,18 @@ class MpiComm:
 
     def describe(self) -> dict[str, Any]:
         library = self.mpi.Get_library_version().strip().splitlines()[0]
-        return {"library": library, "mpi4py": __import__("mpi4py").__version__}
+        thread_level = {
+            self.mpi.THREAD_SINGLE: "single",
+            self.mpi.THREAD_FUNNELED: "funneled",
+            self.mpi.THREAD_SERIALIZED: "serialized",
+            self.mpi.THREAD_MULTIPLE: "multiple",
+        }.get(self.mpi.Query_thread(), "unknown")
+        return {
+            "library": library,
+            "mpi4py": __import__("mpi4py").__version__,
+            "thread_level": thread_level,
+            "timer": self.timer,
+        }
 
     def close(self) -> None:
         """MPI finalizes at exit."""
@@ -357,14 +402,23 @@ COMMS: dict[str, Any] = {
 }
 
 
-def _timed(comm: Any, send: Any, recv: Any, iterations: int) -> float:
-    """Seconds per allreduce over ``iterations`` back-to-back calls, after a barrier."""
-    comm.barrier()
+def _loop(comm: Any, send: Any, recv: Any, iterations: int) -> float:
+    """Seconds for ``iterations`` back-to-back allreduces, synchronised, in one region.
+
+    A backend with a timer of its own (MPI's C loop) uses it; the others call their
+    allreduce from a loop with the method bound once, buffers made before it.
+    """
+    timed = getattr(comm, "timed", None)
+    if timed is not None:
+        seconds = float(timed(send, recv, iterations))
+        comm.sync()
+        return seconds
+    call = comm.allreduce
     start = time.perf_counter()
     for _ in range(iterations):
-        comm.allreduce(send, recv)
+        call(send, recv)
     comm.sync()
-    return (time.perf_counter() - start) / iterations
+    return time.perf_counter() - start
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -372,33 +426,49 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _across(comm: Any, seconds: float) -> dict[str, float] | None:
+    """One rank's time per call, as the mean, max and min across ranks (on rank 0)."""
+    gathered = comm.gather(seconds)
+    if comm.rank != 0 or gathered is None:
+        return None
+    return {
+        "seconds": float(np.mean(gathered)),
+        "max_seconds": float(np.max(gathered)),
+        "min_seconds": float(np.min(gathered)),
+    }
+
+
 def sweep_size(comm: Any, size: int, samples: int, sample_seconds: float, warmup: int) -> None:
-    """Warm up, time ``samples`` samples of one message size, verify, report on rank 0."""
+    """Warm up, time ``samples`` samples of one message size, verify, report on rank 0.
+
+    Where the backend's figure is not its Python binding's (MPI's C loop), each sample also
+    times the binding's own calls right after, the same count, as ``binding_seconds``: the
+    pair shares the machine's state, and its ratio is what the binding adds per call.
+    """
     elements = max(1, size // 4)
     base = pattern(elements)
     send = comm.buffer(base + np.float32(comm.rank))
     recv = comm.empty(elements)
+    binding = getattr(comm, "binding_timed", None) if getattr(comm, "native", None) else None
     comm.barrier()
-    start = time.perf_counter()
-    for _ in range(warmup):
-        comm.allreduce(send, recv)
-    comm.sync()
-    per_call = (time.perf_counter() - start) / max(1, warmup)
-    iterations = comm.bcast(max(1, min(100_000, round(sample_seconds / max(per_call, 1e-9)))))
+    _loop(comm, send, recv, max(1, warmup))  # first calls set up the connection
+    if binding is not None:
+        binding(send, recv, max(1, warmup))  # its warm-up too
+    comm.barrier()
+    per_call = _loop(comm, send, recv, max(1, warmup)) / max(1, warmup)
+    iterations = comm.bcast(max(1, min(1_000_000, round(sample_seconds / max(per_call, 1e-9)))))
     for sample in range(samples):
-        seconds = _timed(comm, send, recv, iterations)
-        gathered = comm.gather(seconds)
-        if comm.rank == 0 and gathered is not None:
-            _emit(
-                {
-                    "size": size,
-                    "sample": sample,
-                    "seconds": float(np.mean(gathered)),
-                    "max_seconds": float(np.max(gathered)),
-                    "min_seconds": float(np.min(gathered)),
-                    "iterations": iterations,
-                }
-            )
+        comm.barrier()
+        timed = _across(comm, _loop(comm, send, recv, iterations) / iterations)
+        paired = None
+        if binding is not None:
+            comm.barrier()
+            paired = _across(comm, binding(send, recv, iterations) / iterations)
+        if timed is not None:
+            line: dict[str, Any] = {"size": size, "sample": sample, **timed}
+            if paired is not None:
+                line["binding_seconds"] = paired["seconds"]
+            _emit({**line, "iterations": iterations})
     verify(comm.host(recv), base, comm.size, size)
     comm.barrier()
 

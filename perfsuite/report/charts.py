@@ -348,6 +348,12 @@ def allreduce(ctx: ChartContext) -> str | None:
         points = curve["points"]
         sizes = [p["size"] for p in points]
         (line,) = lat_ax.plot(sizes, [p["latency_us"] for p in points], "o-", label=label)
+        binding = [
+            (p["size"], p["binding_latency_us"]) for p in points if p.get("binding_latency_us")
+        ]
+        if binding:  # MPI: mpi4py's own calls, beside the C loop's collective
+            bs, bl = zip(*binding, strict=True)
+            lat_ax.plot(bs, bl, "x-.", color=line.get_color(), alpha=0.7, label=f"{label}, mpi4py")
         ghost = [(p["size"], p["baseline_latency_us"]) for p in points if p["baseline_latency_us"]]
         if ghost:
             gs, gl = zip(*ghost, strict=True)
@@ -378,7 +384,7 @@ def allreduce(ctx: ChartContext) -> str | None:
         _plain_log(ax)
         ax.set_xticks(ticks, [_bytes_label(s) for s in ticks])
     fig.legend(fontsize=10, loc="outside lower center", ncols=min(3, len(curves)))
-    lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline)", fontsize=11)
+    lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline; x: binding)", fontsize=11)
     bw_ax.set_title("bus bandwidth = S/t x 2(n-1)/n", fontsize=11)
     return _svg(fig)
 

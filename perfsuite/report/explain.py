@@ -147,6 +147,11 @@ def flag_words(flag: NoiseFlag) -> str:
             f"than in every baseline run ({flag.baseline_low or 0.0:.3g}-"
             f"{flag.baseline_high or 0.0:.3g})"
         )
+    if flag.kind is FlagKind.TIMER_UNLIKE_BASELINE:
+        return (
+            f"with another timer than every baseline run ({flag.timer}; the baseline's: "
+            f"{', '.join(flag.baseline_timers)}): save a new baseline to compare like with like"
+        )
     if flag.kind is FlagKind.MACHINE_MOVED:
         return (
             f"while the machine itself ran {_signed_percent(flag.ratio or 1.0)} against its "
