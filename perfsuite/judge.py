@@ -234,6 +234,9 @@ class Judge:
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
         context = dict(workload.context)
+        clash = sorted(JUDGE_WRITES & context.keys())
+        if clash:  # a check's words would be overwritten and lost from the record
+            raise ValueError(f"{workload.check}: context key(s) {clash} are the judge's")
         if measurement.bare is not None:
             context["bare_reference"] = measurement.bare
         judged: Sequence[float] = values
@@ -475,6 +478,9 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
     same_way = (check_ratio < 1) == (reference_ratio < 1)
     return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
 
+
+# The keys of a result's context the judge writes: a check's own context must not hold them.
+JUDGE_WRITES = frozenset({"timer", "tolerance_from", "expectations", "policy", "bare_reference"})
 
 # One clock under two names: pytest-benchmark's loop times with perf_counter too.
 SAME_CLOCK = frozenset({"perf_counter", "pytest-benchmark"})

@@ -297,8 +297,8 @@ class TensorFlowTrainStep(_TensorFlowKernel):
         return self._out
 
     def describe(self) -> dict[str, object]:
-        """Policy and XLA."""
-        return {**super().describe(), "policy": self.policy}
+        """The precision policy (named apart from the measuring ``policy`` the judge writes)."""
+        return {**super().describe(), "precision_policy": self.policy}
 
 
 def gpu_blind_reason(device: str, tf_gpus: int, cuda_build: bool, visible: int) -> str:
