@@ -21,7 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from perfsuite.fleet.aggregate import write_digest
-from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
+from perfsuite.model import (
+    BaselineVerdict,
+    Because,
+    FloorBecause,
+    FloorVerdict,
+    Result,
+    RunRecord,
+    Summary,
+    Why,
+    Work,
+)
 
 
 def template(check: int) -> dict[str, object]:
@@ -38,8 +48,8 @@ def template(check: int) -> dict[str, object]:
         seconds=(0.01,) * 5,
         summary=Summary(median=1.0, min=1.0, max=1.0, mean=1.0, n=5, cv=0.01),
         work=Work(amount=1e9, unit="B", convention="STREAM"),
-        floor=FloorVerdict(verdict="no-reference", reason="synthetic"),
-        baseline=BaselineVerdict(verdict="new", reason="synthetic"),
+        floor=FloorVerdict("no-reference", because=FloorBecause.NO_REFERENCE, note="synthetic"),
+        baseline=BaselineVerdict(verdict="new", why=Why(Because.NO_BASELINE)),
         outcome="passed",
     )
     return result.to_dict()

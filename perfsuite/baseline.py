@@ -704,7 +704,7 @@ def _result_policy(result: Result) -> dict[str, Any]:
         "timer": result.context.get("timer", ""),
         "source": dict(result.source).get("kind", ""),
     }
-    measured = result.context.get("policy")  # a check's own may name a precision policy
+    measured = result.context.get("policy")  # the measuring policy the judge recorded
     launch = measured.get("launch") if isinstance(measured, Mapping) else None
     if launch:
         policy["launch"] = launch  # host-launched calls, or a replayed CUDA graph

@@ -1,0 +1,96 @@
+"""What ``compare``, ``report``, ``history`` and ``fleet report`` make of the golden records.
+
+The golden set (``records/``): CPU run records, the committed H100 and H200 records, A/B
+records and a synthetic 12-node fleet (``lab/fleet_scale.py``, seed 1).  Refactoring the
+tree must not change what the commands print or write from it, apart from paths; a change
+meant to change the output regenerates ``expected/`` with
+
+    python -m tests.golden.outputs            # rewrites tests/golden/expected/
+
+and the diff of ``expected/`` shows, in review, what changed for users.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+from pathlib import Path
+
+from perfsuite.cli import main
+
+HERE = Path(__file__).resolve().parent
+RECORDS = HERE / "records"
+EXPECTED = HERE / "expected"
+H100 = sorted((RECORDS / "h100-sxm").glob("*.json"))
+
+
+def commands(out: Path) -> dict[str, list[str]]:
+    """Each output's name and the command that makes it (``out``: where files go)."""
+    cpu, dev = RECORDS / "cpu-amd-epyc-2c", RECORDS / "devcpu"
+    return {
+        "compare-cpu": ["compare", str(cpu / "run-a-tf220.json"), str(cpu / "run-b-tf221.json"),
+                        "--html", str(out / "compare-cpu.html")],
+        "compare-h100": ["compare", *map(str, H100)],
+        "report-cpu": ["report", str(dev / "report-run.json"), "--baseline",
+                       str(dev / "report-baseline.json"), "--report-dir", str(RECORDS),
+                       "-o", str(out / "report-cpu.html")],
+        "report-h100": ["report", str(H100[0]), "--report-dir", str(RECORDS),
+                        "-o", str(out / "report-h100.html")],
+        "history-h100": ["history", "--report-dir", str(RECORDS), "--profile", "h100-sxm"],
+        "history-h200": ["history", "--report-dir", str(RECORDS), "--profile", "h200"],
+        "history-cpu": ["history", "--report-dir", str(RECORDS), "--profile", "cpu-amd-epyc-2c"],
+        "fleet-report": ["fleet", "report", str(RECORDS / "fleet"), "--drain",
+                         str(out / "drain.json"), "--html", str(out / "fleet.html")],
+    }  # fmt: skip
+
+
+# What differs from one run to the next: how long a page took to render, and when the
+# drain list was written (records keep their own times).
+VARIES = (
+    (re.compile(r"Rendered by perfsuite in [0-9.]+ s"), "Rendered by perfsuite in <T> s"),
+    (re.compile(r'^ "created": "[^"]*"', re.M), ' "created": "<NOW>"'),
+)
+
+
+def normalised(text: str, out: Path) -> str:
+    """The text with the paths and times that differ between runs named, not spelled."""
+    text = text.replace(str(out), "<OUT>").replace(str(RECORDS), "<RECORDS>")
+    for pattern, name in VARIES:
+        text = pattern.sub(name, text)
+    return text
+
+
+def outputs(out: Path) -> dict[str, str]:
+    """Every output, by file name: each command's exit status, stdout and stderr, and files."""
+    made: dict[str, str] = {}
+    for name, argv in commands(out).items():
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = main(argv)
+        made[f"{name}.txt"] = normalised(
+            f"$ perfsuite {' '.join(argv)}\nexit {code}\n--- stdout\n{stdout.getvalue()}"
+            f"--- stderr\n{stderr.getvalue()}",
+            out,
+        )
+    for path in sorted(out.iterdir()):
+        made[path.name] = normalised(path.read_text(), out)
+    return made
+
+
+def rewrite() -> None:
+    """Regenerate ``expected/`` from this tree."""
+    import tempfile
+
+    EXPECTED.mkdir(exist_ok=True)
+    for old in EXPECTED.iterdir():
+        old.unlink()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in outputs(Path(tmp)).items():
+            (EXPECTED / name).write_text(text)
+    print(f"wrote {len(list(EXPECTED.iterdir()))} files to {EXPECTED}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    rewrite()
