@@ -801,7 +801,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
 
 
 def _fleet_run(args: argparse.Namespace) -> int:
-    from perfsuite.fleet import processes
+    from perfsuite import processes
     from perfsuite.fleet import run as fleet_run
 
     try:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from perfsuite import processes
 from perfsuite.errors import PerfsuiteError
 
 
@@ -221,7 +221,8 @@ def run_child(
                 timed_out = True
                 out = b""
             finally:
-                _kill_group(proc)
+                # Ranks included, and a launcher's proxies in sessions of their own.
+                processes.end_tree(proc, grace_s=0)
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     tail = "\n".join(stderr.strip().splitlines()[-15:])
@@ -250,11 +251,3 @@ def command_text(command: Sequence[str], width: int = 160) -> str:
     """A command as one shell-quoted line, shortened for messages."""
     text = shlex.join(command).replace("\n", " ")
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the child's whole process group (ranks included) and reap the child."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)

@@ -1105,7 +1105,7 @@ def test_a_signal_nohup_ignored_stays_ignored_inside_a_fleet_command() -> None:
     """``nohup perfsuite fleet run``: closing the terminal must not interrupt the run."""
     import signal
 
-    from perfsuite.fleet import processes
+    from perfsuite import processes
 
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:

@@ -34,8 +34,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from perfsuite import outcome
-from perfsuite.ab import Outcome, new_run_id, procs, stacks
+from perfsuite import outcome, processes
+from perfsuite.ab import Outcome, new_run_id, stacks
 from perfsuite.ab import run as ab_run
 from perfsuite.errors import PerfsuiteError
 from perfsuite.storage import write_text_atomic
@@ -46,7 +46,9 @@ Lister = Callable[[str], list[str]]
 def index_versions(package: str) -> list[str]:
     """Every release of ``package`` the index offers this interpreter (pip's view)."""
     try:
-        done = procs.run([sys.executable, "-m", "pip", "index", "versions", package], timeout=300)
+        done = processes.run(
+            [sys.executable, "-m", "pip", "index", "versions", package], timeout=300
+        )
     except subprocess.TimeoutExpired:
         raise PerfsuiteError(f"listing the releases of {package} took over 300 s") from None
     if "No module named pip" in done.stderr:
@@ -210,7 +212,7 @@ def bisect(
     SIGINT, SIGTERM and SIGHUP end the search: the step under way says it was interrupted,
     every process the search started is ended, and the record holds the steps so far.
     """
-    with procs.interruptible():
+    with processes.interruptible():
         return _bisect(
             options, lister, run_ab, say or functools.partial(print, flush=True), resolve
         )

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsuite.ab import procs
+from perfsuite import processes
 from perfsuite.ab.rounds import (
     SIDES,
     Launch,
@@ -200,7 +200,7 @@ def lockstep_runner(
             for side in order:
                 keep(collect(launches[side], side in hung, waited[side]))
         except BaseException:  # an interrupt, or the second side failed to start
-            procs.end_many([started.proc for started in launches.values()])
+            processes.end_many([started.proc for started in launches.values()])
             raise
         finally:
             selector.close()

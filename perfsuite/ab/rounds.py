@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite import stats
-from perfsuite.ab import paired, procs
+from perfsuite import processes, stats
+from perfsuite.ab import paired
 from perfsuite.model import FlagKind, RunRecord
 from perfsuite.noise import FOREIGN_LOAD_CORES
 from perfsuite.records import load_record
@@ -513,7 +513,7 @@ def launch(
     log = where / "output.log"
     environ = {**os.environ, **command.env, **(env or {}), TRACE_ENV: str(trace)}
     with log.open("w") as out:
-        proc = procs.spawn(
+        proc = processes.spawn(
             args, stdout=out, stderr=subprocess.STDOUT, env=environ, pass_fds=tuple(pass_fds)
         )
     return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
@@ -578,7 +578,7 @@ def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
     """
     returncode = None if hung else started.proc.wait()
     if not hung:
-        procs.reap(started.proc)  # what the side left running (a forked worker) ends with it
+        processes.reap(started.proc)  # what the side left running (a forked worker) ends with it
     seconds = time.monotonic() - started.started
     output = _read(started.log)
     got = read_side(started.where, returncode, hung, started.timeout)
@@ -633,4 +633,4 @@ def process_runner(
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
     """Stop a side and everything it started (ranks, workers): SIGTERM, then SIGKILL."""
-    procs.end(proc)
+    processes.end(proc)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfsuite import processes
 from perfsuite.ab import (
     Outcome,
     broken_by_b,
@@ -21,7 +22,6 @@ from perfsuite.ab import (
     first_environment,
     gather,
     new_run_id,
-    procs,
     save,
     side_diff,
     unfingerprinted,
@@ -134,10 +134,10 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     ``say`` gets each progress line (default: printed at once, so a CI log shows each round
     as it ends).  SIGINT, SIGTERM and SIGHUP end the rounds: every process the A/B started
     is ended, and the record holds the rounds so far, marked incomplete
-    (:func:`perfsuite.ab.procs.interruptible`).  Before the rounds they raise
+    (:func:`perfsuite.processes.interruptible`).  Before the rounds they raise
     KeyboardInterrupt.
     """
-    with procs.interruptible():
+    with processes.interruptible():
         return _run(options, say)
 
 
@@ -407,7 +407,7 @@ def preflight_fingerprint(command: SideCommand) -> dict[str, Any]:
         "print(json.dumps(fingerprint()))"
     )
     try:
-        done = procs.run(
+        done = processes.run(
             [command.python, "-c", code], timeout=300, env={**os.environ, **command.env}
         )
         data = json.loads(done.stdout) if done.returncode == 0 else {}

@@ -32,7 +32,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 import perfsuite
-from perfsuite.ab import procs
+from perfsuite import processes
 from perfsuite.errors import PerfsuiteError
 
 # Building an environment (a framework wheel of hundreds of MB) may take this long.
@@ -119,7 +119,7 @@ Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 def _run(cmd: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` in its own process group: a timeout or an interrupt ends all it started."""
-    return procs.run(cmd, timeout=timeout)
+    return processes.run(cmd, timeout=timeout)
 
 
 # What a side needs of its interpreter: it runs, and pytest and perfsuite's side plugin import.

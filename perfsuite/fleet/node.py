@@ -25,9 +25,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from perfsuite import processes
 from perfsuite.environment import NODE_LABEL_ENV
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.fleet import processes
 from perfsuite.fleet.aggregate import DIGEST_SUFFIX, write_digest
 from perfsuite.fleet.labels import from_host, is_label
 from perfsuite.fleet.status import NodeStatus, log_path, status_path

@@ -23,7 +23,7 @@ hostname grammar (:mod:`perfsuite.fleet.labels`), every value written into the b
 is quoted for the shell, and nothing path-like goes on an ``#SBATCH`` line (sbatch parses
 those itself, with quoting rules of its own: the output file is given on its command line).
 The launcher's timeout and SIGINT, SIGTERM or SIGHUP end the launcher and every process it
-started here (:mod:`perfsuite.fleet.processes`); the statuses known so far are written, and
+started here (:mod:`perfsuite.processes`); the statuses known so far are written, and
 a signal exits with the interrupted status.
 """
 
@@ -43,9 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
+from perfsuite import outcome, processes
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.fleet import processes
 from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
 from perfsuite.fleet.labels import GRAMMAR, check_creatable, check_text, is_label, printable
 from perfsuite.fleet.labels import FleetError as FleetError  # raised by this module's callers
@@ -547,7 +546,7 @@ def _stop(p: Plan, proc: subprocess.Popen[Any], log: Path) -> None:
                 subprocess.run(["scancel", job], capture_output=True, timeout=30)
             except (OSError, subprocess.SubprocessError):
                 pass  # the batch job's own time limit still ends it
-    processes.end_tree(proc)
+    processes.end_tree(proc, processes.LAUNCHER_GRACE_S)
 
 
 def _collect(
