@@ -4,11 +4,12 @@ A nightly series is one reading per run (a check's median).  What a user needs f
 the night a level changed, by how much, and how sure that is; what must never happen is a
 bad night read as two changes (a dip and a recovery).  The steps, on log values:
 
-1. **Outliers.**  A point that differs from the median of the (up to) three points before it
-   *and* from the median of the (up to) three after it, both by more than :data:`OUTLIER_Z`
-   robust spreads, is set aside.  One bad night, or two, is such a point; so is a one-run
-   intermediate value at a step (half way between the levels), which would otherwise add a
-   phantom change.  A level that lasts three runs or more is never set aside.
+1. **Outliers.**  A point above (or below) both the median of the (up to) three points
+   before it and the median of the (up to) three after it, by more than :data:`OUTLIER_Z`
+   robust spreads, is set aside.  One bad night, or two, is such a point.  So is a one-run
+   value half way through a step (far from two flat sides), which would otherwise add a
+   phantom change; a point of a drift, between sides that are not flat, is kept.  At an end
+   a point must stand out twice as far.  A level that lasts three runs or more is kept.
 2. **Candidates.**  Binary segmentation: in a segment, the split that maximises the
    standardised difference of the means either side (cumulative sums: O(n) per segment);
    a segment is split again while its best split passes :func:`_scan_p` at ``alpha``.
@@ -96,18 +97,25 @@ def outliers(logs: np.ndarray, spread: float) -> np.ndarray:
         warnings.simplefilter("ignore", RuntimeWarning)  # an end has no side: all-NaN
         left_med = np.nanmedian(left, axis=1)
         right_med = np.nanmedian(right, axis=1)
-    far_left = np.abs(logs - left_med) > limit
-    far_right = np.abs(logs - right_med) > limit
-    # At an end one side is missing: the point must then differ from the other side and
-    # from its only neighbour.
+    # A spike stands out of both sides the same way.  A point between its sides is a level
+    # (a drift), unless both sides are flat and it is far from each: a night half way
+    # through a step, which would otherwise make a phantom change beside the real one.
+    up = (logs - left_med > limit) & (logs - right_med > limit)
+    down = (left_med - logs > limit) & (right_med - logs > limit)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        flat = (np.nanmax(left, axis=1) - np.nanmin(left, axis=1) < limit) & (
+            np.nanmax(right, axis=1) - np.nanmin(right, axis=1) < limit
+        )
+    between = flat & (np.abs(logs - left_med) > limit) & (np.abs(logs - right_med) > limit)
+    # At an end one side is missing: the point must stand out twice as far from the other
+    # side and from its only neighbour (a drift's first or last run does not).
+    first = (np.abs(logs - right_med) > 2 * limit) & (np.abs(logs - np.roll(logs, -1)) > limit)
+    last = (np.abs(logs - left_med) > 2 * limit) & (np.abs(logs - np.roll(logs, 1)) > limit)
     mask = np.where(
         np.isnan(left_med),
-        far_right & (np.abs(logs - np.roll(logs, -1)) > limit),
-        np.where(
-            np.isnan(right_med),
-            far_left & (np.abs(logs - np.roll(logs, 1)) > limit),
-            far_left & far_right,
-        ),
+        first,
+        np.where(np.isnan(right_med), last, up | down | between),
     )
     return np.asarray(mask, dtype=bool)
 
