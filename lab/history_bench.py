@@ -213,9 +213,9 @@ def score(series: Sequence[Labelled], found: Sequence[Sequence[int]]) -> dict[st
             if s.cv <= 0.03:
                 step_hits_low[size].append(hit)
     row = {
-        "F1": f"{total.f1:.2f}",
-        "P": f"{total.precision:.2f}",
-        "R": f"{total.recall:.2f}",
+        "F1": f"{total.f1:.3f}",
+        "P": f"{total.precision:.3f}",
+        "R": f"{total.recall:.3f}",
         "false alarm": f"{np.mean(false_alarm):.0%}" if false_alarm else "-",
     }
     if step_hits:

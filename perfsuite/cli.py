@@ -308,8 +308,8 @@ def _history(args: argparse.Namespace) -> int:
             f"exist for: {', '.join(known) or 'none'})"
         )
     args.profile = folded[args.profile.lower()]
-    if args.html is not None:
-        check_target(Path(args.html))
+    if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
+        raise PerfsuiteError(f"--html {args.html}: not a directory; name a directory for the site")
     problems: list[str] = []
     runs = hist.load_runs(report_dir, args.profile, problems)
     if not args.json:

@@ -307,3 +307,14 @@ def test_the_html_site_has_a_self_contained_page_per_profile(tmp_path: Path) -> 
     assert "perfsuite bisect --package numpy --good 2.4.6 --bad 2.5.0" in page
     assert "http://" not in page.replace("http://www.w3.org", "")
     assert "<script" not in page and "<link" not in page
+
+
+def test_an_html_target_that_is_a_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write_nights(tmp_path / "reports", [40.0] * 6)
+    (tmp_path / "site").write_text("a file")
+    code = main(["history", "--report-dir", str(root), "--html", str(tmp_path / "site")])
+    assert code == EXIT_USAGE
+    assert "not a directory" in capsys.readouterr().err
+    assert (tmp_path / "site").read_text() == "a file"
