@@ -318,3 +318,24 @@ def test_an_html_target_that_is_a_file_is_a_one_line_error(
     assert code == EXIT_USAGE
     assert "not a directory" in capsys.readouterr().err
     assert (tmp_path / "site").read_text() == "a file"
+
+
+def test_attribution_lists_options_kernel_and_a_downgrade_without_a_bisect() -> None:
+    from perfsuite.attribution import attribute
+
+    before = load_record(FIXTURE)
+    env: dict[str, Any] = json.loads(json.dumps(before.environment))
+    env["host"]["kernel"] = "6.19.0"
+    env["software"]["numpy"]["version"] = "2.3.0"  # a downgrade
+    after = replace(
+        before, run_id="after", environment=env, settings={**before.settings, "repetitions": 5}
+    )
+    why = attribute(before, after, check=NUMPY, direction="regressed")
+    keys = [c.key for c in why.changes]
+    assert keys == ["host.kernel", "options.repetitions", "software.numpy.version"]
+    assert why.bisect == ()
+    assert "numpy went from 2.4.6 to 2.3.0" in why.notes[0]
+    lines = why.lines()
+    assert "options.repetitions: 3 -> 5" in lines and NOTHING not in " ".join(lines)
+    same = attribute(before, replace(before, run_id="same"), check=NUMPY, direction="regressed")
+    assert same.changes == () and same.lines() == [f"{NOTHING} ({before.run_id} -> same)"]
