@@ -1265,6 +1265,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tolerance",
         dest="min_effect",
         type=_fraction,
+        metavar="FRACTION",
         default=hist.DEFAULT_MIN_EFFECT,
         help="smallest level change reported as a change point, a fraction between 0 and 1 "
         f"(default {hist.DEFAULT_MIN_EFFECT})",
