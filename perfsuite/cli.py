@@ -285,6 +285,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
+    import json
+
     report_dir = Path(args.report_dir)
     known = records.profiles(report_dir)
     if args.profile is None:
@@ -306,37 +308,51 @@ def _history(args: argparse.Namespace) -> int:
             f"exist for: {', '.join(known) or 'none'})"
         )
     args.profile = folded[args.profile.lower()]
-    runs = _readable_history(report_dir, args.profile)
+    if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
+        raise PerfsuiteError(f"--html {args.html}: not a directory; name a directory for the site")
+    problems: list[str] = []
+    runs = hist.load_runs(report_dir, args.profile, problems)
+    if not args.json:
+        for problem in problems:
+            print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
     if not runs:
         raise PerfsuiteError(f"{report_dir / args.profile}: no readable run records")
-    print(f"profile {args.profile}: {len(runs)} runs, {runs[0].created} .. {runs[-1].created}")
-    table = [("check", "runs", "first", "last", "trend", "change points")]
-    flagged = 0
-    for s in hist.series(runs):
-        if args.k and not any(k in s.id for k in args.k):
-            continue
-        values = [p.median for p in s.points]
-        found, drift = hist.change_points(
-            values, higher_is_better=s.higher_is_better, tolerance=args.tolerance
+    shown = hist.window(hist.numbered(runs), last=args.last, since=args.since)
+    if not shown:
+        raise PerfsuiteError(
+            f"{report_dir / args.profile}: no run since {args.since.isoformat()} (the last of "
+            f"{len(runs)} is {runs[-1].created})"
         )
-        notes = [
-            f"run {cp.index + 1} ({s.points[cp.index].run_id}): {cp.ratio - 1:+.1%}" for cp in found
-        ]
-        if drift is not None:
-            notes.append(f"drift {drift - 1:+.1%} first to last level")
-        flagged += bool(notes)
-        table.append(
-            (
-                short_id(s.id),
-                str(len(values)),
-                f"{values[0]:.4g} {s.unit}",
-                f"{values[-1]:.4g} {s.unit}",
-                hist.sparkline(values[-40:]),
-                "; ".join(notes) or "-",
-            )
-        )
-    print("\n".join(format_table(table)))
-    return outcome.EXIT_REGRESSED if flagged else outcome.EXIT_OK
+    settings = hist.Settings(
+        args.min_effect,
+        args.alpha,
+        args.correction,
+        tuple(args.k),
+        args.last,
+        args.since,
+        tuple(sorted(args.fail_on)),
+    )
+    trends = hist.trends(shown, settings)
+    reached = hist.exit_verdicts(trends)
+    failed = sorted(reached & set(args.fail_on))
+    code = outcome.EXIT_REGRESSED if failed else outcome.EXIT_OK
+    verdict = (
+        "regressed" if "regressed" in reached else "improved" if "improved" in reached else "steady"
+    )
+    if args.html is not None:
+        from perfsuite.report.history_page import write_site
+
+        current = (args.profile, shown, len(runs), trends)
+        write_site(Path(args.html), report_dir, current, settings)
+    if args.json:
+        doc = hist.to_json(args.profile, shown, trends, settings, verdict, code, problems)
+        print(json.dumps(doc, indent=1))
+        return code
+    for line in hist.text(args.profile, shown, len(runs), trends, failed, code):
+        print(line)
+    if args.html is not None:
+        print(f"history site: {args.html}")
+    return code
 
 
 def _accept(args: argparse.Namespace) -> int:
@@ -1217,13 +1233,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     histp = sub.add_parser(
         "history",
-        help="each check's trend over the run records",
+        help="each check's trend over the run records, with change points",
         description=(
             "Read a profile's run records under --report-dir, oldest first, and show each "
-            "check's trend with its change points (a level that moved by more than "
-            "--tolerance) and drift. A corrupt record is named and skipped. Exit status: "
-            f"{outcome.EXIT_OK} no change point, {outcome.EXIT_REGRESSED} a change point or "
-            f"drift, {outcome.EXIT_USAGE} usage error (the table below)."
+            "check's trend with its change points: a level that moved by at least "
+            "--min-effect, significant over every check of the profile (the run verdict's "
+            "correction), with what changed in the recorded stack that night and the "
+            "perfsuite bisect command to run next. One bad night is an outlier, not a "
+            "change. Run numbers count the profile's runs. A corrupt record is named and "
+            f"skipped. Exit status: {outcome.EXIT_OK} no regression (improvements too, unless "
+            f"--fail-on improved), {outcome.EXIT_REGRESSED} a regression (or what --fail-on "
+            f"names), {outcome.EXIT_USAGE} usage error (the table below). See docs/history.md."
         ),
     )
     histp.add_argument(
@@ -1241,10 +1261,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     only_checks(histp)
     histp.add_argument(
+        "--min-effect",
         "--tolerance",
+        dest="min_effect",
         type=_fraction,
-        default=0.05,
-        help="smallest level change reported as a change point (default 0.05)",
+        metavar="FRACTION",
+        default=hist.DEFAULT_MIN_EFFECT,
+        help="smallest level change reported as a change point, a fraction between 0 and 1 "
+        f"(default {hist.DEFAULT_MIN_EFFECT})",
+    )
+    histp.add_argument(
+        "--alpha",
+        type=_fraction,
+        default=stats.ALPHA,
+        help=f"significance over the profile's checks, between 0 and 1 (default {stats.ALPHA})",
+    )
+    histp.add_argument(
+        "--correction",
+        choices=stats.CORRECTIONS,
+        default=stats.DEFAULT_CORRECTION,
+        help="fdr (Benjamini-Hochberg, the default) or holm (family-wise error)",
+    )
+    histp.add_argument(
+        "--fail-on",
+        type=_ab_fail_on,
+        default=frozenset({"regressed"}),
+        metavar="VERDICTS",
+        help=f"verdicts that make the exit status {outcome.EXIT_REGRESSED}: regressed, "
+        "improved, unknown (too few runs to judge), comma-separated (default: regressed)",
+    )
+    histp.add_argument(
+        "--last",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="only the last N runs of the profile, numbered as among all (default: all)",
+    )
+    histp.add_argument(
+        "--since",
+        type=hist.since_arg,
+        default=None,
+        metavar="DATE",
+        help="only runs created on or after DATE, ISO 8601: 2026-11-30 or "
+        "2026-11-30T06:00, UTC unless it says (default: all)",
+    )
+    histp.add_argument(
+        "--json",
+        action="store_true",
+        help="print the history as JSON (schema in docs/history.md) instead of the table "
+        "(default: the table)",
+    )
+    histp.add_argument(
+        "--html",
+        type=_path,
+        metavar="DIR",
+        help="also write the history site to DIR: an index and one self-contained page per "
+        "profile under --report-dir (default: none)",
     )
     histp.set_defaults(func=_history)
 

@@ -1,34 +1,50 @@
-"""Trends over a profile's run history, with change-point detection.
+"""Trends over a profile's run history: change points, what changed with them, and the exit.
 
-Pairwise comparisons miss gradual drift: each run is within tolerance of the last.  Over the
-whole series of per-run medians (log scale), PELT (``ruptures``) finds the points where the
-level shifts.  The penalty is BIC-like, 2·ln(n), on the series scaled by a robust noise
-estimate (the MAD of successive differences, which a step or a slow drift barely moves).  A
-change point is reported when the levels either side differ by more than the tolerance, and
-drift when the first and last segments do.
+Pairwise comparisons miss gradual drift and a level that moved a few nights ago: each run is
+within tolerance of the last.  Over each check's series of per-run medians, the level shifts
+are found by :mod:`perfsuite.changepoints` (one bad night is an outlier, never two changes),
+the p-values of every check of the profile form one family under the run verdict's
+correction, and each change is tied to what changed in the recorded stack that night
+(:mod:`perfsuite.attribution`).  Run numbers count the profile's runs, oldest first, so a
+check missing from the first runs keeps the night's number.
+
+The runs come from :func:`load_runs` (a folder of run records per profile); it is the one
+place that reads them.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from perfsuite import changepoints as cps
+from perfsuite import records, stats
+from perfsuite.attribution import Attribution, attribute
 from perfsuite.model import RunRecord
 
 SPARKS = "▁▂▃▄▅▆▇█"
-MIN_SEGMENT = 3
+JSON_SCHEMA_VERSION = 1
+NIGHTS_STEPS = (0.05, 0.10, 0.20)  # the steps whose nights-to-detect each check shows
+DEFAULT_MIN_EFFECT = 0.02
 
 
 @dataclass(frozen=True)
 class Point:
-    """One run's summary of one check."""
+    """One run's summary of one check; ``run`` counts the profile's runs from 1."""
 
     run_id: str
     created: str
     median: float
+    run: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,56 +59,180 @@ class Series:
 
 @dataclass(frozen=True)
 class ChangePoint:
-    """A shift in level: ``index`` is the first run of the new level."""
+    """A shift in level: ``index`` is the first point of the new level."""
 
     index: int
     ratio: float  # level after / level before, oriented so below 1 is worse
 
 
-def series(records: Sequence[RunRecord]) -> list[Series]:
-    """Each check's medians across runs, oldest first."""
+@dataclass(frozen=True)
+class Settings:
+    """What a history is judged with: the command's options."""
+
+    min_effect: float = DEFAULT_MIN_EFFECT
+    alpha: float = stats.ALPHA
+    correction: str = stats.DEFAULT_CORRECTION
+    checks: tuple[str, ...] = ()
+    last: int | None = None
+    since: dt.datetime | None = None
+    fail_on: tuple[str, ...] = ("regressed",)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as the ``--json`` document holds them."""
+        return {
+            "min_effect": self.min_effect,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "checks": list(self.checks),
+            "last": self.last,
+            "since": self.since.isoformat() if self.since else None,
+            "fail_on": list(self.fail_on),
+        }
+
+
+@dataclass(frozen=True)
+class Found:
+    """A change point of a check, placed among the profile's runs and attributed."""
+
+    change: cps.Change
+    run: int  # the profile's run number of the first run at the new level
+    run_id: str
+    created: str
+    attribution: Attribution
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One check's history, judged."""
+
+    series: Series
+    changes: tuple[Found, ...]
+    outliers: tuple[int, ...]  # run numbers set aside as one-off readings
+    spread: float  # robust run-to-run sd of log values
+    nights: tuple[int | None, ...]  # nights to find each of NIGHTS_STEPS, 95% of the time
+    verdict: str  # regressed, improved, steady or unknown (too few runs to judge)
+
+
+def load_runs(report_dir: Path, profile: str, problems: list[str]) -> list[RunRecord]:
+    """A profile's run records, oldest first; an unreadable one is skipped into ``problems``."""
+    return records.history(report_dir, profile, skip_unreadable=True, problems=problems)
+
+
+def numbered(runs: Sequence[RunRecord]) -> list[tuple[int, RunRecord]]:
+    """Each run with its number among the profile's runs (1 = the oldest)."""
+    return list(enumerate(runs, start=1))
+
+
+def window(
+    runs: Sequence[tuple[int, RunRecord]], *, last: int | None, since: dt.datetime | None
+) -> list[tuple[int, RunRecord]]:
+    """The runs ``--since`` and ``--last`` keep (both: the last N since the date)."""
+    kept = list(runs)
+    if since is not None:
+        kept = [(i, r) for i, r in kept if _created(r) >= since]
+    return kept[-last:] if last else kept
+
+
+def _created(record: RunRecord) -> dt.datetime:
+    value = dt.datetime.fromisoformat(record.created)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def series(records: Sequence[RunRecord], numbers: Sequence[int] | None = None) -> list[Series]:
+    """Each check's medians across runs, oldest first, with the runs' numbers."""
+    numbers = list(numbers) if numbers is not None else list(range(1, len(records) + 1))
     points: dict[str, list[Point]] = {}
     meta: dict[str, tuple[str, bool]] = {}
-    for record in records:
+    for number, record in zip(numbers, records, strict=True):
         for result in record.results:
             points.setdefault(result.id, []).append(
-                Point(record.run_id, record.created, result.summary.median)
+                Point(record.run_id, record.created, result.summary.median, number)
             )
             meta[result.id] = (result.unit, result.higher_is_better)
     return [Series(i, *meta[i], tuple(p)) for i, p in sorted(points.items())]
 
 
-def _segments_levels(log_values: np.ndarray, bounds: list[int]) -> list[float]:
-    starts = [0, *bounds[:-1]]
-    return [float(np.mean(log_values[s:e])) for s, e in zip(starts, bounds, strict=True)]
-
-
 def change_points(
     values: Sequence[float], *, higher_is_better: bool, tolerance: float
 ) -> tuple[list[ChangePoint], float | None]:
-    """Material level shifts in a series, and the drift first-to-last segment (or None)."""
-    if len(values) < 2 * MIN_SEGMENT:
-        return [], None
-    import ruptures
+    """Level shifts of one series (its own family), and the drift first to last level.
 
-    logs = np.log(np.asarray(values, dtype=float))
-    diffs = np.diff(logs)
-    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2)
-    sigma = max(sigma, 1e-3)  # a perfectly flat series: shifts below 0.1% are not change
-    algo = ruptures.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(logs / sigma)
-    bounds = algo.predict(pen=2 * math.log(len(values)))
-    levels = _segments_levels(logs, bounds)
-    sign = 1 if higher_is_better else -1
-    found = []
-    for k in range(1, len(levels)):
-        ratio = math.exp(sign * (levels[k] - levels[k - 1]))
-        if abs(ratio - 1) > tolerance:
-            found.append(ChangePoint(bounds[k - 1], ratio))
-    # With a single step the drift is that step; it says something new only over several.
-    drift = math.exp(sign * (levels[-1] - levels[0])) if len(levels) > 2 else None
-    if drift is not None and abs(drift - 1) <= tolerance:
-        drift = None
-    return found, drift
+    The drift (None unless there are two changes or more, and it exceeds ``tolerance``)
+    says something the single steps do not: where a series of small steps has taken it.
+    """
+    found = cps.detect(values, higher_is_better=higher_is_better, min_effect=tolerance)
+    out = [ChangePoint(c.index, c.ratio) for c in found]
+    drift = None
+    if len(found) > 1:
+        drift = math.prod(c.ratio for c in found)
+        if abs(drift - 1) <= tolerance:
+            drift = None
+    return out, drift
+
+
+def trends(runs: Sequence[tuple[int, RunRecord]], settings: Settings) -> list[Trend]:
+    """Every check's trend over ``runs`` (numbered), judged as one family."""
+    checks, min_effect, alpha = settings.checks, settings.min_effect, settings.alpha
+    correction = settings.correction
+    by_id = {r.run_id: r for _, r in runs}
+    chosen = [
+        s
+        for s in series([r for _, r in runs], [i for i, _ in runs])
+        if not checks or any(k in s.id for k in checks)
+    ]
+    scans = [
+        cps.scan(
+            [p.median for p in s.points],
+            higher_is_better=s.higher_is_better,
+            min_effect=min_effect,
+            alpha=alpha,
+        )
+        for s in chosen
+    ]
+    family = max(1, sum(len(s.p_values) for s in scans))
+    out = []
+    for s, scan, found in zip(
+        chosen, scans, cps.significant(scans, alpha=alpha, correction=correction), strict=True
+    ):
+        placed = tuple(_placed(s, c, scan.outliers, by_id) for c in found)
+        nights = tuple(
+            cps.nights_to_detect(
+                scan.spread, step, before=len(s.points), min_effect=min_effect, alpha=alpha / family
+            )
+            for step in NIGHTS_STEPS
+        )
+        outliers = tuple(s.points[i].run for i in scan.outliers)
+        out.append(Trend(s, placed, outliers, scan.spread, nights, _verdict(scan, placed)))
+    return out
+
+
+def _verdict(scan: cps.Scan, found: Sequence[Found]) -> str:
+    if scan.n < cps.MIN_POINTS:
+        return "unknown"
+    directions = {f.change.direction for f in found}
+    return (
+        "regressed" if "regressed" in directions else directions.pop() if directions else "steady"
+    )
+
+
+def _placed(
+    s: Series, change: cps.Change, outliers: Sequence[int], by_id: dict[str, RunRecord]
+) -> Found:
+    """A change among the profile's runs, attributed to the last steady run before it."""
+    after = s.points[change.index]
+    k = change.index - 1
+    while k > 0 and k in outliers:
+        k -= 1
+    before = s.points[k]
+    why = attribute(
+        by_id[before.run_id], by_id[after.run_id], check=s.id, direction=change.direction
+    )
+    return Found(change, after.run, after.run_id, after.created, why)
+
+
+def exit_verdicts(trends_: Sequence[Trend]) -> set[str]:
+    """The verdicts the shown checks reached (what ``--fail-on`` is matched against)."""
+    return {t.verdict for t in trends_}
 
 
 def sparkline(values: Sequence[float]) -> str:
@@ -101,3 +241,172 @@ def sparkline(values: Sequence[float]) -> str:
     if hi == lo:
         return SPARKS[3] * len(values)
     return "".join(SPARKS[round((v - lo) / (hi - lo) * (len(SPARKS) - 1))] for v in values)
+
+
+def to_json(
+    profile: str,
+    runs: Sequence[tuple[int, RunRecord]],
+    trends_: Sequence[Trend],
+    settings: Settings,
+    verdict: str,
+    exit_status: int,
+    problems: Sequence[str],
+) -> dict[str, Any]:
+    """The ``--json`` document (its schema is in docs/history.md)."""
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "profile": profile,
+        "runs": len(runs),
+        "first_run": runs[0][0] if runs else None,
+        "last_run": runs[-1][0] if runs else None,
+        "from": runs[0][1].created if runs else None,
+        "to": runs[-1][1].created if runs else None,
+        "settings": settings.to_json(),
+        "verdict": verdict,
+        "exit_status": exit_status,
+        "skipped_records": list(problems),
+        "checks": [_trend_json(t) for t in trends_],
+    }
+
+
+def _trend_json(t: Trend) -> dict[str, Any]:
+    s = t.series
+    outliers = set(t.outliers)
+    return {
+        "id": s.id,
+        "unit": s.unit,
+        "higher_is_better": s.higher_is_better,
+        "verdict": t.verdict,
+        "spread": t.spread,
+        "nights_to_detect": {
+            f"{step:g}": n for step, n in zip(NIGHTS_STEPS, t.nights, strict=True)
+        },
+        "points": [
+            {
+                "run": p.run,
+                "run_id": p.run_id,
+                "created": p.created,
+                "value": p.median,
+                "outlier": p.run in outliers,
+            }
+            for p in s.points
+        ],
+        "changes": [_found_json(f) for f in t.changes],
+    }
+
+
+def _found_json(f: Found) -> dict[str, Any]:
+    c, a = f.change, f.attribution
+    return {
+        "run": f.run,
+        "run_id": f.run_id,
+        "created": f.created,
+        "direction": c.direction,
+        "before": c.before,
+        "after": c.after,
+        "ratio": c.ratio,
+        "interval": [c.low, c.high],
+        "p_value": c.p_value,
+        "attribution": {
+            "before_run_id": a.before_run,
+            "after_run_id": a.after_run,
+            "nothing_changed": not a.changes,
+            "changes": [{"key": e.key, "old": e.old, "new": e.new} for e in a.changes],
+            "bisect": list(a.bisect),
+            "notes": list(a.notes),
+        },
+    }
+
+
+def since_arg(text: str) -> dt.datetime:
+    """``--since``: an ISO date (or date and time; UTC unless it says)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO date such as 2026-11-30 (or 2026-11-30T06:00), got {text[:40]!r}"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def spark_of(values: Sequence[float], width: int = 60) -> str:
+    """:func:`sparkline` of every value, each character the median of its share of runs."""
+    if len(values) <= width:
+        return sparkline(values)
+    edges = [round(i * len(values) / width) for i in range(width + 1)]
+    return sparkline([float(np.median(values[a:b])) for a, b in itertools.pairwise(edges)])
+
+
+def _nights_text(nights: Sequence[int | None]) -> str:
+    return "/".join("-" if n is None else str(n) for n in nights)
+
+
+def table(trends_: Sequence[Trend], short: Any) -> list[tuple[str, ...]]:
+    """The terminal table: one row per check, over the runs shown."""
+    steps = "/".join(f"{s:.0%}" for s in NIGHTS_STEPS)
+    rows: list[tuple[str, ...]] = [
+        ("check", "runs", "first", "last", "trend", f"nights {steps}", "change points")
+    ]
+    for t in trends_:
+        s = t.series
+        values = [p.median for p in s.points]
+        notes = [f"run {f.run}: {f.change.ratio - 1:+.1%} {f.change.direction}" for f in t.changes]
+        if t.verdict == "unknown":
+            notes = [f"too few runs to judge (fewer than {cps.MIN_POINTS})"]
+        rows.append(
+            (
+                short(s.id),
+                str(len(values)),
+                f"{values[0]:.4g} {s.unit}",
+                f"{values[-1]:.4g} {s.unit}",
+                spark_of(values),
+                _nights_text(t.nights),
+                "; ".join(notes) or "-",
+            )
+        )
+    return rows
+
+
+def details(trends_: Sequence[Trend], short: Any) -> list[str]:
+    """Each change point: size, interval, p, the run it starts at, and what changed."""
+    out = []
+    for t in trends_:
+        for f in t.changes:
+            c = f.change
+            out.append(
+                f"{c.direction}: {short(t.series.id)} at run {f.run} ({f.run_id}, {f.created}): "
+                f"{c.ratio - 1:+.1%} (95% CI {c.low - 1:+.1%} to {c.high - 1:+.1%}, "
+                f"p {c.p_value:.2g}), {c.before:.4g} -> {c.after:.4g} {t.series.unit}"
+            )
+            out += [f"    {line}" for line in f.attribution.lines()]
+        if t.outliers:
+            runs = ", ".join(str(r) for r in t.outliers[:8])
+            more = f" and {len(t.outliers) - 8} more" if len(t.outliers) > 8 else ""
+            out.append(f"outliers: {short(t.series.id)}: run(s) {runs}{more} set aside")
+    return out
+
+
+def text(
+    profile: str,
+    shown: Sequence[tuple[int, RunRecord]],
+    total_runs: int,
+    trends_: Sequence[Trend],
+    failed: Sequence[str],
+    code: int,
+) -> list[str]:
+    """The terminal output: the range, the table, each change point, the summary."""
+    from perfsuite.report.terminal import format_table, printable, short_id
+
+    (first, a), (last, b) = shown[0], shown[-1]
+    out = [
+        f"profile {profile}: {len(shown)} runs (runs {first}-{last} of {total_runs}), "
+        f"{a.created} .. {b.created}"
+    ]
+    out += format_table(table(trends_, short_id))
+    out += [printable(line) for line in details(trends_, short_id)]
+    counts = Counter(t.verdict for t in trends_)
+    summary = ", ".join(
+        f"{counts[k]} {k}" for k in ("regressed", "improved", "unknown", "steady") if counts[k]
+    )
+    fails = f"; fails on {', '.join(failed)}" if failed else ""
+    return [*out, f"\nhistory: {summary or 'no check'}{fails} (exit {code})"]
