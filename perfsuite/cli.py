@@ -19,7 +19,7 @@ import argparse
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -664,26 +664,7 @@ def _round_options(p: argparse.ArgumentParser, command: str) -> None:
         default=None,
         help="smallest change that counts, a fraction such as 0.05 (default: each check's own)",
     )
-    p.add_argument(
-        "--alpha",
-        type=_fraction,
-        default=stats.ALPHA,
-        help=f"significance (default: {stats.ALPHA})",
-    )
-    p.add_argument(
-        "--correction",
-        choices=stats.CORRECTIONS,
-        default=stats.DEFAULT_CORRECTION,
-        help="fdr (Benjamini-Hochberg) or holm (default: fdr)",
-    )
-    p.add_argument(
-        "--fail-on",
-        type=_ab_fail_on,
-        default=frozenset({"regressed"}),
-        metavar="VERDICTS",
-        help="verdicts that make the exit status 1: regressed, improved, unknown, "
-        "comma-separated (default: regressed)",
-    )
+    _add_family_options(p, "significance", _ab_fail_on, "regressed, improved, unknown")
     p.add_argument(
         "--a-env",
         action="append",
@@ -766,6 +747,36 @@ def _round_options(p: argparse.ArgumentParser, command: str) -> None:
         metavar="-- PYTEST ARGS",
         help="everything after -- goes to pytest on both sides: the suite and its selection "
         "(default: suites/ where there is one)",
+    )
+
+
+def _add_family_options(
+    parser: argparse.ArgumentParser,
+    alpha_help: str,
+    fail_on: Callable[[str], frozenset[str]],
+    names: str,
+) -> None:
+    """--alpha, --correction and --fail-on: how a command judges a family and what fails it."""
+    parser.add_argument(
+        "--alpha",
+        type=_fraction,
+        default=stats.ALPHA,
+        help=f"{alpha_help}, between 0 and 1 (default: {stats.ALPHA})",
+    )
+    parser.add_argument(
+        "--correction",
+        choices=stats.CORRECTIONS,
+        default=stats.DEFAULT_CORRECTION,
+        help="fdr (Benjamini-Hochberg) or holm (family-wise error) (default: "
+        f"{stats.DEFAULT_CORRECTION})",
+    )
+    parser.add_argument(
+        "--fail-on",
+        type=fail_on,
+        default=frozenset({"regressed"}),
+        metavar="VERDICTS",
+        help=f"what makes the exit status {outcome.EXIT_REGRESSED}: {names}, comma-separated "
+        "(default: regressed)",
     )
 
 
@@ -1149,25 +1160,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the tolerance B was judged with (a fraction between 0 and 1; "
         "default: each check's own, as B was judged)",
     )
-    comp.add_argument(
-        "--alpha",
-        type=_fraction,
-        default=stats.ALPHA,
-        help=f"significance level, between 0 and 1 (default {stats.ALPHA})",
-    )
-    comp.add_argument(
-        "--correction",
-        choices=stats.CORRECTIONS,
-        default=stats.DEFAULT_CORRECTION,
-        help="fdr (Benjamini-Hochberg, the default) or holm (family-wise error)",
-    )
-    comp.add_argument(
-        "--fail-on",
-        type=_fail_on,
-        default=frozenset({"regressed"}),
-        metavar="OUTCOMES",
-        help=f"outcomes that make the exit status {outcome.EXIT_REGRESSED} (default: regressed)",
-    )
+    _add_family_options(comp, "significance level", _fail_on, ", ".join(outcome.CHOOSABLE))
     comp.add_argument(
         "--passes",
         type=_positive,
@@ -1270,25 +1263,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="smallest level change reported as a change point, a fraction between 0 and 1 "
         f"(default {hist.DEFAULT_MIN_EFFECT})",
     )
-    histp.add_argument(
-        "--alpha",
-        type=_fraction,
-        default=stats.ALPHA,
-        help=f"significance over the profile's checks, between 0 and 1 (default {stats.ALPHA})",
-    )
-    histp.add_argument(
-        "--correction",
-        choices=stats.CORRECTIONS,
-        default=stats.DEFAULT_CORRECTION,
-        help="fdr (Benjamini-Hochberg, the default) or holm (family-wise error)",
-    )
-    histp.add_argument(
-        "--fail-on",
-        type=_ab_fail_on,
-        default=frozenset({"regressed"}),
-        metavar="VERDICTS",
-        help=f"verdicts that make the exit status {outcome.EXIT_REGRESSED}: regressed, "
-        "improved, unknown (too few runs to judge), comma-separated (default: regressed)",
+    _add_family_options(
+        histp,
+        "significance over the profile's checks",
+        _ab_fail_on,
+        "regressed, improved, unknown (too few runs to judge)",
     )
     histp.add_argument(
         "--last",
