@@ -19,19 +19,27 @@ from __future__ import annotations
 import datetime as dt
 import html as html_mod
 import math
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfsuite import noise
 from perfsuite.fleet import judge as fj
-from perfsuite.fleet.aggregate import CONFIRM_DIR, Matrix, Taint, Unit
+from perfsuite.fleet.aggregate import Matrix, Taint, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
-from perfsuite.fleet.run import DEFAULT_TIMEOUT_S
+from perfsuite.fleet.rerun import (
+    AGAIN,
+    CONFIRMATIONS,
+    confirm_again,
+    node_name,
+    rechecked_rows,
+    rerun_commands,
+    rerun_hosts,
+    rerun_rows,
+    slow_rows,
+)
 from perfsuite.fleet.status import NodeStatus, where
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
@@ -169,18 +177,6 @@ def _cell(p: ProfileFleet, unit: int, col: int) -> str:
     )
 
 
-def slow_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.SlowUnit]]:
-    """Every flagged unit of every profile, worst first."""
-    rows = [(p, s) for p in fleet.profiles for s in p.slow]
-    return sorted(rows, key=lambda ps: (ps[1].worst_ratio, ps[1].worst_z))
-
-
-def rerun_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.RerunUnit]]:
-    """Every unit to rerun of every profile, worst first (unjudged ones last)."""
-    rows = [(p, r) for p in fleet.profiles for r in p.rerun]
-    return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
-
-
 def _worst(ratio: float) -> str:
     return f"{ratio - 1:+.0%}" if math.isfinite(ratio) else "-"
 
@@ -270,80 +266,13 @@ _LEAD = {
     fj.Verdict.MISSING: fj.Recheck.MISSING,
     fj.Verdict.UNJUDGED: fj.Recheck.UNJUDGED,
 }
-_AGAIN = (fj.Verdict.RERUN, fj.Verdict.MISSING)  # a rerun of these may settle them
-# The reruns that settle a drain: with heavy-tailed noise a large fleet's healthy node is
-# now and then confirmed by one rerun, seldom by two (lab/measurements.md, 2026-11-28).
-CONFIRMATIONS = 2
-
-
-def node_name(unit: Unit) -> str:
-    """How Slurm and a hostfile name a unit's node: its host's short name, else its label."""
-    return unit.node
-
-
-def confirm_again(fleet: Fleet) -> list[tuple[ProfileFleet, fj.Rechecked]]:
-    """The drained candidates fewer than ``CONFIRMATIONS`` reruns confirmed, worst first."""
-    rows = rechecked_rows(fleet, fj.Verdict.CONFIRMED)
-    return [(p, r) for p, r in rows if r.confirmations < CONFIRMATIONS]
-
-
-def rerun_hosts(fleet: Fleet) -> list[str]:
-    """The nodes to run again: the candidates (unconfirmed), else the ones left to rerun.
-
-    After a rerun, those are the candidates it left unsettled, and those confirmed by fewer
-    than ``CONFIRMATIONS`` reruns.
-    """
-    if fleet.confirmed:
-        units = [(p, r.unit) for p in fleet.profiles for r in p.verdict_of(*_AGAIN)]
-        units += [(p, r.unit) for p, r in confirm_again(fleet)]
-    else:
-        units = [(p, s.unit) for p in fleet.profiles for s in p.slow]
-        units += [(p, r.unit) for p in fleet.profiles for r in p.rerun]
-    return sorted({node_name(p.matrix.units[u]) for p, u in units})
-
-
-def next_confirm_dir(fleet: Fleet) -> Path:
-    """Where the next rerun goes: ``DIR/confirm``, then ``DIR/confirm-2``, ..."""
-    k = len(fleet.confirm)
-    return fleet.directory / (CONFIRM_DIR if not k else f"{CONFIRM_DIR}-{k + 1}")
-
-
-def rerun_commands(fleet: Fleet) -> list[str]:
-    """The commands that run the nodes of :func:`rerun_hosts` again and judge that rerun.
-
-    The first run's options come from its ``fleet-run.json``; without it, ``PYTEST_ARGS``
-    stands for its pytest arguments.
-    """
-    hosts = rerun_hosts(fleet)
-    if not hosts:
-        return []
-    target = next_confirm_dir(fleet)
-    run = ["perfsuite", "fleet", "run", "--nodelist", ",".join(hosts), "--dir", str(target)]
-    a = fleet.asked
-    if a is None:
-        run_text = shlex.join(run) + " -- PYTEST_ARGS"
-    else:
-        run += ["--tasks-per-node", str(a.tasks_per_node)] if a.tasks_per_node != 1 else []
-        run += ["--timeout", f"{a.timeout_s:g}"] if a.timeout_s != DEFAULT_TIMEOUT_S else []
-        run += ["--hostfile", str(a.hostfile)] if a.hostfile is not None else []
-        run += [f"--launcher-arg={x}" for x in a.launcher_args]
-        run_text = shlex.join([*run, "--", *a.pytest_args])
-    report = ["perfsuite", "fleet", "report", str(fleet.directory)]
-    for d in (*fleet.confirm, target):
-        report += ["--confirm", str(d)]
-    default = fj.Rule()
-    r = fleet.rule
-    report += ["--alpha", f"{r.alpha:g}"] if r.alpha != default.alpha else []
-    report += ["--tolerance", f"{r.tolerance:g}"] if r.tolerance != default.tolerance else []
-    report += ["--min-spread", f"{r.min_spread:g}"] if r.min_spread != default.min_spread else []
-    return [run_text, shlex.join(report)]
 
 
 def _rerun_advice(fleet: Fleet) -> str:
     n = len(rerun_hosts(fleet))
     if fleet.confirmed:
         twice = len({node_name(p.matrix.units[r.unit]) for p, r in confirm_again(fleet)})
-        left = [p.matrix.units[r.unit] for p in fleet.profiles for r in p.verdict_of(*_AGAIN)]
+        left = [p.matrix.units[r.unit] for p in fleet.profiles for r in p.verdict_of(*AGAIN)]
         unsettled = len({node_name(u) for u in left})
         parts = [f"settle the {_n(unsettled, 'node')} left to rerun"] if unsettled else []
         if twice:
@@ -399,12 +328,6 @@ def _confirmed_verdict_line(fleet: Fleet) -> str:
     if rerun:
         parts.append(f"{rerun} to rerun again")
     return _verdict_text(fleet, word, parts)
-
-
-def rechecked_rows(fleet: Fleet, *verdicts: fj.Verdict) -> list[tuple[ProfileFleet, fj.Rechecked]]:
-    """The candidates of every profile whose rerun gave one of ``verdicts``, worst first."""
-    rows = [(p, r) for p in fleet.profiles for r in p.verdict_of(*verdicts)]
-    return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
 
 
 def judged_by(r: fj.Rechecked) -> str:
