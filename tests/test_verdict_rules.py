@@ -1001,3 +1001,23 @@ def test_a_check_timed_like_a_baseline_run_is_not_flagged(now: str, then: tuple[
     from perfsuite.judge import timer_unlike
 
     assert timer_unlike(now, _timed_entry(*then)) is None
+
+
+def test_the_session_verdict_is_stated_on_each_junit_suite(tmp_path: Path) -> None:
+    """The third rewrite: each test suite carries the session's verdict and headline, once."""
+    from collections import Counter
+
+    from perfsuite.late import state_junit
+
+    path = tmp_path / "junit.xml"
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite tests="1">'
+        '<testcase classname="x" name="y"/></testsuite></testsuites>'
+    )
+    verdict = outcome.SessionVerdict("interrupted", Counter({"pass": 1}))
+    assert state_junit(path, verdict) and state_junit(path, verdict)  # rewriting twice: once
+    props = [(p.get("name"), p.get("value")) for p in ET.parse(path).iter("property")]
+    assert props == [("perfsuite_verdict", "interrupted"), ("perfsuite_headline", verdict.headline)]
+    path.write_text("<not xml")
+    assert not state_junit(path, verdict)
+    assert not state_junit(tmp_path / "missing.xml", verdict)
