@@ -43,7 +43,8 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry, did_you_mean
 from perfsuite.model import RunRecord
-from perfsuite.report.explain import CORRECTION_NAMES, young_baseline_note
+from perfsuite.report import history_text
+from perfsuite.report.explain import CORRECTION_NAMES, explained_record, young_baseline_note
 from perfsuite.report.terminal import format_table, printable, short_id
 from perfsuite.settings import duration
 from perfsuite.storage import check_target, same_file, write_json_atomic, write_text_atomic
@@ -165,7 +166,7 @@ def _compare(args: argparse.Namespace) -> int:
         "before; "
         f"{CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
     )
-    judged = compared_record(b, rows, args.tolerance, args.correction)
+    judged = explained_record(compared_record(b, rows, args.tolerance, args.correction))
     reasons = {r.id: r.baseline.reason for r in judged.results}
     by_id = {row.id: row for row in rows}
     rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
@@ -311,7 +312,7 @@ def _history(args: argparse.Namespace) -> int:
     if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
         raise PerfsuiteError(f"--html {args.html}: not a directory; name a directory for the site")
     problems: list[str] = []
-    runs = hist.load_runs(report_dir, args.profile, problems)
+    runs = records.history(report_dir, args.profile, skip_unreadable=True, problems=problems)
     if not args.json:
         for problem in problems:
             print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
@@ -348,7 +349,7 @@ def _history(args: argparse.Namespace) -> int:
         doc = hist.to_json(args.profile, shown, trends, settings, verdict, code, problems)
         print(json.dumps(doc, indent=1))
         return code
-    for line in hist.text(args.profile, shown, len(runs), trends, failed, code):
+    for line in history_text.text(args.profile, shown, len(runs), trends, failed, code):
         print(line)
     if args.html is not None:
         print(f"history site: {args.html}")

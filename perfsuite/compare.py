@@ -374,17 +374,16 @@ def compared_record(
     """Run B with each compared result's baseline verdict replaced by the A/B verdict.
 
     ``tolerance`` is the one the comparison applied, when given (else B's own, as there);
-    ``correction`` the one it corrected with.  Each result is explained in words.
+    ``correction`` the one it corrected with.  The report words them
+    (:func:`perfsuite.report.explain.explained_record`).
     """
-    from perfsuite.report.explain import explained
-
     by_id = {row.id: row for row in rows}
     results = []
     for r in b.results:
         row = by_id.get(r.id)
         if row is None:
             fresh = replace(r, baseline=BaselineVerdict("new", why=Why(Because.NOT_IN_RUN_A)))
-            results.append(explained(fresh.with_outcome(outcome.of(fresh))))
+            results.append(fresh.with_outcome(outcome.of(fresh)))
             continue
         c = row.comparison
         verdict = stats.verdict_of(
@@ -401,5 +400,5 @@ def compared_record(
             bound_because=row.bound_because,
         )
         judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
-        results.append(explained(judged.with_outcome(outcome.of(judged))))
+        results.append(judged.with_outcome(outcome.of(judged)))
     return replace(b, results=tuple(results))

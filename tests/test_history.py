@@ -22,6 +22,7 @@ from perfsuite.attribution import NOTHING
 from perfsuite.cli import main
 from perfsuite.outcome import EXIT_OK, EXIT_REGRESSED, EXIT_USAGE
 from perfsuite.records import load_record
+from perfsuite.report import history_text
 from perfsuite.storage import write_json_atomic
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-a-tf220.json"
@@ -226,11 +227,11 @@ def test_the_sparkline_covers_the_runs_the_first_and_last_columns_do(
     root = write_nights(tmp_path, [40.0] * 30 + [34.0] * 90)
     main(["history", "--report-dir", str(root), "-k", "numpy"])
     row = next(line for line in capsys.readouterr().out.splitlines() if NUMPY in line)
-    spark = next(word for word in row.split() if set(word) <= set(hist.SPARKS))
+    spark = next(word for word in row.split() if set(word) <= set(history_text.SPARKS))
     assert len(spark) == 60  # 120 runs, two to a character
     # The first 15 characters are the 30 runs before the step (high), the rest after (low).
-    assert min(hist.SPARKS.index(c) for c in spark[:15]) >= 5
-    assert max(hist.SPARKS.index(c) for c in spark[15:]) <= 2
+    assert min(history_text.SPARKS.index(c) for c in spark[:15]) >= 5
+    assert max(history_text.SPARKS.index(c) for c in spark[15:]) <= 2
 
 
 def test_a_short_history_is_unknown_and_fails_only_when_asked(tmp_path: Path) -> None:

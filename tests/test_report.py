@@ -15,6 +15,7 @@ from perfsuite.compare import compare_runs, compared_record
 from perfsuite.model import ReferenceChange
 from perfsuite.records import load_record
 from perfsuite.report.charts import CHARTS
+from perfsuite.report.explain import explained_record
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 
@@ -42,7 +43,7 @@ def ab_record():
     base = load_record(FIXTURES / "report-baseline.json")
     run = load_record(FIXTURES / "report-run.json")
     rows, _, _ = compare_runs(repeated(base), run)
-    return base, compared_record(run, rows)
+    return base, explained_record(compared_record(run, rows))
 
 
 def test_report_answers_the_first_screen_questions() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from perfsuite.compare import compare_runs, compared_record
 from perfsuite.records import load_record
+from perfsuite.report.explain import explained_record
 from perfsuite.report.html import render
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -72,7 +73,7 @@ def report(
     base = before[-1]
     run = load_record(FIXTURES / "report-run.json")
     rows, _, _ = compare_runs(before, run)
-    judged = compared_record(run, rows)
+    judged = explained_record(compared_record(run, rows))
     hostile = '<script>document.title="pwned"</script><img src=x onerror="document.title=1">'
     first = replace(judged.results[0], params={**judged.results[0].params, "note": hostile})
     env = {**judged.environment, "variables": {"TF_NOTE": hostile}}

@@ -24,6 +24,7 @@ from perfsuite.model import (
     LinkSubset,
     NoiseFlag,
     Result,
+    RunRecord,
 )
 
 CORRECTION_NAMES = {"fdr": "Benjamini-Hochberg", "holm": "Holm"}
@@ -39,6 +40,11 @@ def explained(result: Result, profile: str = "") -> Result:
         base = replace(base, reason=verdict_reason(base, result.unit))
         result = replace(result, baseline=base)
     return result.with_outcome(result.outcome, explain(result, profile))
+
+
+def explained_record(record: RunRecord) -> RunRecord:
+    """The record with every result :func:`explained` (a comparison's verdicts, in words)."""
+    return replace(record, results=tuple(explained(r) for r in record.results))
 
 
 def verdict_reason(verdict: BaselineVerdict, unit: str = "") -> str:

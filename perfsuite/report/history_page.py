@@ -145,7 +145,7 @@ def write_site(
         if name == current[0]:
             _, shown, total, trends = current
         else:
-            runs = hist.load_runs(report_dir, name, [])
+            runs = records.history(report_dir, name, skip_unreadable=True, problems=[])
             shown = hist.window(hist.numbered(runs), last=settings.last, since=settings.since)
             if not shown:
                 continue
