@@ -814,13 +814,14 @@ def _fleet_report(args: argparse.Namespace) -> int:
     )
     check_outputs(directory, confirm, drain, html)
     from perfsuite.report import fleet as report
+    from perfsuite.report import fleet_page
 
     rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
     fleet = assess(directory, rule, confirm=confirm)
     try:
         write_json_atomic(drain, report.drain_list(fleet))
         if html is not None:
-            write_text_atomic(html, report.page(fleet))
+            write_text_atomic(html, fleet_page.page(fleet))
     except OSError as exc:
         raise PerfsuiteError(f"perfsuite fleet report: cannot write: {exc}") from None
     for line in report.terminal_lines(fleet, str(drain), "" if html is None else str(html)):

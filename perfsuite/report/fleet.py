@@ -1,8 +1,8 @@
-"""The fleet's reports: the terminal list of slow nodes, the drain list, the HTML page.
+"""The fleet's reports in words: the terminal list of slow nodes, and the drain list.
 
 Every sentence about a fleet verdict is written here, from the typed results of
-:mod:`perfsuite.fleet.assess`.  At 10,000 nodes the page stays readable: the heat map
-shows the worst nodes, the tables name the flagged ones, and the rest are one line.
+:mod:`perfsuite.fleet.assess`; :mod:`perfsuite.report.fleet_page` draws the page with them,
+and :mod:`perfsuite.fleet.rerun` chooses the nodes to rerun and their commands.
 
 Nodes whose slow-looking readings their own runs flagged (foreign load, a throttled GPU) are
 never drained: they are listed to rerun, in the terminal, on the page and in the drain
@@ -17,7 +17,6 @@ listed to rerun again.
 from __future__ import annotations
 
 import datetime as dt
-import html as html_mod
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,11 +46,6 @@ from perfsuite.report.terminal import format_table, short_id
 DRAIN_VERSION = 1
 # Slow nodes the terminal names, worst first (all of them are in the drain list).
 TERMINAL_ROWS = 40
-# Rows and columns of the heat map; strip plots drawn; table rows on the page.
-HEAT_ROWS = 50
-HEAT_COLUMNS = 60
-STRIPS = 12
-PAGE_ROWS = 500
 _FAIL = FLOOR_VERDICTS.index("fail")
 _REGRESSED = BASELINE_VERDICTS.index("regressed")
 # How the drain list names each kind of taint.
@@ -71,11 +65,11 @@ class NodeHealth:
     regressed: tuple[str, ...]
 
 
-def _n(count: int, noun: str) -> str:
+def counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _times(ratio: float) -> str:
+def times(ratio: float) -> str:
     return f"{ratio:.2f}x"
 
 
@@ -108,17 +102,17 @@ def _taint_words(m: Matrix, unit: int, col: int) -> str:
     return "; ".join(words)
 
 
-def _rerun_cell(p: ProfileFleet, unit: int, col: int) -> str:
+def rerun_cell(p: ProfileFleet, unit: int, col: int) -> str:
     ratio = float(p.judgement.ratio[unit, col])
     where = (
-        _times(ratio)
+        times(ratio)
         if math.isfinite(ratio)
         else f"not judged without it (fewer than {fj.MIN_UNITS} untainted)"
     )
     return f"{short_id(p.matrix.checks[col].id)} {where}"
 
 
-def _rerun_flags(p: ProfileFleet, r: fj.RerunUnit) -> str:
+def rerun_flags(p: ProfileFleet, r: fj.RerunUnit) -> str:
     """Each distinct reason its run flagged the readings to rerun, once."""
     return "; ".join(dict.fromkeys(taint_text(p, r.unit, c) for c in r.checks))
 
@@ -144,40 +138,40 @@ def profile_line(p: ProfileFleet) -> str:
     """One profile's size and the threshold a lone slow cell must pass."""
     m, j = p.matrix, p.judgement
     head = (
-        f"profile {m.profile}: {_n(m.nodes, 'node')}"
+        f"profile {m.profile}: {counted(m.nodes, 'node')}"
         + (
-            f" ({_n(len(m.units), 'unit')}: each task and GPU apart)"
+            f" ({counted(len(m.units), 'unit')}: each task and GPU apart)"
             if len(m.units) != m.nodes
             else ""
         )
-        + f" x {_n(len(m.checks), 'check')}"
+        + f" x {counted(len(m.checks), 'check')}"
     )
     if not p.judged:
         return f"{head}: too few to judge (needs {fj.MIN_UNITS})"
     z1 = fj.first_threshold(j.family, j.rule.alpha, int(j.count.max(initial=0)))
     tainted = int(j.tainted.sum())
     left_out = (
-        f"; {_n(tainted, 'reading')} flagged by {'its' if tainted == 1 else 'their'} own runs "
-        f"left out, {_n(len(p.rerun), 'unit')} to rerun"
+        f"; {counted(tainted, 'reading')} flagged by {'its' if tainted == 1 else 'their'} own runs "
+        f"left out, {counted(len(p.rerun), 'unit')} to rerun"
         if tainted
         else ""
     )
     return (
         f"{head}; {j.family} cells judged; a lone slow cell needs z <= {z1:.2f} and a figure "
-        f"below {1 - j.rule.tolerance:.2f}x the fleet median; {_n(len(p.slow), 'unit')} flagged"
-        + left_out
+        f"below {1 - j.rule.tolerance:.2f}x the fleet median; "
+        f"{counted(len(p.slow), 'unit')} flagged" + left_out
     )
 
 
-def _cell(p: ProfileFleet, unit: int, col: int) -> str:
+def cell_words(p: ProfileFleet, unit: int, col: int) -> str:
     j = p.judgement
     return (
-        f"{short_id(p.matrix.checks[col].id)} {_times(float(j.ratio[unit, col]))} "
+        f"{short_id(p.matrix.checks[col].id)} {times(float(j.ratio[unit, col]))} "
         f"(z {float(j.z[unit, col]):.1f})"
     )
 
 
-def _worst(ratio: float) -> str:
+def worst_words(ratio: float) -> str:
     return f"{ratio - 1:+.0%}" if math.isfinite(ratio) else "-"
 
 
@@ -212,7 +206,7 @@ def verdict_line(fleet: Fleet) -> str:
     if fleet.confirmed:
         return _confirmed_verdict_line(fleet)
     slow = _nodes([(p, s.unit) for p in fleet.profiles for s in p.slow])
-    parts = [_n(slow, "unconfirmed slow node")] if slow else []
+    parts = [counted(slow, "unconfirmed slow node")] if slow else []
     if fleet.failed:
         parts.append(f"{fleet.failed_nodes} failed")
     word = _verdict_word(fleet, parts, "no node flagged")
@@ -244,7 +238,7 @@ def _verdict_word(fleet: Fleet, parts: list[str], none_found: str) -> str:
 def _verdict_text(fleet: Fleet, word: str, parts: list[str]) -> str:
     return (
         f"perfsuite fleet: {word} ({', '.join(parts) or 'no node flagged'}) of "
-        f"{_n(fleet.all_nodes, 'node')} (exit {fleet.exit_status})"
+        f"{counted(fleet.all_nodes, 'node')} (exit {fleet.exit_status})"
     )
 
 
@@ -268,22 +262,22 @@ _LEAD = {
 }
 
 
-def _rerun_advice(fleet: Fleet) -> str:
+def rerun_advice(fleet: Fleet) -> str:
     n = len(rerun_hosts(fleet))
     if fleet.confirmed:
         twice = len({node_name(p.matrix.units[r.unit]) for p, r in confirm_again(fleet)})
         left = [p.matrix.units[r.unit] for p in fleet.profiles for r in p.verdict_of(*AGAIN)]
         unsettled = len({node_name(u) for u in left})
-        parts = [f"settle the {_n(unsettled, 'node')} left to rerun"] if unsettled else []
+        parts = [f"settle the {counted(unsettled, 'node')} left to rerun"] if unsettled else []
         if twice:
             parts.append(
-                f"confirm the {_n(twice, 'drained node')} once more (heavy-tailed noise "
+                f"confirm the {counted(twice, 'drained node')} once more (heavy-tailed noise "
                 "confirms a healthy node of a large fleet now and then; seldom twice)"
             )
         return f"to {' and '.join(parts)}, run them again and judge it:"
     return (
         f"UNCONFIRMED: one run's flags, which noise alone raises in a large fleet; before "
-        f"draining, run the {_n(n, 'candidate node')} again and judge the rerun against this "
+        f"draining, run the {counted(n, 'candidate node')} again and judge the rerun against this "
         "fleet (a slow node is slow again):"
     )
 
@@ -299,7 +293,8 @@ def confirm_line(fleet: Fleet) -> str:
         where += ", each rerun judging only the candidates the ones before left standing"
         cells = "cells the last rerun judged"
     return (
-        f"confirm: {_n(candidates, 'candidate unit')} (flagged, or to rerun) measured again in "
+        f"confirm: {counted(candidates, 'candidate unit')} (flagged, or to rerun) measured "
+        "again in "
         f"{where}, each rerun reading against this fleet's median and spread, Holm over the "
         f"{family} {cells} at alpha "
         f"{r.alpha:g}: a unit is drained only when its rerun is slow again, significantly "
@@ -314,11 +309,11 @@ def _confirmed_verdict_line(fleet: Fleet) -> str:
 
     cleared = nodes(fj.Verdict.CLEARED)
     drained = nodes(fj.Verdict.CONFIRMED)
-    parts = [f"{_n(drained, 'node')} confirmed slow by a rerun"] if drained else []
+    parts = [f"{counted(drained, 'node')} confirmed slow by a rerun"] if drained else []
     rows = rechecked_rows(fleet, fj.Verdict.CONFIRMED)
     twice = _nodes([(p, r.unit) for p, r in rows if r.confirmations >= CONFIRMATIONS])
     if drained and len(fleet.confirm) > 1:
-        parts = [f"{_n(drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
+        parts = [f"{counted(drained, 'node')} confirmed slow ({twice} by {CONFIRMATIONS} reruns)"]
     if fleet.failures:
         parts.append(f"{fleet.failure_nodes} failed")
     word = _verdict_word(fleet, parts, "no node confirmed")
@@ -334,13 +329,13 @@ def judged_by(r: fj.Rechecked) -> str:
     """Which rerun gave a candidate its verdict, and how many reruns confirmed it."""
     text = f"rerun {r.step}"
     if r.verdict == fj.Verdict.CONFIRMED and r.confirmations > 1:
-        return f"{text} ({_n(r.confirmations, 'confirmation')})"
+        return f"{text} ({counted(r.confirmations, 'confirmation')})"
     if r.verdict != fj.Verdict.CONFIRMED and r.confirmations:
-        return f"{text} (after {_n(r.confirmations, 'confirmation')})"
+        return f"{text} (after {counted(r.confirmations, 'confirmation')})"
     return text
 
 
-def _lead(p: ProfileFleet, r: fj.Rechecked) -> int:
+def lead_check(p: ProfileFleet, r: fj.Rechecked) -> int:
     """The check that gives the candidate its verdict (its worst, when cleared)."""
     c = p.confirmation
     assert c is not None
@@ -349,7 +344,7 @@ def _lead(p: ProfileFleet, r: fj.Rechecked) -> int:
     return found[0]
 
 
-def _lead_first(r: fj.Rechecked, lead: int) -> list[int]:
+def lead_first(r: fj.Rechecked, lead: int) -> list[int]:
     return [lead, *(k for k in r.checks if k != lead)]
 
 
@@ -362,15 +357,15 @@ def _rerun_words(p: ProfileFleet, unit: int, col: int) -> str:
         return "not measured"
     if state == fj.Recheck.UNJUDGED:
         return f"not judged (the first run had fewer than {fj.MIN_UNITS} untainted figures)"
-    text = f"{_times(float(c.ratio[unit, col]))} (z {float(c.z[unit, col]):.1f})"
+    text = f"{times(float(c.ratio[unit, col]))} (z {float(c.z[unit, col]):.1f})"
     return text + (" flagged by its run" if c.tainted[unit, col] else "")
 
 
-def _pair(p: ProfileFleet, unit: int, col: int) -> str:
+def pair_words(p: ProfileFleet, unit: int, col: int) -> str:
     """A candidate cell: its figure over the fleet median in the first run, then the rerun."""
     first = float(p.judgement.ratio[unit, col])
     return (
-        f"{short_id(p.matrix.checks[col].id)} {_times(first) if math.isfinite(first) else '-'}"
+        f"{short_id(p.matrix.checks[col].id)} {times(first) if math.isfinite(first) else '-'}"
         f" then {_rerun_words(p, unit, col)}"
     )
 
@@ -420,12 +415,12 @@ def _confirmed_lines(fleet: Fleet) -> list[str]:
                 *(("why",) if again else ()), at)  # fmt: skip
         table: list[tuple[str, ...]] = [head]
         for p, r in rows[:TERMINAL_ROWS]:
-            lead = _lead(p, r)
-            checks = _lead_first(r, lead)
-            cells = [_pair(p, r.unit, k) for k in checks[:3]]
+            lead = lead_check(p, r)
+            checks = lead_first(r, lead)
+            cells = [pair_words(p, r.unit, k) for k in checks[:3]]
             more = f"; {len(checks) - 3} more" if len(checks) > 3 else ""
             table.append(
-                (p.matrix.units[r.unit].name, p.matrix.profile, _worst(r.worst_ratio),
+                (p.matrix.units[r.unit].name, p.matrix.profile, worst_words(r.worst_ratio),
                  *((judged_by(r),) if by else ()),
                  *((_why_again(p, r),) if again else ()), "; ".join(cells) + more)
             )  # fmt: skip
@@ -465,7 +460,7 @@ def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str
     m, j, c = p.matrix, p.judgement, p.confirmation
     assert c is not None and p.again is not None
     unit = m.units[r.unit]
-    lead = _lead(p, r)
+    lead = lead_check(p, r)
     name = short_id(m.checks[lead].id)
     first, again = float(j.ratio[r.unit, lead]), float(c.ratio[r.unit, lead])
     was = f"{first:.2f}x in the first run" if math.isfinite(first) else "tainted in the first run"
@@ -547,8 +542,8 @@ def confirmation(fleet: Fleet) -> dict[str, Any]:
 
 def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
     """Everything the terminal shows."""
-    lines = [f"fleet {fleet.directory}: {_with_records(fleet)}, "
-             f"{_n(len(fleet.profiles), 'profile')} (each judged apart)"]  # fmt: skip
+    lines = [f"fleet {fleet.directory}: {with_records(fleet)}, "
+             f"{counted(len(fleet.profiles), 'profile')} (each judged apart)"]  # fmt: skip
     lines += [rule_line(fleet)]
     if fleet.confirmed:
         lines.append(confirm_line(fleet))
@@ -580,7 +575,7 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
         )
     commands = rerun_commands(fleet)
     if commands:
-        lines.append(_rerun_advice(fleet))
+        lines.append(rerun_advice(fleet))
         lines += ["  " + c for c in commands]
     if drain:
         lines.append(f"drain list: {drain}")
@@ -590,10 +585,10 @@ def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
     return lines
 
 
-def _with_records(fleet: Fleet) -> str:
+def with_records(fleet: Fleet) -> str:
     """``12 nodes with records``, and the tasks where a node ran several."""
-    tasks = f" ({_n(fleet.tasks, 'task')})" if fleet.tasks != fleet.nodes else ""
-    return f"{_n(fleet.nodes, 'node')}{tasks} with records"
+    tasks = f" ({counted(fleet.tasks, 'task')})" if fleet.tasks != fleet.nodes else ""
+    return f"{counted(fleet.nodes, 'node')}{tasks} with records"
 
 
 def _first_run_lines(fleet: Fleet) -> list[str]:
@@ -604,7 +599,7 @@ def _first_run_lines(fleet: Fleet) -> list[str]:
         lines.append("SLOW, worst first:")
         table = [("node", "profile", "worst", "slow at (figure / fleet median, z)")]
         for p, s in rows[:TERMINAL_ROWS]:
-            cells = [_cell(p, s.unit, c) for c in s.checks[:3]]
+            cells = [cell_words(p, s.unit, c) for c in s.checks[:3]]
             more = f"; {len(s.checks) - 3} more" if len(s.checks) > 3 else ""
             table.append(
                 (
@@ -623,11 +618,11 @@ def _first_run_lines(fleet: Fleet) -> list[str]:
         header = ("node", "profile", "worst", "measured", "at (figure / fleet median)")
         again: list[tuple[str, ...]] = [header]
         for p, r in reruns[:TERMINAL_ROWS]:
-            cells = [_rerun_cell(p, r.unit, c) for c in r.checks[:3]]
+            cells = [rerun_cell(p, r.unit, c) for c in r.checks[:3]]
             more = f"; {len(r.checks) - 3} more" if len(r.checks) > 3 else ""
             again.append(
-                (p.matrix.units[r.unit].name, p.matrix.profile, _worst(r.worst_ratio),
-                 _rerun_flags(p, r), "; ".join(cells) + more)
+                (p.matrix.units[r.unit].name, p.matrix.profile, worst_words(r.worst_ratio),
+                 rerun_flags(p, r), "; ".join(cells) + more)
             )  # fmt: skip
         lines += ["  " + line for line in format_table(again)]
         if len(reruns) > TERMINAL_ROWS:
@@ -743,268 +738,3 @@ def _slow_entry(p: ProfileFleet, s: fj.SlowUnit) -> dict[str, Any]:
         "checks": checks,
         "record": unit.record,
     }
-
-
-# The page.
-
-
-def _heat_order(p: ProfileFleet) -> tuple[np.ndarray, np.ndarray]:
-    """The rows (worst units) and columns (most flagged, then lowest) the heat map shows."""
-    j = p.judgement
-    rows = fj.worst_first(j)[:HEAT_ROWS]
-    sub = j.ratio[rows]
-    flags = j.flagged[rows].sum(axis=0) + j.rerun[rows].sum(axis=0)
-    with np.errstate(all="ignore"):
-        lowest = np.where(np.isnan(sub), np.inf, sub).min(axis=0, initial=np.inf)
-    cols = np.lexsort((lowest, -flags))[:HEAT_COLUMNS]
-    return rows, cols
-
-
-def heat_map_svg(p: ProfileFleet) -> str:
-    """Units (worst first) x checks, each cell the figure over the fleet median.
-
-    Flagged cells are crossed; tainted ones (left out of the fleet) greyed and hatched, and
-    ringed when they ask for a rerun.
-    """
-    from matplotlib.colors import TwoSlopeNorm
-    from matplotlib.patches import Rectangle
-
-    from perfsuite.report.charts import _figure, _svg
-
-    m, j = p.matrix, p.judgement
-    rows, cols = _heat_order(p)
-    data = j.ratio[np.ix_(rows, cols)]
-    finite = data[np.isfinite(data)]
-    low = min(0.5, float(finite.min())) if finite.size else 0.5
-    high = max(1.5, float(finite.max())) if finite.size else 1.5
-    labels = [short_id(m.checks[c].id)[:40] for c in cols]
-    height = max(2.5, 0.22 * len(rows) + 1.2 + 0.08 * max((len(t) for t in labels), default=0))
-    width = min(16.0, max(7.0, 0.28 * len(cols) + 4.0))
-    fig = _figure(width, height)
-    ax = fig.subplots()
-    image = ax.imshow(
-        np.ma.masked_invalid(data),
-        cmap="RdBu",
-        norm=TwoSlopeNorm(vmin=low, vcenter=1.0, vmax=high),
-        aspect="auto",
-        interpolation="nearest",
-    )
-    flagged = j.flagged[np.ix_(rows, cols)]
-    ys, xs = np.nonzero(flagged)
-    ax.scatter(xs, ys, marker="x", color="black", s=18, linewidths=1)
-    for y, x in zip(*np.nonzero(j.tainted[np.ix_(rows, cols)]), strict=True):
-        ax.add_patch(
-            Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=(0.6, 0.6, 0.6, 0.6), hatch="////",
-                      edgecolor="#333333", linewidth=0)
-        )  # fmt: skip
-    ys, xs = np.nonzero(j.rerun[np.ix_(rows, cols)])
-    ax.scatter(xs, ys, marker="o", facecolors="none", edgecolors="black", s=30, linewidths=1)
-    ax.set_yticks(range(len(rows)), [m.units[u].name for u in rows], fontsize=8)
-    ax.set_xticks(range(len(cols)), labels, rotation=90, fontsize=7)
-    fig.colorbar(image, ax=ax, label="figure / fleet median (below 1: slower)", fraction=0.05)
-    ax.set_title(
-        f"{m.profile}: the {len(rows)} worst units; x: flagged\n"
-        "grey, hatched: flagged by its own run, left out; o: to rerun",
-        fontsize=10,
-    )
-    return _svg(fig)
-
-
-def strip_svg(p: ProfileFleet, col: int) -> str:
-    """Every unit's figure over the fleet median at one check; flagged ones in red."""
-    from perfsuite.report.charts import _figure, _svg
-
-    m, j = p.matrix, p.judgement
-    ratio = j.ratio[:, col]
-    have = np.flatnonzero(np.isfinite(ratio))
-    rng = np.random.default_rng(col)
-    jitter = rng.uniform(-0.3, 0.3, have.size)
-    flagged = j.flagged[have, col]
-    tainted = j.tainted[have, col]
-    plain = ~flagged & ~tainted
-    fig = _figure(11.0, 1.9)
-    ax = fig.subplots()
-    many = have.size > 2000
-    ax.scatter(ratio[have][plain], jitter[plain], s=6 if many else 14, color="#7f8c8d",
-               alpha=0.5, rasterized=many)  # fmt: skip
-    ax.scatter(ratio[have][tainted], jitter[tainted], s=22, facecolors="none",
-               edgecolors="#e67e22")  # fmt: skip
-    ax.scatter(ratio[have][flagged], jitter[flagged], s=22, color="#c0392b")
-    for u in have[flagged][:8]:
-        ax.annotate(m.units[u].name, (float(ratio[u]), 0.32), fontsize=8, rotation=30)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.axvline(1 - j.rule.tolerance, color="#c0392b", linewidth=0.8, linestyle="--")
-    ax.set_yticks([])
-    ax.set_ylim(-0.5, 0.9)
-    ax.set_xlabel(
-        f"{short_id(m.checks[col].id)}: figure / fleet median "
-        f"({j.median[col]:.4g} {m.checks[col].unit}); dashed: the tolerance; hollow: flagged "
-        "by its own run, left out"
-    )
-    return _svg(fig)
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    esc = html_mod.escape
-    return (
-        "<table><tr>"
-        + "".join(f"<th>{esc(h)}</th>" for h in head)
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-        + "</table>"
-    )
-
-
-def _rest_line(p: ProfileFleet) -> str:
-    j = p.judgement
-    shown, _ = _heat_order(p)
-    rest = np.setdiff1d(np.arange(len(p.matrix.units)), shown)
-    if not rest.size:
-        return ""
-    sub = j.ratio[rest]
-    finite = sub[np.isfinite(sub)]
-    lo, hi = (float(np.min(finite)), float(np.max(finite))) if finite.size else (math.nan,) * 2
-    inner = np.nanpercentile(finite, [5, 95]) if finite.size else [math.nan, math.nan]
-    flagged = int(j.flagged[rest].any(axis=1).sum())
-    rerun = int(np.isin(rest, j.units_rerun).sum())
-    named = f"{flagged} of them flagged (in the table)" if flagged else "none flagged"
-    named += f", {rerun} to rerun (in the table)" if rerun else ""
-    return (
-        f"The other {_n(int(rest.size), 'unit')} (not drawn): {named}; their figures lie "
-        f"{_times(lo)} to {_times(hi)} of the fleet median, 90% of them within "
-        f"{_times(float(inner[0]))} to {_times(float(inner[1]))}."
-    )
-
-
-def _profile_section(p: ProfileFleet, confirmed: bool = False) -> str:
-    import matplotlib
-
-    esc = html_mod.escape
-    m, j = p.matrix, p.judgement
-    parts = [f"<h2>{esc(m.profile)}</h2><p>{esc(profile_line(p))}</p>"]
-    if not p.judged or not m.checks:
-        return "".join(parts)
-    with matplotlib.rc_context({"text.parse_math": False, "font.size": 10}):
-        parts.append(heat_map_svg(p))
-        parts.append(f"<p>{esc(_rest_line(p))}</p>")
-        if p.slow:
-            rows = [
-                (
-                    m.units[s.unit].name,
-                    m.units[s.unit].gpu_serial or "-",
-                    f"{s.worst_ratio - 1:+.0%}",
-                    str(len(s.checks)),
-                    "; ".join(_cell(p, s.unit, c) for c in s.checks[:5]),
-                )
-                for s in p.slow[:PAGE_ROWS]
-            ]
-            parts.append(
-                "<h3>Flagged by the first run, worst first (their reruns: below)</h3>"
-                if confirmed
-                else "<h3>Slow, worst first (unconfirmed: one run's flags)</h3>"
-            )
-            parts.append(_table(("node", "GPU", "worst", "checks", "slow at"), rows))
-            if len(p.slow) > PAGE_ROWS:
-                parts.append(f"<p>... {len(p.slow) - PAGE_ROWS} more in the drain list.</p>")
-            flagged_cols = np.flatnonzero(j.flagged.any(axis=0))
-            order = flagged_cols[np.argsort(-j.flagged[:, flagged_cols].sum(axis=0))]
-            parts.append("<h3>Each flagged check across the fleet</h3>")
-            parts += [strip_svg(p, int(c)) for c in order[:STRIPS]]
-            if order.size > STRIPS:
-                parts.append(f"<p>{order.size - STRIPS} more flagged checks not drawn.</p>")
-        if p.rerun:
-            rows = [
-                (
-                    m.units[r.unit].name,
-                    m.units[r.unit].gpu_serial or "-",
-                    _worst(r.worst_ratio),
-                    _rerun_flags(p, r),
-                    "; ".join(_rerun_cell(p, r.unit, c) for c in r.checks[:5]),
-                )
-                for r in p.rerun[:PAGE_ROWS]
-            ]
-            parts.append("<h3>Rerun, not drained: slow only at readings their runs flagged</h3>")
-            parts.append(_table(("node", "GPU", "worst", "measured", "at"), rows))
-            if len(p.rerun) > PAGE_ROWS:
-                parts.append(f"<p>... {len(p.rerun) - PAGE_ROWS} more in the drain list.</p>")
-    hl = health(p, limit=PAGE_ROWS)
-    if hl:
-        parts.append("<h3>Nodes below their floors, or regressed against their baselines</h3>")
-        parts.append(
-            _table(
-                ("node", "below floor", "regressed"),
-                [
-                    (h.name, ", ".join(h.below_floor) or "-", ", ".join(h.regressed) or "-")
-                    for h in hl
-                ],
-            )
-        )
-    else:
-        parts.append(
-            "<p>Every unit meets the floors it was judged against; no baseline regressed.</p>"
-        )
-    return "".join(parts)
-
-
-def _confirm_section(fleet: Fleet) -> str:
-    """The candidates after their reruns, and the commands that (re)run them."""
-    esc = html_mod.escape
-    parts = []
-    if fleet.confirmed:
-        parts.append(f"<h2>Confirmation by rerun</h2><p>{esc(confirm_line(fleet))}.</p>")
-        for verdicts, title in (
-            ((fj.Verdict.CONFIRMED,), "Slow, confirmed by the rerun: drained"),
-            ((fj.Verdict.CLEARED,), "Not confirmed: not drained"),
-            (
-                (fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED),
-                "Rerun again: the rerun settled nothing",
-            ),
-        ):
-            by = len(fleet.confirm) > 1
-            rows = [
-                (
-                    p.matrix.units[r.unit].name,
-                    p.matrix.profile,
-                    _worst(r.worst_ratio),
-                    *((judged_by(r),) if by else ()),
-                    "; ".join(_pair(p, r.unit, k) for k in _lead_first(r, _lead(p, r))[:5]),
-                )
-                for p, r in rechecked_rows(fleet, *verdicts)[:PAGE_ROWS]
-            ]
-            if rows:
-                parts.append(f"<h3>{esc(title)}</h3>")
-                head = ("node", "profile", "rerun", *(("by",) if by else ()),
-                        "first run, then rerun (figure / median)")  # fmt: skip
-                parts.append(_table(head, rows))
-    commands = rerun_commands(fleet)
-    if commands:
-        parts.append(f"<p>{esc(_rerun_advice(fleet))}</p><pre>{esc(chr(10).join(commands))}</pre>")
-    return "".join(parts)
-
-
-def page(fleet: Fleet) -> str:
-    """The self-contained HTML page."""
-    esc = html_mod.escape
-    failed = "".join(
-        f"<h3>task {f.task} ({esc(f.label)} on {esc(f.host)}): {esc(f.failed)}</h3>"
-        f"<p>output: {esc(f.log)}</p><pre>{esc(f.output_tail)}</pre>"
-        for f in fleet.failures
-    )
-    sections = "".join(_profile_section(p, fleet.confirmed) for p in fleet.profiles)
-    sections += _confirm_section(fleet)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>perfsuite fleet {esc(str(fleet.directory))}
-</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}
-pre{{background:#f4f4f4;padding:.5em;overflow:auto}}svg{{max-width:100%;height:auto}}
-</style></head><body>
-<h1>{esc(verdict_line(fleet))}</h1>
-<p>{esc(str(fleet.directory))}: {esc(_with_records(fleet))},
-{_n(len(fleet.profiles), "hardware profile")}, each judged against itself only.</p>
-<p>{esc(rule_line(fleet))}.</p>
-{sections}
-{"<h2>Failed nodes</h2>" + failed if failed else ""}
-</body></html>
-"""
