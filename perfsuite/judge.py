@@ -172,7 +172,8 @@ class Judge:
         profile = self.profile
         if ref is None:
             none = stats.floor_verdict(value, None, 0.0)
-            return replace(none, because=FloorBecause.NO_REFERENCE, note=workload.floor_note)
+            none = replace(none, because=FloorBecause.NO_REFERENCE, note=workload.floor_note)
+            return self._above_ceiling(none, workload, value)
         fraction = ref.fraction if fraction is None else fraction
         unjudged = stats.floor_verdict(value, None, fraction, figure=ref.figure)
         if profile.kind != ref.device_kind:
@@ -206,6 +207,30 @@ class Judge:
             figure=ref.figure,
             estimated=estimated,
             advisory=ref.advisory,
+        )
+
+    def _above_ceiling(self, none: FloorVerdict, workload: Workload, value: float) -> FloorVerdict:
+        """A check without a floor that read above its estimated ceiling keeps the figures.
+
+        It is still no-reference (nothing judged it), but the reading above the estimate is
+        a finding about the estimate (a TensorFlow conv above the CPU's estimated FLOP/s).
+        """
+        ceiling = workload.ceiling
+        if (
+            ceiling is None
+            or self.profile.kind != ceiling.device_kind
+            or not workload.higher_is_better
+        ):
+            return none
+        values = [self.profile.figure(key) for key in ceiling.inputs]
+        estimated = any(self.profile.is_estimated(key) for key in ceiling.inputs)
+        if any(v is None for v in values) or not estimated:
+            return none
+        peak = ceiling.combine(*values) if ceiling.combine else values[0]
+        if peak is None or peak <= 0 or value <= peak:
+            return none
+        return replace(
+            none, peak=peak, fraction_of_peak=value / peak, figure=ceiling.figure, estimated=True
         )
 
     def judge(

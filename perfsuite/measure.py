@@ -220,6 +220,9 @@ class Workload:
     higher_is_better: bool = True
     reference: Reference | None = None
     floor_note: str = ""  # why a workload without a reference has no floor, for the record
+    # Without a floor, the bound a reading cannot beat (a conv's roofline): a reading above
+    # an estimated one is a finding about the estimate, shown as one.
+    ceiling: Reference | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None  # releases the workload's buffers and threads
     expectations: tuple[Expectation, ...] = ()

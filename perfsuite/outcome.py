@@ -134,7 +134,7 @@ def floor_label(result: Result) -> str:
     if f.verdict == "fail" and f.advisory:
         return "warning"
     if above_estimate(result):
-        return "pass (above est. peak)"
+        return f"{f.verdict} (above est. peak)"
     return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
 
 
@@ -146,7 +146,8 @@ def above_estimate(result: Result) -> bool:
     what it questions.
     """
     f = result.floor
-    return f.verdict == "pass" and f.estimated and (f.fraction_of_peak or 0.0) > 1.0
+    judged = f.verdict in ("pass", "no-reference")  # no-reference: above its ceiling
+    return judged and f.estimated and (f.fraction_of_peak or 0.0) > 1.0
 
 
 @dataclass(frozen=True)

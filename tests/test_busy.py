@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from perfsuite import noise, outcome
 from perfsuite.model import (
     BaselineVerdict,
@@ -200,3 +202,48 @@ def test_the_floors_line_counts_every_label_so_its_counts_add_up() -> None:
     estimated = _result("gemm", floor=FloorVerdict("fail", value=0.5, peak=1.0, estimated=True))
     lines = verdict_lines([advisory, estimated, _result("x")], outcome.DEFAULT_FAIL_ON)
     assert lines[0][0] == "floors:    1 warning, 1 warning (est.), 1 no-reference"
+
+
+def test_a_check_without_a_floor_above_its_estimated_ceiling_says_so(tmp_path: Path) -> None:
+    """A batch-1 conv has no floor, yet a reading above the CPU's estimated roofline is shown."""
+    import datetime as dt
+
+    from perfsuite.baseline import BaselineStore
+    from perfsuite.hardware.profile import HardwareProfile
+    from perfsuite.judge import Judge
+    from perfsuite.measure import Reference, Workload
+    from perfsuite.model import Work
+    from perfsuite.settings import Settings
+    from perfsuite.tolerances import Tolerances
+
+    figures = {"compute.fp32_tflops": 0.16, "memory.bandwidth_gbs": 20.0}
+    cpu = HardwareProfile("cpu-x", "", "cpu", "host", figures=figures, estimated=frozenset(figures))
+    judge = Judge(
+        Settings(),
+        cpu,
+        BaselineStore(tmp_path).load("cpu-x"),
+        Tolerances(),
+        [],
+        dt.date(2026, 1, 1),
+    )
+    roof = Reference("roofline", 0.5, "cpu", figures=tuple(figures), combine=lambda p, bw: p)
+    conv = Workload(
+        check="conv", params={}, metric="conv2d", unit="TFLOP/s", work=Work(1e9, "FLOP"),
+        run=lambda: None, scale=1e12, floor_note="batch 1 < 32", ceiling=roof,
+    )  # fmt: skip
+    above = judge.floor(conv, 0.21, None)
+    assert above.verdict == "no-reference" and above.note == "batch 1 < 32"
+    assert above.fraction_of_peak == pytest.approx(0.21 / 0.16) and above.estimated
+    result = _result("conv", floor=above, unit="TFLOP/s")
+    assert outcome.floor_label(result) == "no-reference (above est. peak)"
+    below = judge.floor(conv, 0.10, None)
+    assert (
+        below.peak is None and outcome.floor_label(_result("conv", floor=below)) == "no-reference"
+    )
+    datasheet = replace(cpu, estimated=frozenset())  # a datasheet roof: no estimate questioned
+    assert (
+        Judge(Settings(), datasheet, judge.baseline, Tolerances(), [], judge.today)
+        .floor(conv, 0.21, None)
+        .peak
+        is None
+    )

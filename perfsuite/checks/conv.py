@@ -132,6 +132,13 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
     no_floor = floor_note(spec)
 
     what = f"conv2d {pass_} {spec.batch}x{spec.height}x{spec.width}x{spec.cin}->{spec.cout}"
+    roof = Reference(
+        "roofline",
+        FLOOR_FRACTION,
+        case.target.device_kind,
+        figures=(f"compute.{case.precision}_tflops", "memory.bandwidth_gbs"),
+        combine=lambda peak, bw: roofline.bound_tflops(geometry.ai, peak, bw),
+    )
     return Workload(
         check="conv_roofline",
         params={
@@ -148,16 +155,9 @@ def workload(case: Case, profile: HardwareProfile) -> Workload:
         run=kernel.run,
         sync=kernel.sync,
         scale=1e12,
-        reference=Reference(
-            "roofline",
-            FLOOR_FRACTION,
-            case.target.device_kind,
-            figures=(f"compute.{case.precision}_tflops", "memory.bandwidth_gbs"),
-            combine=lambda peak, bw: roofline.bound_tflops(geometry.ai, peak, bw),
-        )
-        if not no_floor
-        else None,
+        reference=roof if not no_floor else None,
         floor_note=no_floor,
+        ceiling=roof if no_floor else None,  # the roofline bounds it still
         context={
             "roofline": roofline.point(
                 profile,

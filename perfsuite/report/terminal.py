@@ -42,6 +42,7 @@ FLOOR_LABELS = (
     "pass",
     "pass (above est. peak)",
     "no-reference",
+    "no-reference (above est. peak)",
 )
 
 
