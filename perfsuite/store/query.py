@@ -1,0 +1,197 @@
+"""What the store answers: each check's history as arrays, and whole run records."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfsuite.errors import StorageError
+from perfsuite.model import READABLE_VERSIONS, RunRecord, upgraded
+from perfsuite.store import rows
+from perfsuite.store.db import Store
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@dataclass(frozen=True)
+class Series:
+    """One check's per-run medians, oldest first, ready for change-point detection.
+
+    ``run`` numbers each point by the profile's runs (0 is the profile's first run in the
+    store, whatever ``since`` or ``last`` left out), so a check missing from some runs keeps
+    the run numbers of the profile.  Points measured in a unit other than the check's latest
+    are left out: they are not comparable.
+    """
+
+    check: str  # the result's id
+    unit: str
+    higher_is_better: bool
+    run: np.ndarray  # int64: the run's number among the profile's runs
+    created: np.ndarray  # datetime64[s], UTC
+    median: np.ndarray  # float64, in ``unit``
+
+    def __len__(self) -> int:
+        return int(self.median.size)
+
+
+@dataclass(frozen=True)
+class History:
+    """A profile's runs in range and the series of its checks."""
+
+    profile: str
+    run_ids: tuple[str, ...]  # the runs in range, oldest first
+    run: np.ndarray  # int64: each one's number among the profile's runs
+    created: np.ndarray  # datetime64[s], UTC
+    series: tuple[Series, ...]  # by check id
+
+    def of(self, check: str) -> Series | None:
+        """The series of one check id, None when it has none in range."""
+        return next((s for s in self.series if s.check == check), None)
+
+
+def _since_s(since: dt.datetime | str | None) -> float | None:
+    if since is None:
+        return None
+    when = dt.datetime.fromisoformat(since) if isinstance(since, str) else since
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def _runs_sql(since: float | None, last: int | None) -> tuple[str, list[Any]]:
+    """The profile's runs in range, numbered among all its runs (``n``)."""
+    params: list[Any] = []
+    where = []
+    if since is not None:
+        where.append("created_s >= ?")
+        params.append(since)
+    if last is not None:
+        where.append("n >= total - ?")
+        params.append(last)
+    cond = f"WHERE {' AND '.join(where)}" if where else ""
+    sql = (
+        "SELECT run_id, shard, created_s, n FROM (SELECT run_id, shard, created_s, "
+        "row_number() OVER (ORDER BY created_s, run_id) - 1 AS n, count(*) OVER () AS total "
+        f"FROM runs WHERE profile = ?) {cond}"
+    )
+    return sql, params
+
+
+def _history(
+    con: duckdb.DuckDBPyConnection,
+    profile: str,
+    checks: Collection[str] | None,
+    since: float | None,
+    last: int | None,
+) -> History:
+    runs_sql, params = _runs_sql(since, last)
+    con.execute(f"CREATE TEMP TABLE span AS {runs_sql}", [profile, *params])
+    if checks is not None:
+        con.execute("CREATE TEMP TABLE wanted (id VARCHAR)")
+        if checks:
+            con.executemany("INSERT INTO wanted VALUES (?)", [[c] for c in checks])
+    only = "AND r.id IN (SELECT id FROM wanted)" if checks is not None else ""
+    # Each check's latest unit and direction; its points in that unit only.
+    con.execute(
+        "CREATE TEMP TABLE points AS SELECT r.id, r.unit, r.higher_is_better, s.n, "
+        "s.created_s, r.median FROM results r JOIN span s USING (run_id, shard) "
+        f"WHERE r.median > 0 AND isfinite(r.median) {only}"
+    )
+    con.execute(
+        "CREATE TEMP TABLE latest AS SELECT id, arg_max(unit, n) AS unit, "
+        "arg_max(higher_is_better, n) AS hib FROM points GROUP BY id"
+    )
+    con.execute(
+        "CREATE TEMP TABLE kept AS SELECT p.id, p.n, p.created_s, p.median FROM points p "
+        "JOIN latest l ON p.id = l.id AND p.unit = l.unit"
+    )
+    keys = con.execute(
+        "SELECT k.id, any_value(l.unit), any_value(l.hib), count(*) FROM kept k "
+        "JOIN latest l USING (id) GROUP BY k.id ORDER BY k.id"
+    ).fetchall()
+    got = con.execute("SELECT n, created_s, median FROM kept ORDER BY id, n").fetchnumpy()
+    span = con.execute("SELECT run_id, n, created_s FROM span ORDER BY n").fetchnumpy()
+    ends = np.cumsum([c for *_, c in keys])
+    run = np.asarray(got["n"], dtype=np.int64)
+    created = _times(got["created_s"])
+    median = np.asarray(got["median"], dtype=np.float64)
+    series = []
+    start = 0
+    for (check, unit, hib, _), end in zip(keys, ends, strict=True):
+        series.append(
+            Series(str(check), str(unit), bool(hib), run[start:end], created[start:end],
+                   median[start:end])
+        )  # fmt: skip
+        start = int(end)
+    return History(
+        profile,
+        tuple(str(r) for r in span["run_id"]),
+        np.asarray(span["n"], dtype=np.int64),
+        _times(span["created_s"]),
+        tuple(series),
+    )
+
+
+def _times(seconds: Any) -> np.ndarray:
+    return np.round(np.asarray(seconds, dtype=np.float64)).astype("datetime64[s]")
+
+
+def series(
+    store: Store,
+    profile: str,
+    checks: Collection[str] | None = None,
+    since: dt.datetime | str | None = None,
+    last: int | None = None,
+) -> History:
+    """The history of every check of ``profile`` (or of ``checks``): per-run medians.
+
+    ``since`` keeps the runs created then or later (a time without a zone is UTC); ``last``
+    the profile's last N runs (of those).  Run numbers count the profile's runs.
+    """
+    if last is not None and last < 1:
+        raise StorageError(f"last: expected 1 or more runs, got {last}")
+    return store.read(lambda con: _history(con, profile, checks, _since_s(since), last))
+
+
+def load_from_store(
+    store: Store, profile: str | None = None, run_ids: Sequence[str] | None = None
+) -> list[RunRecord]:
+    """Whole run records from the store, each checked as a record file is, oldest first."""
+    from perfsuite.records import check_record
+
+    def fetch(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+        cond: list[str] = []
+        params: list[Any] = []
+        if profile is not None:
+            cond.append("u.profile = ?")
+            params.append(profile)
+        if run_ids is not None:
+            cond.append("list_contains(?, u.run_id)")
+            params.append(list(run_ids))
+        where = f"WHERE {' AND '.join(cond)}" if cond else ""
+        return con.execute(
+            "SELECT u.run_id, any_value(u.record), list(r.result ORDER BY r.position) "
+            "FILTER (WHERE r.result IS NOT NULL) FROM runs u LEFT JOIN results r "
+            f"USING (run_id, shard) {where} GROUP BY u.run_id, u.created_s "
+            "ORDER BY u.created_s, u.run_id",
+            params,
+        ).fetchall()
+
+    out = []
+    for run_id, record, results in store.read(fetch):
+        where = f"{store.path}: run {run_id}"
+        data = rows.record_data(record, results or [], where)
+        if data.get("schema_version") not in READABLE_VERSIONS:
+            raise StorageError(
+                f"{where}: a run record of schema_version {data.get('schema_version')!r}, "
+                f"this perfsuite reads {', '.join(map(str, READABLE_VERSIONS))}"
+            )
+        data = upgraded(data)
+        check_record(data, where)
+        out.append(RunRecord.from_dict(data))
+    return out
