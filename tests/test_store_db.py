@@ -288,3 +288,40 @@ def test_compare_reads_its_runs_from_a_store(
     from_store = main(["compare", "--store", str(store.path), *(r.run_id for r in records)])
     assert from_store == from_files
     assert capsys.readouterr().out == files_out
+
+
+TOY = """
+import numpy as np
+from perfsuite.measure import Workload
+from perfsuite.model import Work
+
+def test_toy(perf):
+    a = np.ones(1 << 12)
+    b = np.empty_like(a)
+    perf.measure(Workload(check="toy", params={}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B"), run=lambda: np.copyto(b, a), scale=1e9))
+"""
+
+
+def test_a_session_appends_its_run_to_the_default_store(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_toy=TOY)
+    pytester.runpytest("--perf-quick", "--perf-html=no").assert_outcomes(passed=1)
+    pytester.runpytest("--perf-quick", "--perf-html=no").assert_outcomes(passed=1)
+    written = sorted((pytester.path / "reports").glob("*/*.json"))
+    stored = load_runs(pytester.path / "reports" / "_store")
+    assert stored == [load_record(p) for p in written] and len(stored) == 2
+
+
+def test_a_session_whose_store_fails_keeps_its_record_and_warns(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_toy=TOY)
+    (pytester.path / "reports").mkdir()
+    (pytester.path / "reports" / "_store").write_text("in the way")
+    result = pytester.runpytest_subprocess("--perf-quick", "--perf-html=no")
+    result.assert_outcomes(passed=1)
+    assert result.ret == EXIT_OK
+    warnings = [line for line in result.errlines if "results store" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("perfsuite: warning: run not added")
+    (record,) = (pytester.path / "reports").glob("*/*.json")
+    assert load_record(record).results[0].check == "toy"

@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -125,14 +125,17 @@ class Store:
 
     def append(self, records: Sequence[RunRecord], *, prefix: str = "") -> str:
         """Write ``records`` as one new shard; its name ("" when there was nothing)."""
+        return self.append_data([r.to_dict() for r in records], prefix=prefix)
+
+    def append_data(self, records: Sequence[Mapping[str, Any]], *, prefix: str = "") -> str:
+        """Write run records in their JSON layout, each checked (``records.check_record``)."""
         if not records:
             return ""
         runs = rows.Columns(schema.RUNS)
         results = rows.Columns(schema.RESULTS)
-        for record in records:
-            data = record.to_dict()
-            runs.add(rows.run_row(record, data))
-            for row in rows.result_rows(record, data):
+        for data in records:
+            runs.add(rows.run_row(data))
+            for row in rows.result_rows(data):
                 results.add(row)
         name = f"v{schema.SCHEMA_VERSION}-{prefix}{_token()}.parquet"
         self._write("results", name, results)
@@ -175,26 +178,35 @@ class Store:
     def connection(self, *, views: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB connection; with ``views`` the store's tables as views.
 
-        ``runs`` and ``results`` hold each run once, in this version's layout, each row with
-        the ``shard`` it was read from.
+        ``runs`` holds each run once (from the first shard, by name, that holds it), with its
+        ``shard`` and the ``results_file`` that holds its results; ``results`` holds those
+        results, with their run's ``shard``.  Every row is in this version's layout.
         """
         con = _duckdb().connect(":memory:")
         try:
+            con.execute("SET enable_progress_bar = false")
             if views:
-                for table in ("runs", "results"):
-                    con.execute(f"CREATE TEMP VIEW all_{table} AS {self._read(table)}")
-                con.execute(
-                    "CREATE TEMP VIEW runs AS SELECT * EXCLUDE (rank_) FROM (SELECT *, "
-                    "row_number() OVER (PARTITION BY run_id ORDER BY shard) AS rank_ "
-                    "FROM all_runs) WHERE rank_ = 1"
-                )
-                con.execute(
-                    "CREATE TEMP VIEW results AS SELECT * FROM all_results "
-                    "SEMI JOIN runs USING (run_id, shard)"
-                )
+                self._views(con)
             yield con
         finally:
             con.close()
+
+    def _views(self, con: duckdb.DuckDBPyConnection) -> None:
+        for table in ("runs", "results"):
+            con.execute(f"CREATE TEMP VIEW all_{table} AS {self._read(table)}")
+        results_dir = str(self.path / "results").replace("'", "''")
+        con.execute(
+            "CREATE TEMP VIEW runs AS SELECT * EXCLUDE (rank_, file), "
+            f"'{results_dir}/' || shard AS results_file FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY run_id ORDER BY shard) AS rank_ FROM (SELECT *, "
+            "regexp_extract(file, '[^/]+$') AS shard FROM all_runs)) WHERE rank_ = 1"
+        )
+        # The results of the runs read, from the shard each run is read from: joined on the
+        # results' file as read (no text made per row).
+        con.execute(
+            "CREATE TEMP VIEW results AS SELECT r.* EXCLUDE (file), u.shard FROM all_results r "
+            "JOIN runs u ON r.run_id = u.run_id AND r.file = u.results_file"
+        )
 
     def _read(self, table: str) -> str:
         """A query of every shard file of ``table``, each version migrated to this one."""
@@ -203,13 +215,13 @@ class Store:
         for v in versions:
             pattern = _literal(self.path / table / f"v{v}-*.parquet")
             source = (
-                f"(SELECT *, regexp_extract(filename, '[^/]+$') AS shard FROM "
+                f"(SELECT * EXCLUDE (filename), filename AS file FROM "
                 f"read_parquet({pattern}, filename = true, union_by_name = true))"
             )
             parts.append(schema.migrated(table, v, source))
         if not parts:
             columns = ", ".join(f'NULL::{t} AS "{c}"' for c, t in schema.COLUMNS[table].items())
-            return f"SELECT {columns}, NULL::VARCHAR AS shard WHERE false"
+            return f"SELECT {columns}, NULL::VARCHAR AS file WHERE false"
         return " UNION ALL BY NAME ".join(f"({p})" for p in parts)
 
     def read(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
@@ -281,10 +293,11 @@ class Store:
 
         def write(con: duckdb.DuckDBPyConnection) -> None:
             names = ", ".join("'" + n.replace("'", "''") + "'" for n in merged)
+            # Rows in any order (sorting wide rows is what would cost memory): readers sort.
+            con.execute("SET preserve_insertion_order = false")
             for table in schema.TABLES:
-                order = "run_id, position" if table == "results" else "created_s, run_id"
                 cols = ", ".join(f'"{c}"' for c in schema.COLUMNS[table])
-                query = f"(SELECT {cols} FROM {table} WHERE shard IN ({names}) ORDER BY {order})"
+                query = f"(SELECT {cols} FROM {table} WHERE shard IN ({names}))"
                 self._copy(con, query, self.path / table / name)
 
         self.read(write)

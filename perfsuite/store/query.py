@@ -75,9 +75,9 @@ def _runs_sql(since: float | None, last: int | None) -> tuple[str, list[Any]]:
         params.append(last)
     cond = f"WHERE {' AND '.join(where)}" if where else ""
     sql = (
-        "SELECT run_id, shard, created_s, n FROM (SELECT run_id, shard, created_s, "
-        "row_number() OVER (ORDER BY created_s, run_id) - 1 AS n, count(*) OVER () AS total "
-        f"FROM runs WHERE profile = ?) {cond}"
+        "SELECT run_id, results_file, created_s, n FROM (SELECT run_id, results_file, "
+        "created_s, row_number() OVER (ORDER BY created_s, run_id) - 1 AS n, "
+        f"count(*) OVER () AS total FROM runs WHERE profile = ?) {cond}"
     )
     return sql, params
 
@@ -91,43 +91,40 @@ def _history(
 ) -> History:
     runs_sql, params = _runs_sql(since, last)
     con.execute(f"CREATE TEMP TABLE span AS {runs_sql}", [profile, *params])
+    only = ""
     if checks is not None:
-        con.execute("CREATE TEMP TABLE wanted (id VARCHAR)")
-        if checks:
-            con.executemany("INSERT INTO wanted VALUES (?)", [[c] for c in checks])
-    only = "AND r.id IN (SELECT id FROM wanted)" if checks is not None else ""
-    # Each check's latest unit and direction; its points in that unit only.
+        con.execute("CREATE TEMP TABLE wanted AS SELECT unnest(?::VARCHAR[]) AS id", [list(checks)])
+        only = "AND r.id IN (SELECT id FROM wanted)"
+    # Read straight from the shards' results, joined to the runs in range on the file each
+    # run's results are read from (so a run stored twice counts once).
     con.execute(
-        "CREATE TEMP TABLE points AS SELECT r.id, r.unit, r.higher_is_better, s.n, "
-        "s.created_s, r.median FROM results r JOIN span s USING (run_id, shard) "
-        f"WHERE r.median > 0 AND isfinite(r.median) {only}"
+        "CREATE TEMP TABLE points AS SELECT r.id, r.unit, r.higher_is_better AS hib, s.n, "
+        "s.created_s, r.median FROM all_results r JOIN span s ON r.run_id = s.run_id AND "
+        f"r.file = s.results_file WHERE r.median > 0 AND isfinite(r.median) {only}"
     )
+    # Each check's latest unit and direction, numbered; its points in that unit only.
     con.execute(
-        "CREATE TEMP TABLE latest AS SELECT id, arg_max(unit, n) AS unit, "
-        "arg_max(higher_is_better, n) AS hib FROM points GROUP BY id"
+        "CREATE TEMP TABLE keys AS SELECT row_number() OVER (ORDER BY id) - 1 AS k, * FROM "
+        "(SELECT id, arg_max(unit, n) AS unit, arg_max(hib, n) AS hib FROM points GROUP BY id)"
     )
-    con.execute(
-        "CREATE TEMP TABLE kept AS SELECT p.id, p.n, p.created_s, p.median FROM points p "
-        "JOIN latest l ON p.id = l.id AND p.unit = l.unit"
-    )
-    keys = con.execute(
-        "SELECT k.id, any_value(l.unit), any_value(l.hib), count(*) FROM kept k "
-        "JOIN latest l USING (id) GROUP BY k.id ORDER BY k.id"
-    ).fetchall()
-    got = con.execute("SELECT n, created_s, median FROM kept ORDER BY id, n").fetchnumpy()
+    keys = con.execute("SELECT id, unit, hib FROM keys ORDER BY k").fetchall()
+    got = con.execute(
+        "SELECT k, n, created_s, median FROM points JOIN keys USING (id, unit) ORDER BY k, n"
+    ).fetchnumpy()
     span = con.execute("SELECT run_id, n, created_s FROM span ORDER BY n").fetchnumpy()
-    ends = np.cumsum([c for *_, c in keys])
+    k = np.asarray(got["k"], dtype=np.int64)
+    ends = np.cumsum(np.bincount(k, minlength=len(keys)))
     run = np.asarray(got["n"], dtype=np.int64)
     created = _times(got["created_s"])
     median = np.asarray(got["median"], dtype=np.float64)
     series = []
     start = 0
-    for (check, unit, hib, _), end in zip(keys, ends, strict=True):
+    for (check, unit, hib), end in zip(keys, ends.tolist(), strict=True):
         series.append(
             Series(str(check), str(unit), bool(hib), run[start:end], created[start:end],
                    median[start:end])
         )  # fmt: skip
-        start = int(end)
+        start = end
     return History(
         profile,
         tuple(str(r) for r in span["run_id"]),
@@ -175,9 +172,9 @@ def load_from_store(
             params.append(list(run_ids))
         where = f"WHERE {' AND '.join(cond)}" if cond else ""
         return con.execute(
-            "SELECT u.run_id, any_value(u.record), list(r.result ORDER BY r.position) "
+            "SELECT u.run_id, u.record, list(r.result ORDER BY r.position) "
             "FILTER (WHERE r.result IS NOT NULL) FROM runs u LEFT JOIN results r "
-            f"USING (run_id, shard) {where} GROUP BY u.run_id, u.created_s "
+            f"USING (run_id, shard) {where} GROUP BY u.run_id, u.record, u.created_s "
             "ORDER BY u.created_s, u.run_id",
             params,
         ).fetchall()

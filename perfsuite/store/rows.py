@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from perfsuite.errors import StorageError
-from perfsuite.model import RunRecord
 from perfsuite.validate import parse_json
 
 
@@ -101,52 +100,53 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), allow_nan=False)
 
 
-def run_row(record: RunRecord, data: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's row: ``data`` is ``record.to_dict()``."""
+def run_row(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's row, from its record in the JSON layout (checked: ``records.check_record``)."""
     rest = {k: v for k, v in data.items() if k != "results"}
+    environment = data.get("environment", {})
     return {
-        "run_id": record.run_id,
-        "profile": str(record.hardware_profile.get("name", "")),
-        "created": record.created,
-        "created_s": epoch_s(record.created),
-        "host": host_of(record.environment),
-        "duration_s": record.duration_s,
-        "incomplete": record.incomplete,
-        "results": len(record.results),
-        "crashed": len(record.crashed),
-        "record_version": record.schema_version,
-        "environment": _dumps(data.get("environment", {})),
+        "run_id": data["run_id"],
+        "profile": str(data["hardware_profile"].get("name", "")),
+        "created": data["created"],
+        "created_s": epoch_s(data["created"]),
+        "host": host_of(environment),
+        "duration_s": data.get("duration_s"),
+        "incomplete": data.get("incomplete", ""),
+        "results": len(data.get("results", ())),
+        "crashed": len(data.get("crashed", ())),
+        "record_version": data["schema_version"],
+        "environment": _dumps(environment),
         "record": _dumps(rest),
     }
 
 
-def result_rows(record: RunRecord, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def result_rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per result of the run, its readings and verdicts with it."""
     rows = []
-    for i, (r, raw) in enumerate(zip(record.results, data["results"], strict=True)):
-        s, b = r.summary, r.baseline
+    for i, raw in enumerate(data.get("results", ())):
+        s, b = raw["summary"], raw["baseline"]
         rows.append(
             {
-                "run_id": record.run_id,
+                "run_id": data["run_id"],
                 "position": i,
-                "id": r.id,
-                "check_name": r.check,
-                "metric": r.metric,
-                "unit": r.unit,
-                "higher_is_better": r.higher_is_better,
-                "median": s.median,
-                "min": s.min,
-                "max": s.max,
-                "mean": s.mean,
-                "n": s.n,
-                "cv": s.cv,
-                "samples": list(r.samples),
-                "floor_verdict": r.floor.verdict,
-                "baseline_verdict": b.verdict,
-                "ratio": b.ratio,
-                "p_value": b.p_value,
-                "significant": b.significant,
-                "outcome": r.outcome,
+                "id": raw["id"],
+                "check_name": raw["check"],
+                "metric": raw["metric"],
+                "unit": raw["unit"],
+                "higher_is_better": raw["higher_is_better"],
+                "median": s["median"],
+                "min": s["min"],
+                "max": s["max"],
+                "mean": s["mean"],
+                "n": s["n"],
+                "cv": s.get("cv"),
+                "samples": raw["samples"],
+                "floor_verdict": raw["floor"]["verdict"],
+                "baseline_verdict": b["verdict"],
+                "ratio": b.get("ratio"),
+                "p_value": b.get("p_value"),
+                "significant": b.get("significant"),
+                "outcome": raw.get("outcome", ""),
                 "result": _dumps(raw),
             }
         )

@@ -103,13 +103,14 @@ def check_versions(where: str, versions: set[int]) -> None:
 def migrated(table: str, version: int, source: str) -> str:
     """A SELECT that reads ``source`` (rows of ``version``) in this version's layout.
 
-    ``source`` has a ``shard`` column beside the table's, which is kept.
+    ``source`` has a ``file`` column beside the table's (the file each row is read from),
+    which is kept.
     """
     query = f"SELECT * FROM {source}"
     for v in range(version, SCHEMA_VERSION):
         query = f"SELECT {MIGRATIONS[table][v]} FROM ({query})"
     columns = ", ".join(f'"{c}"' for c in COLUMNS[table])
-    return f"SELECT {columns}, shard FROM ({query})"
+    return f"SELECT {columns}, file FROM ({query})"
 
 
 def create_table(table: str, name: str) -> str:
