@@ -53,8 +53,8 @@ def run(
     day: int, medians: dict[str, float], profile: str = "cpu", host: str = "node1"
 ) -> RunRecord:
     return RunRecord(
-        run_id=f"2026010{day}-{profile}-{host}",
-        created=f"2026-01-0{day}T01:00:00+00:00",
+        run_id=f"202601{day:02d}-{profile}-{host}",
+        created=f"2026-01-{day:02d}T01:00:00+00:00",
         hardware_profile={"name": profile},
         environment={"host": {"hostname": host}, "software": {"numpy": {"version": "2.0"}}},
         results=tuple(result(c, m) for c, m in medians.items()),
@@ -132,6 +132,25 @@ def test_points_in_an_earlier_unit_are_left_out(store: Store) -> None:
     store.append([old, run(2, {"a": 2.0}), run(3, {"a": 3.0})])
     (a,) = series(store, "cpu").series
     assert a.unit == "GB/s" and a.median.tolist() == [2.0, 3.0] and a.run.tolist() == [1, 2]
+
+
+def test_tidy_merges_shards_of_one_size_a_fanout_at_a_time(store: Store) -> None:
+    from perfsuite.store import db
+
+    counts = []
+    for d in range(1, 21):
+        store.append([run(d, {"a": float(d)})])
+        store.tidy()
+        counts.append(len(store.shards("runs")))
+    assert max(counts) < db.FANOUT and counts[db.FANOUT - 2] == db.FANOUT - 1
+    assert counts[db.FANOUT - 1] == 1, "the eighth one-run shard merges the tier"
+    (a,) = series(store, "cpu").series
+    assert a.median.tolist() == [float(d) for d in range(1, 21)]
+
+
+def test_a_bad_since_is_one_line(store: Store) -> None:
+    with pytest.raises(StorageError, match="since: expected a date or an ISO 8601 time"):
+        series(store, "cpu", since="last tuesday")
 
 
 def test_a_run_stored_twice_is_read_once(store: Store) -> None:

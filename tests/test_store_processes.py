@@ -37,6 +37,7 @@ for i in range(runs):
         results=tuple(result(f"c{c}", 1.0 + c + minute / 1000) for c in range(checks)),
     )
     store.append([record])
+    store.tidy()  # as a session does after its append: tiers merged while others write
 """
 
 # A writer of one shard big enough to be caught in the middle of writing it.

@@ -53,7 +53,9 @@ def append_run(report_dir: Path, record: RunRecord) -> str:
     """
     path = default_path(report_dir)
     try:
-        Store.open(path, create=True).append([record])
+        store = Store.open(path, create=True)
+        store.append([record])
+        store.tidy()
     except Exception as exc:  # the record is written: a store problem is only a warning
         text = first_line(exc) or type(exc).__name__
         return f"perfsuite: warning: run not added to the results store {path}: {text}"

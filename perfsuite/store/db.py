@@ -16,6 +16,7 @@ way, then removes the shards it merged.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import socket
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from perfsuite.errors import StorageError
+from perfsuite.errors import StorageError, first_line
 from perfsuite.model import RunRecord
 from perfsuite.storage import clean_stale_temporaries, write_text_atomic
 from perfsuite.store import rows, schema
@@ -36,6 +37,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 STALE_S = 3600.0  # a temporary, or a results file without its runs file, older than this
 RETRIES = 5  # a read that met a shard removed by a compaction under it is read again
+# Rows per Parquet row group: a writer holds about one per thread, and a result's row holds
+# its samples and JSON (DuckDB's default of 122,880 took a compaction of 10^6 results to
+# 1.6 GB; this, with two threads, to a third of that).
+ROW_GROUP = 16_384
+# tidy(): shards are merged FANOUT at a time, those of one size tier together (a tier spans
+# a factor FANOUT of bytes, from TIER_BYTES up).
+FANOUT = 8
+TIER_BYTES = 64 << 10
 
 
 def _duckdb() -> Any:
@@ -159,7 +168,10 @@ class Store:
         """Write ``source`` (a table or a query) to ``target`` as Parquet, atomically."""
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
         try:
-            con.execute(f"COPY {source} TO {_literal(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+            con.execute(
+                f"COPY {source} TO {_literal(tmp)} (FORMAT parquet, COMPRESSION zstd, "
+                f"ROW_GROUP_SIZE {ROW_GROUP})"
+            )
             _fsync(tmp)
             os.replace(tmp, target)
             _fsync(target.parent)
@@ -168,8 +180,10 @@ class Store:
                 tmp.unlink()
             if isinstance(exc, OSError):
                 raise StorageError(f"{target}: cannot write: {exc.strerror or exc}") from None
-            if type(exc).__module__.startswith("duckdb") or type(exc).__name__.endswith("Error"):
-                raise StorageError(f"{target}: cannot write: {exc}") from None
+            duckdb = _duckdb()
+            # A shard merged away under a merge's read: ``read`` runs the merge again.
+            if isinstance(exc, duckdb.Error) and not isinstance(exc, duckdb.IOException):
+                raise StorageError(f"{target}: cannot write: {first_line(exc)}") from None
             raise
 
     # Reading -----------------------------------------------------------------------------
@@ -237,12 +251,10 @@ class Store:
                     return work(con)
             except duckdb.IOException as exc:
                 if attempt == RETRIES - 1:
-                    raise StorageError(
-                        f"{self.path}: cannot read the results store: {exc}"
-                    ) from None
+                    raise StorageError(f"{self.path}: results store: {first_line(exc)}") from None
                 time.sleep(0.05 * (attempt + 1))
             except duckdb.Error as exc:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                first = first_line(exc) or type(exc).__name__
                 raise StorageError(f"{self.path}: corrupt results store: {first}") from None
         raise AssertionError("unreachable")
 
@@ -283,29 +295,63 @@ class Store:
         shard it replaces is removed: a reader sees every run throughout.
         """
         runs = self.shards("runs")
-        results = self.shards("results")
-        committed = {s.name for s in runs}
-        self._clean(committed, results)
+        self._clean({s.name for s in runs}, self.shards("results"))
         if len(runs) <= 1 and all(s.version == schema.SCHEMA_VERSION for s in runs):
             return 0, ""
-        name = f"v{schema.SCHEMA_VERSION}-compact-{_token()}.parquet"
         merged = [s.name for s in runs]
+        return len(merged), self._merge(merged)
 
-        def write(con: duckdb.DuckDBPyConnection) -> None:
+    def tidy(self) -> tuple[int, str]:
+        """Merge the shards of one size tier once it holds FANOUT of them (after an append).
+
+        Each session adds a shard; merged FANOUT at a time, tier by tier, a store of N runs
+        keeps at most about FANOUT x log(N) / log(FANOUT) shards, and each run is rewritten
+        about log(N) / log(FANOUT) times over its life.  Returns what :meth:`compact` does.
+        """
+        tiers: dict[int, list[str]] = {}
+        for shard in self.shards("runs"):
+            try:
+                size = sum((self.path / t / shard.name).stat().st_size for t in schema.TABLES)
+            except OSError:  # merged away meanwhile, or not committed whole
+                continue
+            tier = int(math.log(max(size, TIER_BYTES) / TIER_BYTES, FANOUT))
+            tiers.setdefault(tier, []).append(shard.name)
+        for tier in sorted(tiers):
+            if len(tiers[tier]) >= FANOUT:
+                return len(tiers[tier]), self._merge(tiers[tier])
+        return 0, ""
+
+    def _merge(self, merged: list[str]) -> str:
+        """Write the runs of ``merged`` shards as one new shard, then remove them.
+
+        Another merge may remove some of them first: their runs are then in its shard, and
+        this one leaves them out (a read that met one vanishing is run again, and each try
+        writes under a new name: a file, once in place, never changes).
+        """
+
+        def write(con: duckdb.DuckDBPyConnection) -> str:
             names = ", ".join("'" + n.replace("'", "''") + "'" for n in merged)
+            (count,) = con.execute(
+                f"SELECT count(*) FROM runs WHERE shard IN ({names})"
+            ).fetchone() or (0,)
+            if not count:  # every one merged by another meanwhile
+                return ""
+            name = f"v{schema.SCHEMA_VERSION}-compact-{_token()}.parquet"
             # Rows in any order (sorting wide rows is what would cost memory): readers sort.
             con.execute("SET preserve_insertion_order = false")
+            con.execute(f"SET threads = {min(2, os.cpu_count() or 1)}")
             for table in schema.TABLES:
                 cols = ", ".join(f'"{c}"' for c in schema.COLUMNS[table])
                 query = f"(SELECT {cols} FROM {table} WHERE shard IN ({names}))"
                 self._copy(con, query, self.path / table / name)
+            return name
 
-        self.read(write)
+        name = self.read(write)
         for table in ("runs", "results"):  # uncommit first: a results file alone is unread
             for shard in merged:
                 with contextlib.suppress(FileNotFoundError):
                     (self.path / table / shard).unlink()
-        return len(merged), name
+        return name
 
     def _clean(self, committed: set[str], results: list[schema.Shard]) -> None:
         """Remove what killed writers left: old temporaries, old uncommitted results files."""

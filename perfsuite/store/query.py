@@ -57,7 +57,13 @@ class History:
 def _since_s(since: dt.datetime | str | None) -> float | None:
     if since is None:
         return None
-    when = dt.datetime.fromisoformat(since) if isinstance(since, str) else since
+    try:
+        when = dt.datetime.fromisoformat(since) if isinstance(since, str) else since
+    except ValueError:
+        raise StorageError(
+            "since: expected a date or an ISO 8601 time such as 2026-11-20 or "
+            f"2026-11-20T01:00:00+00:00, got {since!r}"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()
