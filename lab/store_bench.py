@@ -14,8 +14,9 @@ its peak RSS (``ru_maxrss``: interpreter, numpy and DuckDB included) is that pro
 
 Beside it, the same query on SQLite (the standard library's ``sqlite3``), the other
 embedded database the issue names: the same rows in one SQLite file with an index on each
-table's key, read into the same arrays.  And the cost of not compacting: the 10^5 store as
-one shard per run, as nightly sessions leave it.
+table's key, read into the same arrays.  And the 10^5 store written as nightly sessions
+write it: one shard per run, each append followed by the session's tiered merge
+(``Store.tidy``); "series, shards" reads it as they leave it, before a full compaction.
 
 Targets (issue 65): 10^6 readings in <= 10 s and <= 1 GB; 100,000 runs of one check in
 <= 5 s; on 2 cores.
@@ -106,7 +107,7 @@ def _record(i: int, templates: list[dict[str, Any]], rng: np.random.Generator) -
 # The steps, each run in a child process ---------------------------------------------------
 
 
-def step_ingest(path: str, runs: int, checks: int, batch: int) -> dict[str, Any]:
+def step_ingest(path: str, runs: int, checks: int, batch: int, tidy: bool) -> dict[str, Any]:
     from perfsuite.store import Store
 
     store = Store.open(Path(path), create=True)
@@ -119,6 +120,8 @@ def step_ingest(path: str, runs: int, checks: int, batch: int) -> dict[str, Any]
         records = [_record(i, templates, rng) for i in range(first, min(runs, first + batch))]
         made += time.perf_counter() - t
         store.append_data(records)
+        if tidy:  # as each session does after its append
+            store.tidy()
     # The store's own cost: making the records (the bench's, not the store's) left out.
     return {"s": time.perf_counter() - began - made, "peak_mb": _peak_mb()}
 
@@ -220,11 +223,12 @@ def _size_mb(path: Path) -> float:
 def level(work: Path, runs: int, checks: int, batch: int, sqlite: bool) -> dict[str, Any]:
     path = work / f"store-{runs}x{checks}-{batch}"
     shutil.rmtree(path, ignore_errors=True)
-    ingest = child("ingest", str(path), runs, checks, batch)
+    ingest = child("ingest", str(path), runs, checks, batch, batch == 1)
+    shards = len(list((path / "runs").glob("v*.parquet")))
     before = child("series", str(path))
     compact = child("compact", str(path))
     after = child("series", str(path))
-    row = {"runs": runs, "checks": checks, "batch": batch, "ingest": ingest,
+    row = {"runs": runs, "checks": checks, "shards": shards, "ingest": ingest,
            "shards_series": before, "compact": compact, "series": after,
            "store_mb": _size_mb(path)}  # fmt: skip
     assert after["points"] == runs * checks and after["series"] == checks, after
@@ -250,7 +254,7 @@ def show(rows: list[dict[str, Any]]) -> None:
     )
     print("|" + "---|" * 10)
     for r in rows:
-        shards = -(-r["runs"] // r["batch"])
+        shards = r["shards"]
         sqlite_mb = f"{r['sqlite_mb']:.1f}" if "sqlite_mb" in r else "-"
         print(
             f"| {r['runs'] * r['checks']:,} | {r['runs']:,} x {r['checks']} | {shards:,} | "

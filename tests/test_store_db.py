@@ -344,3 +344,21 @@ def test_a_session_whose_store_fails_keeps_its_record_and_warns(
     assert len(warnings) == 1 and warnings[0].startswith("perfsuite: warning: run not added")
     (record,) = (pytester.path / "reports").glob("*/*.json")
     assert load_record(record).results[0].check == "toy"
+
+
+def test_store_commands_say_what_they_did_in_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store.open(tmp_path / "store", create=True)
+    store.append([run(1, {"a": 1.0})])
+    store.append([run(2, {"a": 2.0})], prefix="import-")
+    where = ["--store", str(store.path)]
+    assert main(["store", "info", *where]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[1:] == ["  cpu: 2 run(s)"]
+    assert main(["store", "compact", *where]) == EXIT_OK
+    assert "merged 2 shard(s) into v1-compact-" in capsys.readouterr().out
+    assert main(["store", "compact", *where]) == EXIT_OK
+    assert capsys.readouterr().out.strip().endswith("nothing to merge")
+    assert main(["store", "import", str(tmp_path / "absent"), *where]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such folder" in err

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfsuite.errors import StorageError, first_line
 from perfsuite.model import RunRecord
+from perfsuite.storage import _fsync_directory as _fsync
 from perfsuite.storage import clean_stale_temporaries, write_text_atomic
 from perfsuite.store import rows, schema
 
@@ -64,16 +65,6 @@ def _literal(path: Path) -> str:
 def _token() -> str:
     host = "".join(c if c.isalnum() or c in "._-" else "_" for c in socket.gethostname())
     return f"{host[:60] or 'host'}-{os.getpid()}-{secrets.token_hex(6)}"
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -172,7 +163,7 @@ class Store:
                 f"COPY {source} TO {_literal(tmp)} (FORMAT parquet, COMPRESSION zstd, "
                 f"ROW_GROUP_SIZE {ROW_GROUP})"
             )
-            _fsync(tmp)
+            _fsync(tmp)  # a file or a folder alike
             os.replace(tmp, target)
             _fsync(target.parent)
         except BaseException as exc:
