@@ -1047,7 +1047,10 @@ def _fleet_parser(sub: Any) -> None:
         ),
     )
     rep.add_argument(
-        "dir", metavar="DIR", help="the fleet's shared directory of run records (not '')"
+        "dir",
+        metavar="DIR",
+        help="the fleet's shared directory of run records, or a results store (each node's "
+        "latest run in it) (not '')",
     )
     rep.add_argument(
         "--confirm",

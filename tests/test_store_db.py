@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -362,3 +363,25 @@ def test_store_commands_say_what_they_did_in_one_line_each(
     assert main(["store", "import", str(tmp_path / "absent"), *where]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such folder" in err
+
+
+def test_fleet_report_reads_each_node_latest_run_from_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_fleet import drained, fleet, report
+
+    records = tmp_path / "fleet"
+    fleet(records, 8, slow={5: 0.7})
+    from_folder, drain = report(records)
+    store = Store.open(tmp_path / "store", create=True)
+    assert import_dir(store, records).added == 8
+    # An earlier night of node05, when it was fast: the latest run is the one judged.
+    (old,) = load_runs(store.path, run_ids=["20261128T000000000Z-node05"])
+    faster = tuple(replace(r, summary=replace(r.summary, median=r.summary.median / 0.7))
+                   for r in old.results)  # fmt: skip
+    store.append([replace(old, run_id="20261127-node05", created="2026-11-27T00:00:00+00:00",
+                          results=faster)])  # fmt: skip
+    capsys.readouterr()
+    from_store, drain_store = report(store.path)
+    assert from_store == from_folder and drained(drain_store) == drained(drain) == ["node05"]
+    assert "(1 unconfirmed slow node) of 8 nodes" in capsys.readouterr().out

@@ -20,6 +20,7 @@ from perfsuite.model import READABLE_VERSIONS, RunRecord, upgraded
 from perfsuite.storage import read_json
 from perfsuite.store.db import Info, Store
 from perfsuite.store.query import History, Series, load_from_store, series
+from perfsuite.store.rows import host_of
 from perfsuite.store.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -63,19 +64,25 @@ def append_run(report_dir: Path, record: RunRecord) -> str:
 
 
 def load_runs(
-    source: Path | Store, profile: str | None = None, run_ids: Sequence[str] | None = None
+    source: Path | Store,
+    profile: str | None = None,
+    run_ids: Sequence[str] | None = None,
+    *,
+    latest: bool = False,
 ) -> list[RunRecord]:
     """Run records from a store, a folder of records, or one record file; oldest first.
 
     ``profile`` keeps that profile's runs; ``run_ids`` those runs, each of which must be
-    there.  A folder is a report directory (``<profile>/<run>.json``) or one profile's
-    folder; its records are read strictly, as :func:`perfsuite.records.load_record` reads.
+    there; ``latest`` each node's latest run of each profile (a fleet: a node is its fleet
+    label, else its host name).  A folder is a report directory (``<profile>/<run>.json``)
+    or one profile's folder; its records are read strictly, as
+    :func:`perfsuite.records.load_record` reads them.
     """
     from perfsuite import records
 
     if isinstance(source, Store) or Store.is_store(source):
         store = source if isinstance(source, Store) else Store.open(source)
-        found = load_from_store(store, profile, run_ids)
+        found = load_from_store(store, profile, run_ids, latest)
     elif source.is_file():
         found = [records.load_record(source)]
     elif source.is_dir():
@@ -84,6 +91,10 @@ def load_runs(
         raise StorageError(f"{source}: no such store, folder or run record")
     if profile is not None:
         found = [r for r in found if r.hardware_profile.get("name") == profile]
+    if latest:
+        last = {(r.hardware_profile.get("name"), host_of(r.environment)): r for r in found}
+        keep = {id(r) for r in last.values()}
+        found = [r for r in found if id(r) in keep]
     if run_ids is None:
         return found
     by_id = {r.run_id: r for r in found}

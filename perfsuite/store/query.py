@@ -162,9 +162,16 @@ def series(
 
 
 def load_from_store(
-    store: Store, profile: str | None = None, run_ids: Sequence[str] | None = None
+    store: Store,
+    profile: str | None = None,
+    run_ids: Sequence[str] | None = None,
+    latest: bool = False,
 ) -> list[RunRecord]:
-    """Whole run records from the store, each checked as a record file is, oldest first."""
+    """Whole run records from the store, each checked as a record file is, oldest first.
+
+    ``latest`` keeps each node's latest run of each profile (a node: its fleet label, else
+    its host name).
+    """
     from perfsuite.records import check_record
 
     def fetch(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
@@ -176,6 +183,12 @@ def load_from_store(
         if run_ids is not None:
             cond.append("list_contains(?, u.run_id)")
             params.append(list(run_ids))
+        if latest:
+            cond.append(
+                "u.run_id IN (SELECT run_id FROM (SELECT run_id, row_number() OVER (PARTITION "
+                "BY profile, host ORDER BY created_s DESC, run_id DESC) AS k FROM runs) "
+                "WHERE k = 1)"
+            )
         where = f"WHERE {' AND '.join(cond)}" if cond else ""
         return con.execute(
             "SELECT u.run_id, u.record, list(r.result ORDER BY r.position) "
