@@ -135,10 +135,96 @@ def a_page(output: str | Path, what: str) -> Path:
     return Path(output)
 
 
+def _compared_runs(args: argparse.Namespace) -> list[RunRecord]:
+    """The runs compared: record files, or with --store the runs of those ids in the store."""
+    if args.store is None:
+        return [records.load_record(Path(p)) for p in args.runs]
+    from perfsuite.store import load_runs
+
+    return load_runs(Path(args.store), run_ids=args.runs)
+
+
+def _store_import(args: argparse.Namespace) -> int:
+    from perfsuite.store import Store, import_dir
+
+    done = import_dir(Store.open(Path(args.store), create=True), Path(args.dir))
+    for line in done.unreadable:
+        print(f"perfsuite: skipped: {line}", file=sys.stderr)
+    print(
+        f"{args.store}: {done.added} run(s) added, {done.already} already there"
+        + (f", {len(done.unreadable)} file(s) unreadable (above)" if done.unreadable else "")
+    )
+    return outcome.EXIT_OK
+
+
+def _store_info(args: argparse.Namespace) -> int:
+    from perfsuite.store import SCHEMA_VERSION, Store
+
+    info = Store.open(Path(args.store)).info()
+    print(
+        f"{args.store}: {info.runs} run(s), {info.results} result(s) in {info.shards} "
+        f"shard(s), {info.bytes / 1e6:.1f} MB; schema version "
+        f"{', '.join(map(str, info.versions)) or SCHEMA_VERSION}"
+    )
+    for profile, runs in info.profiles:
+        print(f"  {profile}: {runs} run(s)")
+    return outcome.EXIT_OK
+
+
+def _store_compact(args: argparse.Namespace) -> int:
+    from perfsuite.store import Store
+
+    merged, name = Store.open(Path(args.store)).compact()
+    print(f"{args.store}: merged {merged} shard(s) into {name}" if name else
+          f"{args.store}: nothing to merge")  # fmt: skip
+    return outcome.EXIT_OK
+
+
+def _store_parser(sub: Any) -> None:
+    store = sub.add_parser(
+        "store",
+        help="the results store: import run records, show what it holds, compact it",
+        description=(
+            "The results store holds every run's readings, environment and verdicts; each "
+            "pytest session appends its run to REPORT_DIR/_store. See docs/store.md. "
+            f"Exit status: {outcome.EXIT_OK} done, {outcome.EXIT_USAGE} usage error."
+        ),
+    )
+    store_sub = store.add_subparsers(dest="store_command", required=True)
+    where = {
+        "type": _path,
+        "default": "reports/_store",
+        "metavar": "PATH",
+        "help": "the store's folder (default: reports/_store)",
+    }
+    imp = store_sub.add_parser(
+        "import",
+        help="load the run records under DIR into the store",
+        description="Load every run record under DIR (at any depth) that the store lacks: "
+        "importing twice adds nothing; a file that is no readable run record is named in one "
+        "line and skipped.",
+    )
+    imp.add_argument("dir", metavar="DIR", type=_path, help="a folder of run records")
+    imp.add_argument("--store", **where)
+    imp.set_defaults(func=_store_import)
+    info = store_sub.add_parser("info", help="what the store holds")
+    info.add_argument("--store", **where)
+    info.set_defaults(func=_store_info)
+    compact = store_sub.add_parser(
+        "compact",
+        help="merge the store's shards into one (safe while writers append)",
+        description="Merge every shard into one, written under a temporary name and renamed "
+        "into place before the shards it replaces are removed; shards of an earlier schema "
+        "version are rewritten in this version's layout.",
+    )
+    compact.add_argument("--store", **where)
+    compact.set_defaults(func=_store_compact)
+
+
 def _compare(args: argparse.Namespace) -> int:
     if args.html is not None:
         check_target(a_page(not_an_input(args.html, args.runs, "--html"), "--html"))
-    loaded = [records.load_record(Path(p)) for p in args.runs]
+    loaded = _compared_runs(args)
     distinct_inputs(args.runs, loaded)
     *before, b = sessions(loaded, args.passes)
     if args.passes > 1:
@@ -990,7 +1076,10 @@ def _fleet_parser(sub: Any) -> None:
         ),
     )
     rep.add_argument(
-        "dir", metavar="DIR", help="the fleet's shared directory of run records (not '')"
+        "dir",
+        metavar="DIR",
+        help="the fleet's shared directory of run records, or a results store (each node's "
+        "latest run in it) (not '')",
     )
     rep.add_argument(
         "--confirm",
@@ -1156,6 +1245,14 @@ def build_parser() -> argparse.ArgumentParser:
         "runs", metavar="RUN.json", type=_path, nargs="+", help="A run(s) ..., then B"
     )
     comp.add_argument(
+        "--store",
+        type=_path,
+        default=None,
+        metavar="PATH",
+        help="read the runs from this results store: give run ids instead of files "
+        "(default: none, the runs are record files)",
+    )
+    comp.add_argument(
         "--tolerance",
         type=_fraction,
         default=None,
@@ -1300,6 +1397,7 @@ def build_parser() -> argparse.ArgumentParser:
         "profile under --report-dir (default: none)",
     )
     histp.set_defaults(func=_history)
+    _store_parser(sub)
 
     base = sub.add_parser("baseline", help="manage baselines")
     base_sub = base.add_subparsers(dest="baseline_command", required=True)

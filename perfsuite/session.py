@@ -13,6 +13,7 @@ import datetime as dt
 import re
 import secrets
 import socket
+import sys
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -355,6 +356,11 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
         done.record_path = session.write_record(record)
     except PerfsuiteError as exc:
         done.errors.append(f"run record not written: {exc}")
+    else:  # the record first: the store's copy is a convenience, its failure a warning
+        from perfsuite.store import append_run
+
+        if warning := append_run(session.settings.report_dir, record):
+            print(warning, file=sys.stderr)
     settings = session.settings
     # The baseline before the reports, so they say what became of it; its failure is
     # collected like theirs, and the record is already written.

@@ -68,6 +68,13 @@ def _pytester_baselines(request: pytest.FixtureRequest) -> None:
         # snapshot of the loaded modules, it is kept (see _frameworks_imported_once).
         import scipy.stats  # noqa: F401
 
+        # Each session appends its run to the results store, with DuckDB, whose extension
+        # aborts the interpreter when imported twice: imported here, it is kept as well.
+        try:
+            import duckdb  # noqa: F401
+        except ImportError:
+            pass
+
         if request.node.get_closest_marker("integration") is not None:
             _frameworks_imported_once()
         request.getfixturevalue("pytester").mkdir("baselines")

@@ -441,7 +441,9 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
         ],
         consecutive=False,
     )
-    record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
+    record = records(
+        pytester, next(p.name for p in (pytester.path / "reports").iterdir() if p.name != "_store")
+    )[0]
     assert sorted(r["params"]["kernel"] for r in record["results"]) == [
         "add",
         "copy",
@@ -457,7 +459,9 @@ def test_perf_backend_runs_only_the_named_backends(pytester: pytest.Pytester) ->
         "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider", "--perf-html", "no"
     )
     result.assert_outcomes(passed=1, deselected=19)  # quick mode: triad, one per backend
-    record = records(pytester, next(p.name for p in (pytester.path / "reports").iterdir()))[0]
+    record = records(
+        pytester, next(p.name for p in (pytester.path / "reports").iterdir() if p.name != "_store")
+    )[0]
     assert {r["params"]["backend"] for r in record["results"]} == {"numpy"}
     assert record["settings"]["backends"] == ["numpy"]
 

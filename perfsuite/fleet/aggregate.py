@@ -283,6 +283,11 @@ def digest(path: Path) -> dict[str, Any]:
         raise StorageError(f"{where}: not a JSON run record: {str(exc)[:120]}") from None
     if not isinstance(data, dict):
         raise StorageError(f"{where}: not a run record (a JSON {type(data).__name__})")
+    return digest_data(data, where, {"size": st.st_size, "mtime_ns": st.st_mtime_ns})
+
+
+def digest_data(data: Mapping[str, Any], where: str, pinned: Mapping[str, int]) -> dict[str, Any]:
+    """A digest (see :func:`digest`) of a record's JSON data; ``pinned``: its file's facts."""
     found = data.get("schema_version")
     if found not in READABLE_VERSIONS or isinstance(found, bool):
         readable = " or ".join(map(str, READABLE_VERSIONS))
@@ -311,7 +316,7 @@ def digest(path: Path) -> dict[str, Any]:
     parsed = [_parse_result(raw, f"{where}: result {i}") for i, raw in enumerate(results)]
     return {
         "schema_version": DIGEST_VERSION,
-        "record": {"size": st.st_size, "mtime_ns": st.st_mtime_ns},
+        "record": dict(pinned),
         "run_id": run_id,
         "profile": profile,
         "label": label,
@@ -640,18 +645,46 @@ def _chunks(paths: Sequence[Path], workers: int) -> Iterator[_Chunk]:
 def load(directory: Path, workers: int | None = None) -> list[Matrix]:
     """Every profile's matrix from the run records under ``directory``.
 
+    A results store's folder gives each node's latest run in it.
+
     Two records naming the same node (label, and GPU) are an error: each task of a fleet
     needs its own label.
     """
     if not directory.is_dir():
         raise StorageError(f"{directory}: no such directory")
+    from perfsuite.store import Store, load_runs
+
+    if Store.is_store(directory):  # a results store: each node's latest run
+        runs = load_runs(directory, latest=True)
+        if not runs:
+            raise StorageError(f"{directory}: a results store that holds no run")
+        return load_records([(f"{directory}: run {r.run_id}", r.to_dict()) for r in runs])
     paths = record_paths(directory)
     if not paths:
         raise StorageError(f"{directory}: no run records (*.json) in it")
     workers = workers if workers is not None else min(4, len(os.sched_getaffinity(0)))
+    return _matrices(_chunks(paths, workers))
+
+
+def load_records(records: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Matrix]:
+    """Every profile's matrix from run records' JSON data, each named by where it is from.
+
+    The records of a results store, say (:func:`perfsuite.store.load_runs`).
+    """
+    keys = _Keys()
+    rows: list[_Row] = []
+    for where, data in records:
+        try:
+            rows += _rows_of(digest_data(data, where, {}), where, keys)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise StorageError(f"{where}: malformed run record ({exc})") from None
+    return _matrices(iter([_Chunk(list(keys.index), rows)]))
+
+
+def _matrices(chunks: Iterator[_Chunk]) -> list[Matrix]:
     columns: dict[tuple[str, str, str, bool], int] = {}
     by_profile: dict[str, list[_Row]] = {}
-    for chunk in _chunks(paths, workers):
+    for chunk in chunks:
         remap = np.array([columns.setdefault(k, len(columns)) for k in chunk.keys], dtype=np.int32)
         for row in chunk.rows:
             moved = _Row(row.profile, row.unit, remap[row.keys], row.values, row.codes)
