@@ -371,11 +371,20 @@ def _report(args: argparse.Namespace) -> int:
     return outcome.EXIT_OK
 
 
+def _history_profiles(source: Path, is_store: bool) -> list[str]:
+    """The profiles with runs: a store's, or the folders of a report directory."""
+    if not is_store:
+        return records.profiles(source)
+    from perfsuite.store import Store
+
+    return sorted(name for name, _ in Store.open(source).info().profiles)
+
+
 def _history(args: argparse.Namespace) -> int:
     import json
 
-    report_dir = Path(args.report_dir)
-    known = records.profiles(report_dir)
+    report_dir = Path(args.store or args.report_dir)
+    known = _history_profiles(report_dir, args.store is not None)
     if args.profile is None:
         if len(known) == 1:
             args.profile = known[0]
@@ -398,7 +407,12 @@ def _history(args: argparse.Namespace) -> int:
     if args.html is not None and Path(args.html).exists() and not Path(args.html).is_dir():
         raise PerfsuiteError(f"--html {args.html}: not a directory; name a directory for the site")
     problems: list[str] = []
-    runs = records.history(report_dir, args.profile, skip_unreadable=True, problems=problems)
+    if args.store is not None:  # a store's runs were checked as they went in, and read whole
+        from perfsuite.store import load_runs
+
+        runs = load_runs(report_dir, args.profile)
+    else:
+        runs = records.history(report_dir, args.profile, skip_unreadable=True, problems=problems)
     if not args.json:
         for problem in problems:
             print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
@@ -430,7 +444,15 @@ def _history(args: argparse.Namespace) -> int:
         from perfsuite.report.history_page import write_site
 
         current = (args.profile, shown, len(runs), trends)
-        write_site(Path(args.html), report_dir, current, settings)
+        if args.store is not None:
+            from perfsuite.store import load_runs
+
+            def load(name: str) -> list[RunRecord]:
+                return load_runs(report_dir, name)
+
+            write_site(Path(args.html), report_dir, current, settings, load, known)
+        else:
+            write_site(Path(args.html), report_dir, current, settings)
     if args.json:
         doc = hist.to_json(args.profile, shown, trends, settings, verdict, code, problems)
         print(json.dumps(doc, indent=1))
@@ -1344,6 +1366,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="reports",
         metavar="DIR",
         help="where the run records are (default: reports)",
+    )
+    histp.add_argument(
+        "--store",
+        type=_path,
+        default=None,
+        metavar="PATH",
+        help="read the runs from this results store instead of --report-dir's record files "
+        "(default: none; sessions write one at REPORT_DIR/_store)",
     )
     histp.add_argument(
         "--profile",

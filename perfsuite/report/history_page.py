@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -136,16 +136,26 @@ def write_site(
     report_dir: Path,
     current: tuple[str, Sequence[tuple[int, RunRecord]], int, Sequence[hist.Trend]],
     settings: hist.Settings,
+    load: Callable[[str], Sequence[RunRecord]] | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[Path]:
-    """Every profile's page under ``out`` (the current one already judged), and an index."""
+    """Every profile's page under ``out`` (the current one already judged), and an index.
+
+    ``load`` reads a profile's runs and ``names`` lists the profiles (a results store's);
+    by default, the folders of run records under ``report_dir``.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    names = records.profiles(report_dir)
+    names = list(names) if names is not None else records.profiles(report_dir)
     written = []
     for name in names:
         if name == current[0]:
             _, shown, total, trends = current
         else:
-            runs = records.history(report_dir, name, skip_unreadable=True, problems=[])
+            runs = (
+                list(load(name))
+                if load is not None
+                else records.history(report_dir, name, skip_unreadable=True, problems=[])
+            )
             shown = hist.window(hist.numbered(runs), last=settings.last, since=settings.since)
             if not shown:
                 continue
