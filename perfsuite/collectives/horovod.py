@@ -37,6 +37,7 @@ import importlib.util
 import os
 import socket
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -190,13 +191,30 @@ class HorovodComm(_TorchTensors):
         else:
             self.device = "cpu"
         self.pending: dict[int, int] = {}  # id(recv) -> Horovod handle
+        # One name per live buffer, the same on every rank, as training names each
+        # gradient (Horovod's response cache then knows the tensor from its second
+        # allreduce on).  Every rank makes its buffers in the same order, so a counter
+        # numbers them alike; a buffer's name goes with it, so that a new buffer at the
+        # same address (CPython reuses ids on one rank and not on another) gets a new one:
+        # ranks that name one tensor differently wait for each other for ever.
+        self.names: dict[int, str] = {}
+        self.buffers = 0
+
+    def _name(self, recv: Any) -> str:
+        key = id(recv)
+        if key not in self.names:
+            self.names[key] = f"perfsuite.buffer{self.buffers}"
+            self.buffers += 1
+            weakref.finalize(recv, self.names.pop, key, None)
+        return self.names[key]
 
     def allreduce(self, send: Any, recv: Any) -> None:
         handle = self.pending.pop(id(recv), None)
         if handle is not None:
             self.hvd.synchronize(handle)  # the buffer's previous allreduce, before reuse
+        name = self._name(recv)
         recv.copy_(send)
-        self.pending[id(recv)] = self.hvd.allreduce_async_(recv, op=self.hvd.Sum)
+        self.pending[id(recv)] = self.hvd.allreduce_async_(recv, op=self.hvd.Sum, name=name)
 
     def sync(self) -> None:
         for handle in self.pending.values():
@@ -319,7 +337,7 @@ class HorovodTrainer(TorchTrainer):
 
     def wait_for_all(self) -> None:
         """Return when every rank has arrived, polling the token's allreduce on the CPU."""
-        handle = self.hvd.allreduce_async_(self.token, op=self.hvd.Sum)
+        handle = self.hvd.allreduce_async_(self.token, op=self.hvd.Sum, name="perfsuite.token")
         if self.device == "cpu":
             while not self.hvd.poll(handle):
                 os.sched_yield()  # polling, but Horovod's background thread goes first
