@@ -127,12 +127,17 @@ def test_the_fusion_effect_is_fusion_off_over_fusion_on_and_needs_both() -> None
     assert allreduce.horovod_fusion_effect({"fusion": on}) == {}
 
 
+def _own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the environment for this test: what the rendezvous sets goes with it."""
+    left_out = ("HOROVOD_", "RANK", "WORLD_SIZE", "PMI_", "OMPI_")
+    own = {k: v for k, v in os.environ.items() if not k.startswith(left_out)}
+    monkeypatch.setattr(os, "environ", own)
+
+
 def test_a_non_zero_rank_takes_horovods_gloo_environment_from_the_launcher(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("HOROVOD_") or name in ("RANK", "WORLD_SIZE"):
-            monkeypatch.delenv(name)
+    _own_environment(monkeypatch)
     with socket.socket() as rank0:  # rank 0's rendezvous, already listening
         rank0.bind(("127.0.0.1", 0))
         rank0.listen()
@@ -146,7 +151,7 @@ def test_a_non_zero_rank_takes_horovods_gloo_environment_from_the_launcher(
 
 
 def test_an_mpi_build_under_mpiexec_is_left_to_mpi(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HOROVOD_RANK", raising=False)
+    _own_environment(monkeypatch)
     monkeypatch.setenv("PMI_RANK", "0")
     assert horovod.gloo_rendezvous(mpi_built=True) is None
     assert "HOROVOD_RANK" not in os.environ
@@ -214,7 +219,7 @@ def _ranks(module: str, *args: str, env: dict[str, str] | None = None) -> list[d
     master, *workers = free_loopback_ports(3)
     command = MPIEXEC.command(2, list(args), worker=module)
     environment = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")},
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(master),
         "PERFSUITE_COLLECTIVE_PORTS": ",".join(map(str, workers)),
@@ -259,3 +264,13 @@ def test_two_horovod_ranks_train_and_report_every_phase() -> None:
     for rank in steps["per_rank"]:
         assert len(rank["step"]) == 3 and all(s > 0 for s in rank["step"])
         assert all(c > 0 for c in rank["compute"])
+
+
+def test_horovods_host_bandwidth_has_no_shared_memory_floor_as_gloo_goes_over_tcp() -> None:
+    from perfsuite.hardware.profile import ProfileRegistry
+    from perfsuite.settings import Settings
+
+    case = allreduce.Case("horovod", "cpu", 2, 16 << 20)
+    work = allreduce.workload(case, Settings(), ProfileRegistry().load("a100"))
+    assert work.metric == "busbw" and work.reference is None
+    assert "TCP sockets" in work.floor_note

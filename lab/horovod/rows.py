@@ -21,15 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from perfsuite.checks import pop
+
 ROOT = Path(__file__).resolve().parents[2]
-METRICS = (
-    "load_balance",
-    "communication_efficiency",
-    "parallel_efficiency",
-    "computation_scalability",
-    "global_efficiency",
-    "input_efficiency",
-)
+METRICS = pop.METRICS
 
 
 def _uptime() -> str:

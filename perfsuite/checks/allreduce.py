@@ -239,7 +239,8 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         )
     factor = busbw_factor(case.ranks)
     reference: Reference | None
-    if case.backend in SOCKET_LIBRARIES and case.device == "cpu":
+    # Horovod as scripts/horovod-build builds it (Gloo only) moves host data over TCP too.
+    if (case.backend in SOCKET_LIBRARIES or case.backend == "horovod") and case.device == "cpu":
         reference = None  # gloo and TF's ring move data over TCP sockets: no figure applies
     elif case.device == "cpu":
         reference = Reference(

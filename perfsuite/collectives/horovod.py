@@ -173,16 +173,24 @@ def _facts(hvd: Any, module: str) -> dict[str, Any]:
     }
 
 
-class HorovodComm(_TorchTensors):
-    """Horovod's allreduce on torch tensors, submitted asynchronously as training does."""
+class _HorovodGroup:
+    """What every Horovod rank here shares: small objects gathered and sent, the end."""
 
-    name = "horovod"
+    hvd: Any
+    rank: int
+    size: int
+    server: Any
+    torch: Any
+    device: str
 
-    def __init__(self, device: str) -> None:
+    def join_torch(self, device: str, threads: int = 0) -> None:
+        """``horovod.torch`` started; rank, size, and the device (the local rank's GPU)."""
         import horovod.torch as hvd
         import torch
 
         self.hvd, self.torch = hvd, torch
+        if threads > 0:
+            torch.set_num_threads(threads)
         self.server = init_horovod(hvd)
         self.rank, self.size = int(hvd.rank()), int(hvd.size())
         if device == "gpu":
@@ -190,6 +198,28 @@ class HorovodComm(_TorchTensors):
             self.device = f"cuda:{torch.cuda.current_device()}"
         else:
             self.device = "cpu"
+
+    def gather(self, value: Any) -> list[Any] | None:
+        out = list(self.hvd.allgather_object(value))
+        return out if self.rank == 0 else None
+
+    def bcast(self, value: Any) -> Any:
+        return self.hvd.broadcast_object(value, root_rank=0)
+
+    def shutdown(self) -> None:
+        """Horovod's end on this rank, then rank 0's rendezvous server."""
+        self.hvd.shutdown()
+        if self.server is not None:
+            self.server.shutdown()
+
+
+class HorovodComm(_HorovodGroup, _TorchTensors):
+    """Horovod's allreduce on torch tensors, submitted asynchronously as training does."""
+
+    name = "horovod"
+
+    def __init__(self, device: str) -> None:
+        self.join_torch(device)
         self.pending: dict[int, int] = {}  # id(recv) -> Horovod handle
         # One name per live buffer, the same on every rank, as training names each
         # gradient (Horovod's response cache then knows the tensor from its second
@@ -226,24 +256,15 @@ class HorovodComm(_TorchTensors):
         self.sync()
         self.hvd.barrier()
 
-    def gather(self, value: Any) -> list[Any] | None:
-        out = list(self.hvd.allgather_object(value))
-        return out if self.rank == 0 else None
-
-    def bcast(self, value: Any) -> Any:
-        return self.hvd.broadcast_object(value, root_rank=0)
-
     def describe(self) -> dict[str, Any]:
         return _facts(self.hvd, "horovod.torch")
 
     def close(self) -> None:
         self.sync()
-        self.hvd.shutdown()
-        if self.server is not None:
-            self.server.shutdown()
+        self.shutdown()
 
 
-class HorovodTensorFlowComm:
+class HorovodTensorFlowComm(_HorovodGroup):
     """Horovod's allreduce on TensorFlow tensors (eager; each call waits for its result)."""
 
     name = "horovod"
@@ -278,20 +299,11 @@ class HorovodTensorFlowComm:
     def host(self, buf: Any) -> np.ndarray:
         return np.asarray(buf[0].numpy())
 
-    def gather(self, value: Any) -> list[Any] | None:
-        out = list(self.hvd.allgather_object(value))
-        return out if self.rank == 0 else None
-
-    def bcast(self, value: Any) -> Any:
-        return self.hvd.broadcast_object(value, root_rank=0)
-
     def describe(self) -> dict[str, Any]:
         return _facts(self.hvd, "horovod.tensorflow")
 
     def close(self) -> None:
-        self.hvd.shutdown()
-        if self.server is not None:
-            self.server.shutdown()
+        self.shutdown()
 
 
 def horovod_comm(device: str) -> Any:
@@ -301,7 +313,7 @@ def horovod_comm(device: str) -> Any:
     return HorovodTensorFlowComm(device)
 
 
-class HorovodTrainer(TorchTrainer):
+class HorovodTrainer(_HorovodGroup, TorchTrainer):
     """The POP check's CNN on ``horovod.torch``: the gradients allreduced as Horovod does.
 
     The phases are :class:`~perfsuite.collectives.train.TorchTrainer`'s; only the group and
@@ -313,20 +325,8 @@ class HorovodTrainer(TorchTrainer):
     name = "horovod"
 
     def __init__(self, device: str, batch: int, threads: int, seed: int) -> None:
-        import horovod.torch as hvd
-        import torch
-
-        self.hvd, self.torch = hvd, torch
-        if threads > 0:
-            torch.set_num_threads(threads)
-        self.server = init_horovod(hvd)
-        self.rank, self.size = int(hvd.rank()), int(hvd.size())
-        if device == "gpu":
-            torch.cuda.set_device(int(hvd.local_rank()) % torch.cuda.device_count())
-            self.device = f"cuda:{torch.cuda.current_device()}"
-        else:
-            self.device = "cpu"
-        self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+        self.join_torch(device, threads)
+        self.backend = "gloo" if self.hvd.gloo_enabled() else "mpi"
         self.setup_model(batch, seed)
 
     def forward_backward(self, passes: int) -> None:
@@ -354,10 +354,6 @@ class HorovodTrainer(TorchTrainer):
             self.hvd.synchronize(handle)
         self.sync()
 
-    def gather(self, value: Any) -> list[Any] | None:
-        out = list(self.hvd.allgather_object(value))
-        return out if self.rank == 0 else None
-
     def describe(self) -> dict[str, Any]:
         return {
             **_facts(self.hvd, "horovod.torch (allreduce_async_ per gradient, fused)"),
@@ -367,6 +363,4 @@ class HorovodTrainer(TorchTrainer):
 
     def close(self) -> None:
         self.hvd.barrier()
-        self.hvd.shutdown()
-        if self.server is not None:
-            self.server.shutdown()
+        self.shutdown()
