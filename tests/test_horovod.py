@@ -274,3 +274,22 @@ def test_horovods_host_bandwidth_has_no_shared_memory_floor_as_gloo_goes_over_tc
     work = allreduce.workload(case, Settings(), ProfileRegistry().load("a100"))
     assert work.metric == "busbw" and work.reference is None
     assert "TCP sockets" in work.floor_note
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(
+    "tensorflow" not in horovod.extensions()
+    or importlib.util.find_spec("tensorflow") is None
+    or MPIEXEC.unavailable_reason() is not None,
+    reason="no Horovod with its TensorFlow extension (scripts/horovod-build --framework "
+    "tensorflow --no-xla), or no mpiexec",
+)
+def test_two_horovod_ranks_allreduce_through_horovod_tensorflow() -> None:
+    lines = _ranks(
+        "perfsuite.collectives.worker",
+        *("--backend", "horovod", "--sizes", "8", "--samples", "2", "--sample-seconds", "0.02"),
+        env={"PERFSUITE_HOROVOD_FRAMEWORK": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    (layout,) = [line["layout"] for line in lines if "layout" in line]
+    assert layout["library"] == "horovod.tensorflow" and layout["ranks"] == 2
+    assert [line["size"] for line in lines if "size" in line] == [8, 8]

@@ -291,7 +291,8 @@ class HorovodTensorFlowComm(_HorovodGroup):
         recv[0] = self.hvd.allreduce(send, op=self.hvd.Sum)
 
     def barrier(self) -> None:
-        self.hvd.barrier()
+        """A one-element allreduce (``horovod.tensorflow`` has no barrier)."""
+        self.hvd.allreduce(self.tf.zeros([1]), op=self.hvd.Sum, name="perfsuite.barrier")
 
     def sync(self) -> None:
         """Eager Horovod ops return when their result is ready."""
