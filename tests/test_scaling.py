@@ -253,18 +253,6 @@ def test_strong_scaling_splits_the_global_batch_and_weak_scaling_keeps_it_per_ra
     assert scaling.batch_per_rank("strong", 1) == scaling.batch_per_rank("weak", 1)
 
 
-def test_horovod_skips_with_its_install_hint_or_saying_it_has_no_training_step() -> None:
-    launcher = Launcher.parse("mpiexec -n {ranks}")
-    reason = scaling.unavailable_reason(
-        scaling.Case("horovod", "cpu", "weak", 2, "load_balance"), launcher
-    )
-    assert reason is not None
-    if importlib.util.find_spec("horovod") is None:
-        assert "pip install horovod" in reason
-    else:
-        assert "no Horovod training step" in reason
-
-
 def test_under_xdist_the_ranks_are_refused_like_the_allreduces(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite import sections
-from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES
+from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
 from perfsuite.environment import redact_command
 from perfsuite.hardware.profile import HardwareProfile
@@ -68,11 +68,19 @@ class Case:
     size: int  # bytes; 0 for the fusion check
     full_only: bool = False
     sweep: bool = False  # beyond quick mode's latency and bandwidth representatives
+    # Horovod's HOROVOD_FUSION_THRESHOLD for the fusion check; None: the library's default.
+    fusion_threshold: int | None = None
 
     @property
     def id(self) -> str:
-        """The pytest id, e.g. ``mpi-cpu-2ranks-64KiB``."""
+        """The pytest id, e.g. ``mpi-cpu-2ranks-64KiB``.
+
+        Horovod's fusion check with ``HOROVOD_FUSION_THRESHOLD=0`` (tensor fusion off) ends
+        in ``-threshold0``: ``horovod-cpu-2ranks-fusion64-threshold0``.
+        """
         what = human_bytes(self.size) if self.size else f"fusion{FUSION_TENSORS}"
+        if self.fusion_threshold is not None:
+            what += f"-threshold{self.fusion_threshold}"
         return f"{self.backend}-{self.device}-{self.ranks}ranks-{what}"
 
     @property
@@ -108,6 +116,8 @@ def cases(ranks: Sequence[int]) -> list[Case]:
                         )
                     )
                 out.append(Case(backend, device, n, 0, sweep=True))
+                if backend == "horovod":  # tensor fusion off, against the default above
+                    out.append(Case(backend, device, n, 0, sweep=True, fusion_threshold=0))
     return out
 
 
@@ -119,10 +129,12 @@ def busbw_factor(ranks: int) -> float:
 def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     """Why this case cannot run here, with an install hint; or None."""
     module, hint = LIBRARIES[case.backend]
-    if importlib.util.find_spec(module) is None:
+    if case.backend == "horovod":
+        reason = horovod.unavailable_reason(need_torch=case.device == "gpu")
+        if reason:
+            return reason
+    elif importlib.util.find_spec(module) is None:
         return f"{module} is not installed; {hint}"
-    if case.backend == "horovod" and importlib.util.find_spec("torch") is None:
-        return "horovod's allreduce is measured through horovod.torch; torch is not installed"
     if case.device == "gpu":
         return ranks_without_gpus(case.ranks, launcher) or launcher.unavailable_reason()
     return launcher.unavailable_reason()
@@ -147,6 +159,8 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     }
     if case.backend == "torch" and case.device == "cpu":
         env["GLOO_SOCKET_IFNAME"] = "lo"
+    if case.fusion_threshold is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(case.fusion_threshold)
     launcher_env = launcher.environment()
     env.update(launcher_env)
     source = ChildSource(
@@ -167,9 +181,12 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     if launcher_env:
         context["launcher_env"] = sorted(launcher_env)
     if not case.size:
+        fusion_params: dict[str, Any] = {"tensors": FUSION_TENSORS, "total_bytes": FUSION_BYTES}
+        if case.fusion_threshold is not None:
+            fusion_params["fusion_threshold"] = case.fusion_threshold
         return Workload(
             check="allreduce_fusion",
-            params={**params, "tensors": FUSION_TENSORS, "total_bytes": FUSION_BYTES},
+            params={**params, **fusion_params},
             metric="latency",
             unit="µs",
             work=Work(
@@ -228,7 +245,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
 
 def _cpu_busbw_note(backend: str) -> str:
     """Why ranks on the host CPU have no bandwidth floor."""
-    if backend in SOCKET_LIBRARIES:
+    if backend in SOCKET_LIBRARIES or backend == "horovod":  # Horovod as built here: Gloo
         how = f"{backend} moves the data over TCP sockets here"
     else:
         how = f"{backend}'s ranks on one host reduce through shared memory"
@@ -288,8 +305,10 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
         seconds = _median(_seconds_per_op(r))
         if r.check == "allreduce_fusion":
             fused = per_sample.get("fused_seconds") or []
+            # Horovod's run with tensor fusion off (HOROVOD_FUSION_THRESHOLD=0) sits beside.
+            which = "fusion" if r.params.get("fusion_threshold") is None else "fusion_off"
             if fused:
-                group["fusion"] = {
+                group[which] = {
                     "tensors": int(r.params["tensors"]),
                     "total_bytes": int(r.params["total_bytes"]),
                     "separate_us": seconds * 1e6,
@@ -332,9 +351,24 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
                 "beta_ns_per_byte": fit[1] * 1e9 if fit else None,
                 "fit_bandwidth_gbs": 1 / fit[1] / 1e9 if fit and fit[1] > 0 else None,
                 "fusion": group["fusion"],
+                **horovod_fusion_effect(group),
             }
         )
     return {"curves": curves} if curves else {}
+
+
+def horovod_fusion_effect(group: dict[str, Any]) -> dict[str, Any]:
+    """Horovod's tensor-fusion effect: K small allreduces in flight, fusion off over on.
+
+    Empty unless the group has both runs (the default threshold and 0).
+    """
+    on, off = group.get("fusion"), group.get("fusion_off")
+    if not on or not off:
+        return {}
+    return {
+        "fusion_off": off,
+        "fusion_effect": off["separate_us"] / on["separate_us"],
+    }
 
 
 def _baseline_latency_us(r: Result, size: int, ranks: int) -> float | None:

@@ -24,9 +24,12 @@ a failure.  The input efficiency (1 - the input-wait share of a step) is one of 
   reference: two launches (each rank's start-up, a torch import, is most of a launch's
   time).
 
-Backends: torch ``DistributedDataParallel`` (gloo on the CPU, NCCL on GPUs) and
-TensorFlow's ``MultiWorkerMirroredStrategy`` (its RING collective, on the CPU).  Horovod
-has no training step in the rank worker yet: its cases skip, saying so.
+Backends: torch ``DistributedDataParallel`` (gloo on the CPU, NCCL on GPUs),
+TensorFlow's ``MultiWorkerMirroredStrategy`` (its RING collective, on the CPU) and Horovod
+(``horovod.torch``, every gradient submitted asynchronously and fused, as
+``hvd.DistributedOptimizer`` does: :class:`perfsuite.collectives.horovod.HorovodTrainer`).
+Horovod's cases skip with the reason where no Horovod with a torch extension is installed
+(``tox -e horovod`` builds one).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 
 from perfsuite import sections
 from perfsuite.checks import pop
-from perfsuite.collectives import LIBRARIES
+from perfsuite.collectives import LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
 from perfsuite.environment import redact_command
 from perfsuite.hardware.profile import HardwareProfile
@@ -54,10 +57,6 @@ TRAINER = "perfsuite.collectives.train"
 BATCH = 32  # the global batch in strong scaling, the batch per rank in weak scaling
 WARMUP_STEPS = 2
 BACKENDS = ("torch", "tensorflow", "horovod")
-NOT_YET = {
-    "horovod": "the rank worker has no Horovod training step yet "
-    "(perfsuite.collectives.train trains with torch DDP and TensorFlow's MWMS)",
-}
 WARNING_TEXT = (
     "POP: median {value:.2f} is below {threshold:.1f}, POP's rule of thumb for an "
     "efficiency worth a look (a warning, not a failure)"
@@ -117,12 +116,14 @@ def batch_per_rank(mode: str, ranks: int) -> int:
 def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     """Why this case cannot run here, with an install hint; or None."""
     module, hint = LIBRARIES[case.backend]
-    if importlib.util.find_spec(module) is None:
+    if case.backend == "horovod":
+        reason = horovod.unavailable_reason(need_torch=True)  # the step is horovod.torch's
+        if reason:
+            return reason
+    elif importlib.util.find_spec(module) is None:
         return f"{module} is not installed; {hint}"
     if case.backend != "tensorflow" and importlib.util.find_spec("torch") is None:
         return f"torch is not installed; {LIBRARIES['torch'][1]}"
-    if case.backend in NOT_YET:
-        return NOT_YET[case.backend]
     if case.mode == "strong" and BATCH % case.ranks:
         return f"strong scaling splits a global batch of {BATCH}; {case.ranks} ranks do not"
     if case.device == "gpu":

@@ -116,6 +116,21 @@ class RankSteps:
     step: list[float]
 
 
+def small_cnn(nn: Any) -> Any:
+    """The CNN every torch trainer trains (``nn`` is ``torch.nn``)."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, CLASSES),
+    )
+
+
 class TorchTrainer:
     """A small CNN under DistributedDataParallel, with the gradient allreduce done by hand."""
 
@@ -130,23 +145,19 @@ class TorchTrainer:
         if threads > 0:
             torch.set_num_threads(threads)
         self.rank, self.size, self.device, self.backend = join_torch_group(device, "train worker")
-        rank = self.rank
+        self.setup_model(batch, seed, nn.parallel.DistributedDataParallel)
+
+    def setup_model(self, batch: int, seed: int, wrap: Any = None) -> None:
+        """The CNN (``wrap``-ped: DDP), its loss, optimizer, input pipeline and buffers."""
+        torch = self.torch
+        from torch import nn
+
         torch.manual_seed(seed)
-        model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(32, CLASSES),
-        ).to(self.device)
-        self.model = nn.parallel.DistributedDataParallel(model)
+        model = small_cnn(nn).to(self.device)
+        self.model = wrap(model) if wrap is not None else model
         self.loss = nn.CrossEntropyLoss()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        self.input = HostInput(batch, seed + rank, channels_last=False)
+        self.input = HostInput(batch, seed + self.rank, channels_last=False)
         self.x, self.y = torch.empty(0), torch.empty(0)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.flat = torch.zeros(sum(p.numel() for p in self.params), device=self.device)
@@ -446,7 +457,18 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-TRAINERS: dict[str, Any] = {"torch": TorchTrainer, "tensorflow": TensorFlowTrainer}
+def horovod_trainer(device: str, batch: int, threads: int, seed: int) -> Any:
+    """The Horovod training step (:mod:`perfsuite.collectives.horovod`, imported on use)."""
+    from perfsuite.collectives.horovod import HorovodTrainer
+
+    return HorovodTrainer(device, batch, threads, seed)
+
+
+TRAINERS: dict[str, Any] = {
+    "torch": TorchTrainer,
+    "tensorflow": TensorFlowTrainer,
+    "horovod": horovod_trainer,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ The OSU micro-benchmarks' method, per message size:
 Then the fusion experiment: K small allreduces against one of the same total size.
 
 Backends: ``mpi`` (mpi4py), ``torch`` (torch.distributed: gloo on the CPU, NCCL on GPUs),
-``tensorflow`` (MultiWorkerMirroredStrategy, RING) and ``horovod`` (``horovod.torch``).
+``tensorflow`` (MultiWorkerMirroredStrategy, RING) and ``horovod`` (``horovod.torch``, or
+``horovod.tensorflow`` where only that is built; see :mod:`perfsuite.collectives.horovod`).
 """
 
 from __future__ import annotations
@@ -355,50 +356,18 @@ class TensorFlowComm:
         """TensorFlow's collective executors end with the process."""
 
 
-class HorovodComm(_TorchTensors):
-    """Horovod's allreduce on torch tensors (its own controller picks MPI or Gloo, NCCL on GPUs)."""
+def horovod_comm(device: str) -> Any:
+    """Horovod's communicator (:mod:`perfsuite.collectives.horovod`, imported on use)."""
+    from perfsuite.collectives.horovod import horovod_comm
 
-    name = "horovod"
-
-    def __init__(self, device: str) -> None:
-        import horovod.torch as hvd
-        import torch
-
-        hvd.init()
-        self.hvd, self.torch = hvd, torch
-        self.rank, self.size = int(hvd.rank()), int(hvd.size())
-        if device == "gpu":
-            torch.cuda.set_device(int(hvd.local_rank()) % torch.cuda.device_count())
-            self.device = f"cuda:{torch.cuda.current_device()}"
-        else:
-            self.device = "cpu"
-
-    def allreduce(self, send: Any, recv: Any) -> None:
-        recv.copy_(self.hvd.allreduce(send, op=self.hvd.Sum))
-
-    def barrier(self) -> None:
-        self.sync()
-        self.hvd.allreduce(self.torch.zeros(1), op=self.hvd.Sum)
-
-    def gather(self, value: Any) -> list[Any] | None:
-        out = list(self.hvd.allgather_object(value))
-        return out if self.rank == 0 else None
-
-    def bcast(self, value: Any) -> Any:
-        return self.hvd.broadcast_object(value, root_rank=0)
-
-    def describe(self) -> dict[str, Any]:
-        return {"library": "horovod.torch", "horovod": __import__("horovod").__version__}
-
-    def close(self) -> None:
-        self.hvd.shutdown()
+    return horovod_comm(device)
 
 
 COMMS: dict[str, Any] = {
     "mpi": MpiComm,
     "torch": TorchComm,
     "tensorflow": TensorFlowComm,
-    "horovod": HorovodComm,
+    "horovod": horovod_comm,
 }
 
 
