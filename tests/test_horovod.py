@@ -111,10 +111,12 @@ def test_fusion_off_sets_the_threshold_in_the_ranks_environment_and_the_params()
 
     case = allreduce.Case("horovod", "cpu", 2, 0, sweep=True, fusion_threshold=0)
     profile = ProfileRegistry().load("a100")
-    work = allreduce.workload(case, Settings(), profile)
+    work = allreduce.workload(case, Settings(oversubscribe=True), profile)
     assert work.params["fusion_threshold"] == 0
     assert work.source is not None and work.source.env["HOROVOD_FUSION_THRESHOLD"] == "0"
-    default = allreduce.workload(allreduce.Case("horovod", "cpu", 2, 0), Settings(), profile)
+    default = allreduce.workload(
+        allreduce.Case("horovod", "cpu", 2, 0), Settings(oversubscribe=True), profile
+    )
     assert "fusion_threshold" not in default.params
     assert default.source is not None and "HOROVOD_FUSION_THRESHOLD" not in default.source.env
 
@@ -271,7 +273,7 @@ def test_horovods_host_bandwidth_has_no_shared_memory_floor_as_gloo_goes_over_tc
     from perfsuite.settings import Settings
 
     case = allreduce.Case("horovod", "cpu", 2, 16 << 20)
-    work = allreduce.workload(case, Settings(), ProfileRegistry().load("a100"))
+    work = allreduce.workload(case, Settings(oversubscribe=True), ProfileRegistry().load("a100"))
     assert work.metric == "busbw" and work.reference is None
     assert "TCP sockets" in work.floor_note
 

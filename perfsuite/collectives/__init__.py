@@ -11,7 +11,11 @@ LIBRARIES = {
     "mpi": ("mpi4py", "pip install 'perfsuite[mpi]'"),
     "torch": ("torch", "pip install 'perfsuite[torch]'"),
     "tensorflow": ("tensorflow", "pip install 'perfsuite[tensorflow]'"),
-    "horovod": ("horovod", "pip install horovod (built against your torch; see its docs)"),
+    "horovod": (
+        "horovod",
+        "build it from its sdist with scripts/horovod-build, or tox -e horovod "
+        "(docs/checks/allreduce.md)",
+    ),
 }
 # Libraries whose CPU collectives go over TCP sockets by design (gloo; TF's gRPC ring).
 SOCKET_LIBRARIES = frozenset({"torch", "tensorflow"})
