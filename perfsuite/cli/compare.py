@@ -1,0 +1,149 @@
+"""``perfsuite compare``: run records A against B, from files or from a results store."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from perfsuite import outcome, records
+from perfsuite.cli.args import a_page, distinct_inputs, not_an_input, signed
+from perfsuite.compare import (
+    compare_runs,
+    compared_record,
+    environment_diff,
+    sessions,
+)
+from perfsuite.model import RunRecord
+from perfsuite.report.explain import CORRECTION_NAMES, explained_record, young_baseline_note
+from perfsuite.report.terminal import format_table, printable, short_id
+from perfsuite.storage import check_target, write_text_atomic
+
+
+def compared_runs(args: argparse.Namespace) -> list[RunRecord]:
+    """The runs compared: record files, or with --store the runs of those ids in the store."""
+    if args.store is None:
+        return [records.load_record(Path(p)) for p in args.runs]
+    from perfsuite.store import load_runs
+
+    return load_runs(Path(args.store), run_ids=args.runs)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    if args.html is not None:
+        check_target(a_page(not_an_input(args.html, args.runs, "--html"), "--html"))
+    loaded = compared_runs(args)
+    distinct_inputs(args.runs, loaded)
+    *before, b = sessions(loaded, args.passes)
+    if args.passes > 1:
+        print(
+            f"sessions of {args.passes} passes: each check kept from its fastest pass, "
+            "before and after alike"
+        )
+        for session in [*before, b]:
+            kept = Counter(r.context["passes"]["kept"] for r in session.results)
+            print(f"  {session.run_id}: " + ", ".join(f"{n} from {k}" for k, n in kept.items()))
+    rows, only_a, only_b = compare_runs(
+        before,
+        b,
+        tolerance=args.tolerance,
+        alpha=args.alpha,
+        correction=args.correction,
+        window_s=args.baseline_window,
+    )
+    for a in before:
+        print(f"A: {a.run_id} ({a.created})")
+    print(f"B: {b.run_id} ({b.created})")
+    profile = b.hardware_profile.get("name")
+    print(
+        f"profile: {profile}; {len(before)} {'session(s)' if args.passes > 1 else 'run(s)'} "
+        "before; "
+        f"{CORRECTION_NAMES[args.correction]} over {len(rows)} checks, alpha {args.alpha}"
+    )
+    judged = explained_record(compared_record(b, rows, args.tolerance, args.correction))
+    reasons = {r.id: r.baseline.reason for r in judged.results}
+    by_id = {row.id: row for row in rows}
+    rows = [by_id[r.id] for r in outcome.worst_first(judged.results) if r.id in by_id]
+    table = [("check", "A", "B", "ratio B/A", "95% CI", "p", "verdict")]
+    for r in rows:
+        c = r.comparison
+        table.append(
+            (
+                short_id(r.id),
+                f"{r.a_median:.4g} {r.unit}",
+                f"{r.b_median:.4g} {r.unit}",
+                f"{c.ratio:.3f}{'*' if r.machine else ''}",
+                f"[{c.ci_low:.3f}, {c.ci_high:.3f}]",
+                f"{c.p_value:.2g}",
+                r.verdict,
+            )
+        )
+    print("\n".join(format_table(table)))
+    moves = [r.machine["ratio"] for r in rows if r.machine]
+    if moves:
+        print(
+            f"* {len(moves)} check(s) judged per unit of machine speed: the framework-free "
+            f"probe moved {signed(min(moves))} to {signed(max(moves))} from A to B"
+        )
+    for r in rows:
+        if r.verdict != "ok":
+            print(f"{r.verdict}: {short_id(r.id)}: {printable(reasons[r.id])}")
+    young = young_baseline_note(judged.results)
+    if young:
+        words = young.replace("Add runs with --perf-save-baseline", "Give more runs before")
+        print(words.replace("--perf-baseline-window", "--baseline-window"))
+    for node_id in only_a:
+        print(f"only in A: {node_id}")
+    for node_id in only_b:
+        print(f"only in B: {node_id}")
+    diff = environment_diff(before[-1].environment, b.environment)
+    print("\nenvironment changes (A -> B):" if diff else "\nenvironment: no changes")
+    for key, old, new in diff:
+        print(f"  {key}: {old!r} -> {new!r}")
+    compared = [r for r in judged.results if r.id in {row.id for row in rows}]
+    if args.html is not None:
+        from dataclasses import replace
+
+        from perfsuite.report.html import render
+
+        # The report shows what compare judged, under compare's --fail-on: its banner and
+        # counts are the ones printed below, and its outcome the exit status.
+        shown = replace(
+            judged,
+            results=tuple(compared),
+            settings={**judged.settings, "fail_on": sorted(args.fail_on)},
+        )
+        html = render(
+            shown,
+            baseline=before[-1],
+            title=f"perfsuite A/B: {before[-1].run_id} -> {b.run_id}",
+            compared_with=[a.run_id for a in before],
+        )
+        write_text_atomic(Path(args.html), html)
+        print(f"HTML report: {args.html}")
+    counts = outcome.counts(compared)
+    print(
+        "\n"
+        + (
+            ", ".join(f"{counts[k]} {k}" for k in outcome.ORDER if counts.get(k))
+            or "nothing compared: "
+            + (
+                f"B ({b.run_id}) holds no results"
+                if not b.results
+                else "no check was measured in both A and B, in the same unit"
+            )
+        )
+    )
+    if b.incomplete:
+        print(f"B ({b.run_id}) is incomplete: {printable(b.incomplete)}")
+    for crash in b.crashed:
+        message = printable(crash.message)
+        print(f"crashed in B: {short_id(crash.id)} ({crash.phase}): {message}")
+    verdict = outcome.record_verdict(judged, args.fail_on, results=compared)
+    worst = verdict.named()
+    print(
+        f"\ncompare: {verdict.headline}"
+        + (f": {worst}" if worst else "")
+        + f" (exit {verdict.exit_code})"
+    )
+    return verdict.exit_code

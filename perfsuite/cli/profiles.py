@@ -1,0 +1,61 @@
+"""``perfsuite profiles`` and ``perfsuite backends``: what perfsuite knows and what is installed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfsuite import outcome
+from perfsuite.errors import PerfsuiteError
+from perfsuite.hardware.detect import resolve
+from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
+from perfsuite.report.terminal import format_table
+
+
+def profile_row(profile: HardwareProfile) -> tuple[str, str, str, str, str]:
+    bw = profile.figure("memory.bandwidth_gbs")
+    fp32 = profile.figure("compute.fp32_tflops")
+    bw_text = f"{bw:.4g} GB/s" if bw else "-"
+    fp32_text = f"{fp32:.4g} TFLOP/s" if fp32 else "-"
+    return (profile.name, profile.kind, bw_text, fp32_text, profile.description)
+
+
+def profiles_command(args: argparse.Namespace) -> int:
+    registry = ProfileRegistry([Path(d) for d in args.profile_dir])
+    if args.action == "show":
+        if not args.name:
+            raise PerfsuiteError("perfsuite profiles show: name a profile, or 'auto' for this host")
+        profile = resolve(args.name, registry)
+        print(f"# {profile.origin}")
+        print(profile.to_toml(), end="")
+        return outcome.EXIT_OK
+    rows = [("name", "kind", "bandwidth", "fp32", "description")]
+    rows += [profile_row(profile) for profile in registry.load_all()]
+    here = resolve("auto", registry)
+    estimated = " (compute peaks estimated)" if here.estimated else ""
+    rows.append(("auto", "", "", "", f"this machine: {here.name}{estimated}"))
+    print("\n".join(format_table(rows)))
+    return outcome.EXIT_OK
+
+
+def backends_command(args: argparse.Namespace) -> int:
+    """Every backend ``--perf-backend`` accepts, whether it is installed, and how to install it."""
+    from perfsuite import backends
+    from perfsuite.collectives import LIBRARIES
+    from perfsuite.options import installed
+
+    def row(name: str, kind: str, module: str, hint: str) -> tuple[str, str, str, str]:
+        here = installed(module)
+        return (name, kind, "yes" if here else "no", "" if here else hint)
+
+    rows = [("name", "kind", "installed", "to install")]
+    rows += [
+        row(name, "framework", b.module, f"pip install 'perfsuite[{b.extra}]'" if b.extra else "")
+        for name, b in backends.registry().items()
+    ]
+    rows += [
+        row(name, "collective (allreduce ranks)", module, hint)
+        for name, (module, hint) in LIBRARIES.items()
+    ]
+    print("\n".join(format_table(rows)))
+    return outcome.EXIT_OK

@@ -1,0 +1,87 @@
+"""``perfsuite report`` (a run record as a page) and ``perfsuite baseline accept``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfsuite import outcome, records
+from perfsuite.baseline import (
+    BaselineStore,
+    safe_profile_name,
+)
+from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
+from perfsuite.compare import (
+    comparable,
+)
+from perfsuite.errors import PerfsuiteError
+from perfsuite.model import RunRecord
+from perfsuite.report.terminal import short_id
+from perfsuite.storage import check_target, write_text_atomic
+
+
+def readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
+    """A profile's run records; each unreadable one is named on stderr and skipped."""
+    problems: list[str] = []
+    runs = records.history(report_dir, profile, skip_unreadable=True, problems=problems)
+    for problem in problems:
+        print(f"perfsuite: skipped a run record: {problem}", file=sys.stderr)
+    return runs
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from perfsuite.report.html import render
+
+    inputs = [args.run, *([args.baseline] if args.baseline else [])]
+    out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
+    a_page(out, "-o")
+    check_target(out)
+    record = records.load_record(Path(args.run))
+    baseline = records.load_record(Path(args.baseline)) if args.baseline else None
+    if baseline is not None:  # judged against it, as compare would be: the same checks
+        distinct_inputs([args.baseline, args.run], [baseline, record])
+        comparable([baseline], record)
+    history = []
+    profile = str(record.hardware_profile.get("name"))
+    if args.report_dir and (Path(args.report_dir) / profile).is_dir():
+        history = readable_history(Path(args.report_dir), profile)
+    write_text_atomic(out, render(record, baseline=baseline, history=history))
+    print(f"HTML report: {out}")
+    return outcome.EXIT_OK
+
+
+def accept_command(args: argparse.Namespace) -> int:
+    record = records.load_record(Path(args.run))
+    if record.incomplete:
+        raise PerfsuiteError(
+            f"{args.run}: the run is incomplete ({record.incomplete}); an incomplete run never "
+            "becomes a baseline"
+        )
+    if record.crashed and not args.k:
+        names = ", ".join(short_id(c.id) for c in record.crashed[:3])
+        raise PerfsuiteError(
+            f"{args.run}: {len(record.crashed)} check(s) crashed in this run ({names}), so it "
+            "is not a whole baseline; accept the checks that measured with -k"
+        )
+    chosen = [r for r in record.results if not args.k or any(k in r.id for k in args.k)]
+    if not chosen:
+        raise PerfsuiteError(f"{args.run}: no result matches -k {' '.join(args.k)}")
+    name = record.hardware_profile.get("name")
+    if not isinstance(name, str):
+        raise PerfsuiteError(f"{args.run}: the run record names no hardware profile")
+    profile = safe_profile_name(name)
+    store = BaselineStore(Path(args.baseline_dir), args.runs)
+    path, saved = store.save(
+        profile,
+        chosen,
+        record.run_id,
+        record.environment,
+        policy=record.settings.get("policy"),
+        created=record.created,  # when it measured: runs accepted together stay apart
+    )
+    print(f"accepted {saved} result(s) of run {record.run_id} into {path}")
+    kept = store.kept(profile)
+    if kept:
+        print(f"previous baseline kept as {kept[-1]}")
+    return outcome.EXIT_OK
