@@ -186,7 +186,7 @@ def test_a_usage_error_exits_with_the_tables_usage_status(
 def test_a_defect_is_an_internal_error_never_a_regression(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import perfsuite.cli.main as cli
+    from perfsuite.cli import app as cli
 
     def broken(args: object) -> int:
         raise ZeroDivisionError("a defect")
