@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import outcome, speed, stats, waivers
 from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value, same_direction
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Measurement, Policy, Workload, measured_as
+from perfsuite.measure import Measurement, Policy, Reference, Workload, measured_as
 from perfsuite.model import (
     BaselineFacts,
     BaselineLimit,
@@ -188,17 +188,14 @@ class Judge:
         if ref.measured is not None:  # measured in this session: not the profile's figure
             peak, estimated = ref.measured, False
         else:
-            values = [profile.figure(key) for key in ref.inputs]
-            missing = [key for key, v in zip(ref.inputs, values, strict=True) if v is None]
+            peak, estimated, missing = self._profile_peak(ref)
             if missing:
                 return replace(
                     unjudged,
                     because=FloorBecause.PROFILE_LACKS_FIGURE,
                     profile=profile.name,
-                    missing=tuple(missing),
+                    missing=missing,
                 )
-            peak = ref.combine(*values) if ref.combine else values[0]
-            estimated = any(profile.is_estimated(key) for key in ref.inputs)
         return stats.floor_verdict(
             value,
             peak,
@@ -208,6 +205,19 @@ class Judge:
             estimated=estimated,
             advisory=ref.advisory,
         )
+
+    def _profile_peak(self, ref: Reference) -> tuple[float | None, bool, tuple[str, ...]]:
+        """A reference's value from the profile: (value, any figure estimated, missing).
+
+        The value is None when the profile lacks one of the reference's figures.
+        """
+        values = [self.profile.figure(key) for key in ref.inputs]
+        missing = tuple(key for key, v in zip(ref.inputs, values, strict=True) if v is None)
+        estimated = any(self.profile.is_estimated(key) for key in ref.inputs)
+        if missing:
+            return None, estimated, missing
+        peak = ref.combine(*values) if ref.combine else values[0]
+        return peak, estimated, ()
 
     def _above_ceiling(self, none: FloorVerdict, workload: Workload, value: float) -> FloorVerdict:
         """A check without a floor that read above its estimated ceiling keeps the figures.
@@ -222,12 +232,8 @@ class Judge:
             or not workload.higher_is_better
         ):
             return none
-        values = [self.profile.figure(key) for key in ceiling.inputs]
-        estimated = any(self.profile.is_estimated(key) for key in ceiling.inputs)
-        if any(v is None for v in values) or not estimated:
-            return none
-        peak = ceiling.combine(*values) if ceiling.combine else values[0]
-        if peak is None or peak <= 0 or value <= peak:
+        peak, estimated, missing = self._profile_peak(ceiling)
+        if missing or not estimated or peak is None or peak <= 0 or value <= peak:
             return none
         return replace(
             none, peak=peak, fraction_of_peak=value / peak, figure=ceiling.figure, estimated=True
