@@ -21,7 +21,7 @@ It prints, for A/A and each slowdown, the share of verdicts "regressed"/"improve
 and the same machine time:
 
 * the stored baseline: 5 runs of A, then 1 run of B, judged by ``perfsuite compare``'s
-  multi-run test (``perfsuite.compare.compare_runs``);
+  multi-run test (``perfsuite.judge.compare.compare_runs``);
 * asv's default rule and pytest-benchmark's ``min:5%`` on the pooled samples of as many rounds
   as the budget allows without narrowing.
 """
@@ -43,11 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.best_of_passes import slowed_record
 from lab.verdicts import asv_rule, pytest_benchmark_rule
-from perfsuite import stats
 from perfsuite.ab import rounds
-from perfsuite.compare import compare_runs
+from perfsuite.judge import stats
+from perfsuite.judge.compare import compare_runs
 from perfsuite.model import RunRecord
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 
 class Clock:

@@ -46,7 +46,7 @@ p.write_text(json.dumps(data))
 SAVE = """
 import json, resource, sys, time
 from pathlib import Path
-from perfsuite.baseline import BaselineStore
+from perfsuite.store.baseline import BaselineStore
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
 run_id = sys.argv[2]
 results = [

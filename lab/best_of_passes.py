@@ -32,11 +32,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfsuite import stats
-from perfsuite.compare import compare_runs, fastest_passes
 from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import stats
+from perfsuite.judge.compare import compare_runs, fastest_passes
 from perfsuite.model import RunRecord
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 
 def runs_in_time_order(work: Path) -> list[RunRecord]:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite import changepoints as cp
+from perfsuite.judge import changepoints as cp
 
 DATA = Path(__file__).parent / "history_data" / "series.json"
 SEED = 20261202

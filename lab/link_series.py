@@ -2,7 +2,7 @@
 
 Usage: python lab/link_series.py [--seconds 90]
 
-Every half second it reads the machine probe (``perfsuite/probe.py``: one thread's triad,
+Every half second it reads the machine probe (``perfsuite/measure/probe.py``: one thread's triad,
 the cache triad on every CPU, the link between the first and the last CPU) and, right
 after, STREAM copy on every CPU (the suite's numpy kernels, best of 5), the same copy on one
 thread, and an fp32 1024^3 GEMM (best of 5).  It prints one line per reading and, at the end,
@@ -25,10 +25,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfsuite import probe, speed
 from perfsuite.backends.numpy import NumpyStream
 from perfsuite.checks.stream import array_elements, counted_bytes
 from perfsuite.hardware.detect import last_level_cache_bytes
+from perfsuite.judge import speed
+from perfsuite.measure import probe
 
 PASSES = 5
 GEMM_N = 1024

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.best_of_passes import table_row, two_level
 from perfsuite.errors import StorageError
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 
 def paired_samples(result: object) -> tuple[float, ...] | None:

@@ -17,7 +17,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 PHASES = (
     "build", "probe", "noise", "warmup", "samples", "waiting", "reference_and_overhead", "judge"

@@ -30,7 +30,7 @@ check and for the whole suite:
 * the chance that K fresh runs of a check all fall within ``--limit`` (max/min) given ``s``.
 
 ``--per-machine-speed`` first divides each CPU check's samples by the machine probe's rate
-measured beside it (``perfsuite/probe.py``), as a verdict could if the probe were trusted.
+measured beside it (``perfsuite/measure/probe.py``), as a verdict could if the probe were trusted.
 
 Outside the bound: a rule that pools checks (one test of the whole run's shift; a run-wide
 shift is what a slow spell of the machine looks like, so only a yardstick outside the
@@ -51,7 +51,8 @@ from scipy import optimize
 from scipy import stats as sps
 
 from lab.variance_levels import deviations, load
-from perfsuite import speed
+from perfsuite.judge import speed
+from perfsuite.measure import readings
 
 SEED = 2026
 DRAWS = 20000
@@ -87,7 +88,7 @@ def per_machine_speed(runs: list[list[dict[str, Any]]]) -> None:
     for run in runs:
         for result in run:
             machine = (result.get("context") or {}).get("machine")
-            if speed.own_rate(machine) is None:
+            if readings.own_rate(machine) is None:
                 continue
             hib = result["higher_is_better"]
             result["samples"] = [speed.per_speed(float(v), machine, hib) for v in result["samples"]]

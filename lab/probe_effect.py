@@ -11,10 +11,10 @@ fitted over the baseline's runs as each rule sees them, under several rules:
 
 * **raw**: the check's samples against the baseline runs' samples, as before the probe;
 * **plugin**: both divided by the probe rate measured beside them, with the probe's guard,
-  by the plugin's rule (``perfsuite/probe.py``: memory for byte rates, cache for the rest)
+  by the plugin's rule (``perfsuite/measure/probe.py``: memory for byte rates, cache for the rest)
   and the rates each baseline run stored;
 * **plugin+link:KINDS** (``--link KINDS``): the plugin's rule, with the kinds of checks
-  named (``ranks``: what ``speed.follows_link`` picks, the collectives, and the input
+  named (``ranks``: what ``readings.follows_link`` picks, the collectives, and the input
   pipelines in records from the night of 2026-11-25 on; ``stream``: host memory bandwidth;
   ``pipeline``: input pipelines in any record; ``all``: every host check) compared only
   with the baseline runs measured in the CPUs' link state they were measured in
@@ -39,8 +39,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from perfsuite import speed, stats
-from perfsuite.baseline import Baseline, BaselineEntry, BaselineStore
+from perfsuite.judge import speed, stats
+from perfsuite.measure import readings
+from perfsuite.model.baseline import Baseline, BaselineEntry
+from perfsuite.store.baseline import BaselineStore
 
 Readings = dict[str, dict[str, Any]]  # run id -> check id -> the probe reading beside it
 
@@ -63,10 +65,10 @@ def baseline_readings(work: Path) -> Readings:
 
 # Which checks a "plugin+link:..." rule compares like with like by the CPUs' link state.
 LINK_KINDS: dict[str, Any] = {
-    "ranks": lambda r: speed.follows_link(r["params"]),
-    "stream": lambda r: r["check"] == "memory_bandwidth" and speed.follows_host(r["params"]),
+    "ranks": lambda r: readings.follows_link(r["params"]),
+    "stream": lambda r: r["check"] == "memory_bandwidth" and readings.follows_host(r["params"]),
     "pipeline": lambda r: r["check"] in ("input_pipeline", "input_bound", "storage_read"),
-    "all": lambda r: speed.follows_host(r["params"]),
+    "all": lambda r: readings.follows_host(r["params"]),
 }
 
 
@@ -78,7 +80,7 @@ def link_selected(
     if not kinds or not any(LINK_KINDS[k](r) for k in kinds.split(",")):
         return entry, None
     before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
-    kept = [speed.stored(b, link=True) if b else None for b in before]
+    kept = [readings.stored(b, link=True) if b else None for b in before]
     same, flag = speed.link_state(r["context"].get("machine"), kept)
     if same is None:
         return entry, flag

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite import native
+from perfsuite.measure import native
 
 SOURCE = r"""
 #include <time.h>

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.verdicts import alternate, baseline_runs, judged, pytest_run, share, tally
-from perfsuite.compare import compare_runs
+from perfsuite.judge.compare import compare_runs
 from perfsuite.model import RunRecord
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = {"PERFSUITE_INJECT_SLOWDOWN": "0.2"}

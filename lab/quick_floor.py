@@ -27,7 +27,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab.verdicts import pytest_run  # noqa: E402 (after the path it needs)
-from perfsuite import stats  # noqa: E402
+from perfsuite.judge import stats  # noqa: E402
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 HANG = """
 import os, pathlib, time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def work():

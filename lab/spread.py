@@ -12,7 +12,7 @@ be looked for (warm-up, thread pools, the first run of a session, machine drift)
 ``--records`` reads run records that already exist instead (for example the A/A reruns that
 ``lab/verdicts.py`` leaves under its work folder: fresh processes, nothing changed).
 ``--per-machine-speed`` also divides each CPU check's median by the machine probe's rate
-measured beside it (see ``perfsuite/probe.py``), and prints how many checks stay within the
+measured beside it (see ``perfsuite/measure/probe.py``), and prints how many checks stay within the
 limit once the machine's own drift is taken out.
 
 Every check above the limit gets a reason from the evidence in the records:
@@ -45,10 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import speed
-from perfsuite.baseline import bare_reference_value
 from perfsuite.errors import StorageError
-from perfsuite.records import load_record
+from perfsuite.judge import speed
+from perfsuite.measure import readings
+from perfsuite.model.baseline import bare_reference_value
+from perfsuite.store.records import load_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument(
         "--per-link-state",
         action="store_true",
-        help="also the spread within each state of the CPUs' link (see perfsuite/probe.py)",
+        help="also the spread within each state of the CPUs' link (see perfsuite/measure/probe.py)",
     )
     parser.add_argument("pytest_args", nargs="*", default=["suites/"])
     args = parser.parse_args()
@@ -125,7 +126,7 @@ def read_records(
             medians[result.id].append(median)
             units[result.id] = result.unit
             machine = result.context.get("machine") or {}
-            LINKS[result.id].append(speed.stored(machine, link=True))
+            LINKS[result.id].append(readings.stored(machine, link=True))
             REFERENCES[result.id].append(bare_reference_value(result.context))
             bare = result.context.get("bare_reference")
             PAIRED[result.id].append(isinstance(bare, dict) and bare.get("paired") is True)

@@ -28,7 +28,7 @@ import numpy as np
 from perfsuite.backends import reference
 from perfsuite.backends.base import STREAM_PAGE_OFFSETS, STREAM_SCALAR
 from perfsuite.backends.numpy import NumpyStream, at_offset
-from perfsuite.measure import QUICK, Bare, measure
+from perfsuite.measure.loop import QUICK, Bare, measure
 
 
 def best_gbs(bare: Bare) -> float:

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pytest
 
-from perfsuite.measure import Policy
+from perfsuite.measure.loop import Policy
 
 
 @pytest.hookimpl

@@ -33,10 +33,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfsuite import backends, probe
+from perfsuite import backends
 from perfsuite.backends import reference
 from perfsuite.backends.base import STREAM_SCALAR
-from perfsuite.measure import QUICK, Workload, calibrate, warm_up
+from perfsuite.measure import probe
+from perfsuite.measure.loop import QUICK, Workload, calibrate, warm_up
 from perfsuite.model import Work
 
 TRIAD_ELEMENTS = 16 * 1024 * 1024

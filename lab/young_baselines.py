@@ -24,9 +24,9 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from perfsuite.compare import compare_runs
+from perfsuite.judge.compare import compare_runs
 from perfsuite.model import RunRecord
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 SELECTION = [
     "suites/test_memory_bandwidth.py",

@@ -18,11 +18,12 @@ from typing import Any, NoReturn, TypeVar
 
 import pytest
 
-from perfsuite import noise, outcome, probe, stats
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import BenchmarkClock, Measurement, Workload, measure
+from perfsuite.judge import outcome, stats
+from perfsuite.measure import noise, probe
+from perfsuite.measure.loop import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import Result
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings

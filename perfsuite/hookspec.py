@@ -21,8 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from perfsuite.measure import Measurement, Policy, Workload
-    from perfsuite.noise import Snapshot
+    from perfsuite.measure.loop import Measurement, Policy, Workload
+    from perfsuite.measure.noise import Snapshot
 
 
 @pytest.hookspec(firstresult=True)
@@ -33,7 +33,7 @@ def pytest_perfsuite_noise_snapshot(with_gpus: bool) -> Snapshot | None:
     flags the check when the two show other work or throttling.
 
     :param with_gpus: whether the reading should include the GPUs' clocks and throttling.
-    :returns: a :class:`perfsuite.noise.Snapshot`, or None for the real reading.
+    :returns: a :class:`perfsuite.measure.noise.Snapshot`, or None for the real reading.
     """
 
 
@@ -67,7 +67,7 @@ def pytest_perfsuite_policy(policy: Policy) -> Policy | None:
     and the rest); the record keeps the session's policy and names the plugin in its
     ``measurement_seam``.
 
-    :param policy: the :class:`perfsuite.measure.Policy` the options chose.
+    :param policy: the :class:`perfsuite.measure.loop.Policy` the options chose.
     :returns: the policy to measure this check with, or None to keep it.
     """
 

@@ -1,7 +1,7 @@
 """Outcomes that change once the session's whole family is in.
 
 Each check's pytest report is written when its test ends; its significance is final only at
-the end of the session (:func:`perfsuite.judge.finalize`).  There a check left ``noisy``
+the end of the session (:func:`perfsuite.judge.verdict.finalize`).  There a check left ``noisy``
 (beyond its tolerance, not yet significant) can become ``regressed`` or ``improved``; it
 never goes the other way.  The run record, the reports and the exit status are written
 after that; here the pytest reports and the JUnit XML file that were written before are
@@ -38,9 +38,9 @@ from typing import Any
 
 import pytest
 
-from perfsuite import outcome
+from perfsuite.judge import outcome
 from perfsuite.model import Result
-from perfsuite.storage import write_text_atomic
+from perfsuite.store.files import write_text_atomic
 
 WAS = "noisy"  # the only outcome a late decision changes
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from perfsuite import allocator, outcome, stats
-from perfsuite.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
+from perfsuite.judge import outcome, stats
+from perfsuite.measure import allocator
+from perfsuite.model.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
 from perfsuite.settings import (
     DEFAULT_TOLERANCE,
     MAX_SAMPLE_SECONDS,

@@ -20,9 +20,11 @@ import pytest
 # The checks register the run record's derived sections (roofline, fidelity, ...) when
 # imported; the controller of an xdist run collects none, so the plugin imports them.
 import perfsuite.checks  # noqa: F401
-from perfsuite import allocator, environment, late, noise, options, outcome, tolerances
+from perfsuite import late, options
 from perfsuite.errors import PerfsuiteError, loud_skip
 from perfsuite.fixture import RESULT_KEY, Perf
+from perfsuite.judge import outcome, tolerances
+from perfsuite.measure import allocator, environment, noise
 from perfsuite.model import Crash, Result
 from perfsuite.report.terminal import (
     baseline_lines,

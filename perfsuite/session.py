@@ -1,6 +1,6 @@
 """One perf run: profile, judge, results, and what the run writes at its end.
 
-The session resolves the profile, judges through the :class:`~perfsuite.judge.Judge`, and
+The session resolves the profile, judges through the :class:`~perfsuite.judge.verdict.Judge`, and
 writes the run record, the reports and (when asked) the baseline.
 
 It is built from a plain :class:`~perfsuite.settings.Settings`, so it can be used and tested
@@ -22,17 +22,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome, sections, waivers
-from perfsuite.baseline import Baseline, BaselineStore
+from perfsuite import sections
 from perfsuite.errors import ProfileError, StorageError
 from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
-from perfsuite.judge import Judge, finalize
+from perfsuite.judge import outcome
+from perfsuite.judge.verdict import Judge, finalize
 from perfsuite.model import Crash, Result, RunRecord
+from perfsuite.model.baseline import Baseline
 from perfsuite.report.explain import FLAG_REFUSALS, explained, flags_words
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
-from perfsuite.storage import check_writable, same_file, write_json_atomic, write_text_atomic
-from perfsuite.tolerances import Tolerances
+from perfsuite.store import rules
+from perfsuite.store.baseline import BaselineStore
+from perfsuite.store.files import check_writable, same_file, write_json_atomic, write_text_atomic
 
 __all__ = ["DEFAULT_TOLERANCE", "PerfSession", "Settings", "refusals"]
 
@@ -107,8 +109,8 @@ class PerfSession:
                 self.settings,
                 self.profile,
                 self.store.load(self.profile.name),
-                Tolerances.load(profile_dir),
-                waivers.load(profile_dir),
+                rules.load_tolerances(profile_dir),
+                rules.load_waivers(profile_dir),
                 self.today,
             )
         return self._judge
@@ -166,7 +168,7 @@ class PerfSession:
         folder = self.settings.baseline_dir / self.profile.name
         inputs = [
             self.store.path(self.profile.name),
-            folder / waivers.FILENAME,
+            folder / rules.WAIVERS,
             folder / "tolerances.toml",
             Path(self.profile.origin),
         ]
@@ -204,7 +206,7 @@ class PerfSession:
     def finalize(self) -> list[str]:
         """Decide every result's significance over the whole family (all xdist workers').
 
-        Returns the ids whose outcome changed (see :func:`perfsuite.judge.finalize`).
+        Returns the ids whose outcome changed (see :func:`perfsuite.judge.verdict.finalize`).
         """
         results, changed = finalize(
             self.results, alpha=self.settings.alpha, correction=self.settings.correction
@@ -285,8 +287,8 @@ class PerfSession:
 
         ``baseline_notice``: what became of a baseline the run was asked to save.
         """
-        from perfsuite import records
         from perfsuite.report.html import render
+        from perfsuite.store import records
 
         # An unreadable old record does not stop this run's report.
         history = records.history(

@@ -6,10 +6,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfsuite import allocator, outcome, stats
-from perfsuite.baseline import MAX_WINDOW, MIN_WINDOW
-from perfsuite.environment import redact_command
-from perfsuite.measure import DEFAULT, FULL, QUICK, Policy
+from perfsuite.judge import outcome, stats
+from perfsuite.measure import allocator
+from perfsuite.measure.loop import DEFAULT, FULL, QUICK, Policy
+from perfsuite.measure.redaction import redact_command
+from perfsuite.model.baseline import MAX_WINDOW, MIN_WINDOW
 
 DEFAULT_TOLERANCE = 0.05
 MIN_SAMPLES = 3  # a median, a spread and a test need at least this many

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from perfsuite import measure
+from perfsuite.measure import loop as measure
 
 
 def stretched(

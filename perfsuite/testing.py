@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from perfsuite.measure import Measurement, Policy, Workload
-from perfsuite.noise import Snapshot
+from perfsuite.measure.loop import Measurement, Policy, Workload
+from perfsuite.measure.noise import Snapshot
 
-# The probe's components (see perfsuite.probe), at speeds a small machine might have.
+# The probe's components (see perfsuite.measure.probe), at speeds a small machine might have.
 STEADY_READING = {"memory": 10.0, "cache": 40.0, "compute": 20.0}
 
 

@@ -18,7 +18,7 @@ import pytest
 from packaging.version import Version
 from scipy import stats as sps
 
-from perfsuite import cli, outcome
+from perfsuite import cli
 from perfsuite.ab import (
     CheckVerdict,
     Outcome,
@@ -35,6 +35,7 @@ from perfsuite.ab import run as ab_run
 from perfsuite.ab import side as side_plugin
 from perfsuite.ab.run import parse_budget, parse_env
 from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import outcome
 from perfsuite.report import ab as report_ab
 
 # ---------------------------------------------------------------- paired statistics
@@ -666,7 +667,7 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
 # A check that copies a small array, for the side's pytester tests.
 COPY_CHECK = """
 import numpy as np
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_copy(perf):
@@ -970,9 +971,9 @@ def test_a_side_starts_without_importing_scipy_stats() -> None:
     """
     code = (
         "import sys\n"
-        "import perfsuite.plugin, perfsuite.ab.side, perfsuite.stats, perfsuite.ab.paired\n"
+        "import perfsuite.plugin, perfsuite.ab.side, perfsuite.judge.stats, perfsuite.ab.paired\n"
         "assert 'scipy.stats' not in sys.modules, 'scipy.stats was imported at load'\n"
-        "print(perfsuite.stats.critical_t(0.05, 10))\n"
+        "print(perfsuite.judge.stats.critical_t(0.05, 10))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert float(out.stdout) == pytest.approx(sps.t.ppf(0.975, 10))

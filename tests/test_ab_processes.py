@@ -20,7 +20,7 @@ import pytest
 from wheels import CHECK as FIXTURE_CHECK
 from wheels import DIST, MODULE, write_wheel
 
-from perfsuite import outcome
+from perfsuite.judge import outcome
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHECK = """
 import os, time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def work():
@@ -112,7 +112,7 @@ def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Pat
 LOGGED = """
 import os, time
 import pytest
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 LOG = os.environ["CALLS_LOG"]
@@ -195,7 +195,7 @@ def test_by_default_the_sides_alternate_sample_by_sample_and_never_measure_at_on
 
 FORKS = """
 import os, time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_forks(perf):

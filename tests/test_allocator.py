@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import allocator
+from perfsuite.measure import allocator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GLIBC = sys.platform.startswith("linux") and ctypes.util.find_library("c") is not None
@@ -56,7 +56,7 @@ def test_the_run_record_keeps_the_allocator_policy(pytester: pytest.Pytester) ->
     pytester.makepyfile(
         test_one="""
 import time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_one(perf):

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from perfsuite import cli, outcome
-from perfsuite.baseline import BaselineStore
-from perfsuite.records import load_record
+from perfsuite import cli
+from perfsuite.judge import outcome
+from perfsuite.store.baseline import BaselineStore
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORD = FIXTURES / "report-run.json"
@@ -533,7 +534,7 @@ def test_history_skips_one_corrupt_record_and_names_it(
 
 TOY = """
 import numpy as np
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_toy(perf):

@@ -3,7 +3,7 @@
 The table runs ``python -m perfsuite`` in a project with one real check; each row names the
 command, its exit status and the one line it must print.  Cases that need a hung or dying
 side, or a signal, are integration tests below the table, still one per case (and signal).
-Exit statuses are :mod:`perfsuite.outcome`'s constants, never literals.
+Exit statuses are :mod:`perfsuite.judge.outcome`'s constants, never literals.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import pytest
 from test_bad_input import Row as BadInputRow
 from wheels import DIST, MODULE, write_wheel
 
-from perfsuite import cli, outcome
+from perfsuite import cli
 from perfsuite.ab import CheckVerdict, bisect, rounds, side_diff, stacks
 from perfsuite.ab import run as ab_run
+from perfsuite.judge import outcome
 from perfsuite.report.ab import diff_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ STEADY = "perfsuite.testing"  # each side reads a steady machine (see test_ab_pr
 CHECK = """
 import os, signal, time
 from pathlib import Path
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def work():
@@ -369,7 +370,7 @@ def _interrupt(args: Sequence[str], cwd: Path, sig: int, env: dict[str, str]) ->
 
 
 # The sides' compiled reference kernels and bandwidth reading: a cache kept on purpose across
-# runs (perfsuite.native, perfsuite.hardware.bandwidth), not a temporary folder.  What an
+# runs (perfsuite.measure.native, perfsuite.hardware.bandwidth), not a temporary folder.  What an
 # interrupted build of it would leave (a ``.NAME-DIGEST-PID.so`` partial) still counts.  So
 # does every folder, but not the empty lock file uv keeps after a build it finished.
 KEPT_CACHE = f"perfsuite-ref-{os.getuid()}"
@@ -435,7 +436,7 @@ def work():
 """
 BISECT_CHECK = f"""
 import {MODULE}
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_fixture_work(perf):

@@ -32,9 +32,9 @@ from test_bad_input import Row as BadInputRow
 from test_bad_input import fifo
 from test_fleet import SCATTER, fleet, result, write_record
 
-from perfsuite import outcome
 from perfsuite.cli import build_parser, main
 from perfsuite.fleet import aggregate
+from perfsuite.judge import outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 Setup = Callable[[Path], None]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import noise, outcome
+from perfsuite.judge import outcome
+from perfsuite.measure import noise
 from perfsuite.model import (
     BaselineVerdict,
     FlagKind,
@@ -208,13 +209,13 @@ def test_a_check_without_a_floor_above_its_estimated_ceiling_says_so(tmp_path: P
     """A batch-1 conv has no floor, yet a reading above the CPU's estimated roofline is shown."""
     import datetime as dt
 
-    from perfsuite.baseline import BaselineStore
     from perfsuite.hardware.profile import HardwareProfile
-    from perfsuite.judge import Judge
-    from perfsuite.measure import Reference, Workload
+    from perfsuite.judge.verdict import Judge
+    from perfsuite.measure.loop import Reference, Workload
     from perfsuite.model import Work
+    from perfsuite.model.rules import Tolerances
     from perfsuite.settings import Settings
-    from perfsuite.tolerances import Tolerances
+    from perfsuite.store.baseline import BaselineStore
 
     figures = {"compute.fp32_tflops": 0.16, "memory.bandwidth_gbs": 20.0}
     cpu = HardwareProfile("cpu-x", "", "cpu", "host", figures=figures, estimated=frozenset(figures))

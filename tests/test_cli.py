@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import outcome
 from perfsuite.cli import main
 from perfsuite.hardware.profile import load_profile
+from perfsuite.judge import outcome
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiles"
 

@@ -8,7 +8,7 @@ import pytest
 from perfsuite.backends import ConvSpec, Target
 from perfsuite.checks import conv, flops, gemm, knobs, roofline
 from perfsuite.hardware.profile import ProfileRegistry
-from perfsuite.judge import JUDGE_WRITES
+from perfsuite.judge.verdict import JUDGE_WRITES
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite import outcome
 from perfsuite.cli import main
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
 from perfsuite.fleet import run as fleet_run
 from perfsuite.fleet.node import REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus
+from perfsuite.judge import outcome
 from perfsuite.model import (
     BaselineVerdict,
     FlagKind,
@@ -32,7 +32,7 @@ from perfsuite.model import (
     Summary,
     Work,
 )
-from perfsuite.storage import write_json_atomic
+from perfsuite.store.files import write_json_atomic
 
 # Small, fixed relative scatter of healthy nodes (a few tenths of a percent to 2%).
 SCATTER = (0.0, 0.012, -0.008, 0.004, -0.015, 0.009, -0.003, 0.017, -0.011, 0.006)
@@ -481,7 +481,7 @@ def test_bad_input_errors_are_perfsuite_errors(tmp_path: Path) -> None:
 
 
 def test_a_run_is_labelled_from_perfsuite_node_label() -> None:
-    from perfsuite.environment import node_label
+    from perfsuite.measure.environment import node_label
 
     assert node_label({"PERFSUITE_NODE_LABEL": " gpu-node7-t3 "}) == {"node_label": "gpu-node7-t3"}
     assert node_label({}) == {} and node_label({"PERFSUITE_NODE_LABEL": ""}) == {}
@@ -1105,7 +1105,7 @@ def test_a_signal_nohup_ignored_stays_ignored_inside_a_fleet_command() -> None:
     """``nohup perfsuite fleet run``: closing the terminal must not interrupt the run."""
     import signal
 
-    from perfsuite import processes
+    from perfsuite.measure import processes
 
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:

@@ -46,7 +46,7 @@ import atexit, os, subprocess, sys, time
 
 def pytest_perfsuite_noise_snapshot(with_gpus):
     # The other tasks of this one-host fleet: foreign load no node of a real fleet has.
-    from perfsuite.noise import Snapshot
+    from perfsuite.measure.noise import Snapshot
     return Snapshot(wall=time.monotonic(), busy=0.0, steal=0.0, own=0.0, load=(), cpu_mhz=None)
 
 def _all_threads(cpus, nice):

@@ -23,13 +23,14 @@ pytest.importorskip("hypothesis", reason="pip install 'perfsuite[dev]' (Hypothes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfsuite import outcome
-from perfsuite.baseline import MAX_WINDOW, MIN_WINDOW, BaselineStore
 from perfsuite.cli import main as cli
 from perfsuite.errors import StorageError
+from perfsuite.judge import outcome
 from perfsuite.model import RunRecord
-from perfsuite.records import OUTCOMES, load_record
-from perfsuite.validate import is_timestamp
+from perfsuite.model.baseline import MAX_WINDOW, MIN_WINDOW
+from perfsuite.store.baseline import BaselineStore
+from perfsuite.store.records import OUTCOMES, load_record
+from perfsuite.store.validate import is_timestamp
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORD = json.loads((FIXTURES / "run-a-tf220.json").read_text())
@@ -240,7 +241,7 @@ def test_a_mutated_baseline_loads_cleanly_or_names_itself(
     for entry in baseline.entries.values():
         assert all(not r.created or is_timestamp(r.created) for r in entry.runs)
     # A baseline that loads can be judged against: every entry's levels compute.
-    from perfsuite import stats
+    from perfsuite.judge import stats
 
     for entry in baseline.entries.values():
         lv = stats.levels(entry.run_samples, higher_is_better=entry.higher_is_better)
@@ -254,7 +255,7 @@ def test_a_mutated_baseline_loads_cleanly_or_names_itself(
 
 SLEEP_CHECK = """
 import time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_stream(perf):
@@ -377,8 +378,7 @@ def test_a_mutated_toml_file_loads_cleanly_or_names_itself(
 ) -> None:
     from perfsuite.errors import PerfsuiteError
     from perfsuite.hardware.profile import load_profile
-    from perfsuite.tolerances import Tolerances
-    from perfsuite.waivers import load as load_waivers
+    from perfsuite.store.rules import load_tolerances, load_waivers
 
     tmp = tmp_path_factory.mktemp("toml")
     base: dict[str, Any] = {
@@ -412,6 +412,6 @@ def test_a_mutated_toml_file_loads_cleanly_or_names_itself(
         elif kind == "waivers":
             load_waivers(tmp)
         else:
-            Tolerances.load(tmp)
+            load_tolerances(tmp)
     except PerfsuiteError as exc:
         assert str(path) in str(exc) and "\n" not in str(exc)

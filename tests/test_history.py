@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perfsuite import changepoints as cps
-from perfsuite import history as hist
-from perfsuite.attribution import NOTHING
 from perfsuite.cli import main
-from perfsuite.outcome import EXIT_OK, EXIT_REGRESSED, EXIT_USAGE
-from perfsuite.records import load_record
+from perfsuite.judge import changepoints as cps
+from perfsuite.judge import trends as hist
+from perfsuite.judge.attribution import NOTHING
+from perfsuite.judge.outcome import EXIT_OK, EXIT_REGRESSED, EXIT_USAGE
 from perfsuite.report import history_text
-from perfsuite.storage import write_json_atomic
+from perfsuite.store.files import write_json_atomic
+from perfsuite.store.records import load_record
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-a-tf220.json"
 PROFILE = "cpu-amd-epyc-2c"
@@ -322,7 +322,7 @@ def test_an_html_target_that_is_a_file_is_a_one_line_error(
 
 
 def test_attribution_lists_options_kernel_and_a_downgrade_without_a_bisect() -> None:
-    from perfsuite.attribution import attribute
+    from perfsuite.judge.attribution import attribute
 
     before = load_record(FIXTURE)
     env: dict[str, Any] = json.loads(json.dumps(before.environment))

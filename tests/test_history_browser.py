@@ -16,7 +16,7 @@ from test_history import PROFILE, write_nights
 from test_report_browser import CHROMIUM, chromium, console
 
 from perfsuite.cli import main
-from perfsuite.outcome import EXIT_REGRESSED
+from perfsuite.judge.outcome import EXIT_REGRESSED
 
 pytestmark = [
     pytest.mark.integration,

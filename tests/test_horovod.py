@@ -22,7 +22,7 @@ import pytest
 from perfsuite.checks import allreduce, scaling
 from perfsuite.collectives import horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports
-from perfsuite.outcome import EXIT_USAGE
+from perfsuite.judge.outcome import EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "scripts" / "horovod-build"

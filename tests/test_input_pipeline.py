@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import speed
 from perfsuite.checks import input_pipeline as ip
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.inputs import dataset as datasets
+from perfsuite.measure import readings
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = datasets.DatasetSpec(images=12, height=48, width=40, shards=3)
@@ -132,10 +132,10 @@ def test_a_quick_run_measures_pipelines_training_and_storage(pytester: pytest.Py
     configs = {c["config"]: c for c in section["configs"]}
     assert set(configs) == {"naive", "interleave"}
     tuned = next(r for r in record["results"] if r["params"].get("config") == "interleave")
-    assert all(speed.follows_link(r["params"]) for r in record["results"]), (
+    assert all(readings.follows_link(r["params"]) for r in record["results"]), (
         "pipelines, training input and storage reads are judged by the CPUs' link state"
     )
-    effects = {r["check"]: speed.link_effect(r["params"]) for r in record["results"]}
+    effects = {r["check"]: readings.link_effect(r["params"]) for r in record["results"]}
     assert effects["input_pipeline"] == -1, "the far link only slows a pipeline's handoffs"
     assert all(e == 0 for c, e in effects.items() if c != "input_pipeline"), (
         "training input and storage reads: the far link's way was not measured"

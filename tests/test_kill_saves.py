@@ -33,7 +33,7 @@ ENTRIES = 2000
 SAVER = """
 import os, sys
 from pathlib import Path
-from perfsuite.baseline import BaselineStore
+from perfsuite.store.baseline import BaselineStore
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
 
 def result(i, v):

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import outcome
 from perfsuite.cli import main as cli
+from perfsuite.judge import outcome
 from perfsuite.model import Crash, FlagKind, NoiseFlag
 
 WORKLOAD = """
 import time
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def workload(name):
@@ -301,9 +301,9 @@ def test_a_baseline_entry_in_another_unit_says_so(project: pytest.Pytester) -> N
 
 
 def test_history_never_follows_a_link_out_of_the_baseline_folder(tmp_path: Path) -> None:
-    from perfsuite.baseline import BaselineStore
     from perfsuite.errors import StorageError
-    from perfsuite.records import load_record
+    from perfsuite.store.baseline import BaselineStore
+    from perfsuite.store.records import load_record
 
     record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
     store = BaselineStore(tmp_path / "baselines", history_keep=1)
@@ -319,8 +319,8 @@ def test_history_never_follows_a_link_out_of_the_baseline_folder(tmp_path: Path)
 
 
 def test_history_prunes_by_the_time_kept_in_each_file_not_by_name(tmp_path: Path) -> None:
-    from perfsuite.baseline import BaselineStore
-    from perfsuite.records import load_record
+    from perfsuite.store.baseline import BaselineStore
+    from perfsuite.store.records import load_record
 
     record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
     store = BaselineStore(tmp_path, history_keep=2)
@@ -339,8 +339,8 @@ def test_history_prunes_by_the_time_kept_in_each_file_not_by_name(tmp_path: Path
 def test_markdown_shows_ids_literally(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from perfsuite.records import load_record
     from perfsuite.report.markdown import render_markdown
+    from perfsuite.store.records import load_record
 
     record = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
     hostile = "t.py::test[[l](javascript:alert(1)) `code` **bold** <b>x</b> ~~s~~ www.x.io]"
@@ -357,7 +357,8 @@ def test_markdown_shows_ids_literally(tmp_path: Path) -> None:
     ["--xla_dump_to=/tmp --password hunter2", "--token=abc123", "-secret s3", "--api-key k"],
 )
 def test_a_credential_flag_inside_a_recorded_variable_is_redacted(value: str) -> None:
-    from perfsuite.environment import REDACTED, performance_env
+    from perfsuite.measure.environment import performance_env
+    from perfsuite.measure.redaction import REDACTED
 
     assert performance_env({"XLA_FLAGS": value}) == {"XLA_FLAGS": REDACTED}
     assert performance_env({"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"}) == {
@@ -366,7 +367,7 @@ def test_a_credential_flag_inside_a_recorded_variable_is_redacted(value: str) ->
 
 
 def test_the_malloc_threshold_recorded_is_what_glibc_was_given() -> None:
-    from perfsuite import allocator
+    from perfsuite.measure import allocator
 
     state = allocator.pin(allocator.MAX_MIB)
     try:
@@ -424,8 +425,8 @@ def test_accept_refuses_an_incomplete_or_crashed_record(
 def test_passes_keep_the_crashes_and_interrupts_of_every_pass() -> None:
     from dataclasses import replace
 
-    from perfsuite.compare import fastest_passes
-    from perfsuite.records import load_record
+    from perfsuite.judge.compare import fastest_passes
+    from perfsuite.store.records import load_record
 
     one = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json")
     two = replace(
@@ -442,7 +443,7 @@ def test_passes_keep_the_crashes_and_interrupts_of_every_pass() -> None:
 def test_a_failed_expectation_fails_even_when_a_floor_was_missed_under_load() -> None:
     from dataclasses import replace
 
-    from perfsuite.records import load_record
+    from perfsuite.store.records import load_record
 
     r = load_record(Path(__file__).parent / "fixtures" / "run-a-tf220.json").results[0]
     missed = replace(

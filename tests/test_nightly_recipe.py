@@ -17,7 +17,7 @@ import pytest
 from test_history import NUMPY, write_nights
 
 from perfsuite.cli import main
-from perfsuite.outcome import EXIT_OK, EXIT_REGRESSED
+from perfsuite.judge.outcome import EXIT_OK, EXIT_REGRESSED
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from perfsuite import noise
+from perfsuite.measure import noise
 from perfsuite.model import FlagKind
 
 pytestmark = pytest.mark.integration

@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite import history, outcome
 from perfsuite.cli import main
-from perfsuite.compare import environment_diff
-from perfsuite.records import load_record
-from perfsuite.storage import write_json_atomic
+from perfsuite.judge import outcome
+from perfsuite.judge import trends as history
+from perfsuite.judge.compare import environment_diff
+from perfsuite.store.files import write_json_atomic
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 A, B, C = (FIXTURES / n for n in ("run-a-tf220.json", "run-b-tf221.json", "run-c-a100.json"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import outcome
+from perfsuite.judge import outcome
 from perfsuite.model import Result
 from perfsuite.report.explain import floor_reason
 
@@ -19,7 +19,7 @@ SUITE = Path(__file__).parent.parent / "suites" / "test_memory_bandwidth.py"
 TOY_CHECK = """
 import numpy as np
 import pytest
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Work
 
 def copy_workload():
@@ -174,7 +174,7 @@ def test_floor_failure_fails_the_test_with_value_and_reference(project: pytest.P
 LOADED_MACHINE = """
 import itertools
 import pytest
-from perfsuite.noise import Snapshot
+from perfsuite.measure.noise import Snapshot
 
 READINGS = itertools.count()
 
@@ -520,7 +520,7 @@ def test_what_a_worker_sends_about_its_software_crosses_to_the_controller() -> N
     """Xdist sends it through execnet, which refuses str subclasses (torch's TorchVersion)."""
     execnet = pytest.importorskip("execnet")
     pytest.importorskip("torch")
-    from perfsuite import environment
+    from perfsuite.measure import environment
 
     software = environment.software()
     assert software["torch"]["loaded"] and type(software["torch"]["version"]) is str
@@ -532,7 +532,7 @@ def test_the_slowdown_plugin_stretches_every_sample_by_the_fraction_asked(
 ) -> None:
     """``-p perfsuite.slowdown`` with 20% asked: each rate is 0.8 of the one measured."""
     from perfsuite import slowdown
-    from perfsuite.measure import Measurement, Workload
+    from perfsuite.measure.loop import Measurement, Workload
     from perfsuite.model import Work
 
     work = Workload(
@@ -563,7 +563,7 @@ def test_the_slowdown_plugin_stretches_every_sample_by_the_fraction_asked(
 # A machine where other work spends a second of CPU between any two readings.
 BUSY_MACHINE = """
 import itertools, time
-from perfsuite.noise import Snapshot
+from perfsuite.measure.noise import Snapshot
 
 _busy = itertools.count()
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).parent.parent
 CHECK = """
 import numpy as np
 import pytest
-from perfsuite.measure import Expectation, Reference, Workload
+from perfsuite.measure.loop import Expectation, Reference, Workload
 from perfsuite.model import Work
 
 def toy(expectations=()):

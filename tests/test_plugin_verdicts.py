@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SLEEP_CHECK = """
 import time
 import pytest
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_sleep(perf):

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite import probe, speed
-from perfsuite.baseline import BaselineStore
 from perfsuite.errors import StorageError
 from perfsuite.hardware.profile import ProfileRegistry
-from perfsuite.judge import Judge
-from perfsuite.measure import Measurement, Workload
+from perfsuite.judge import speed
+from perfsuite.judge.verdict import Judge
+from perfsuite.measure import probe, readings
+from perfsuite.measure.loop import Measurement, Workload
 from perfsuite.model import (
     BaselineVerdict,
     Because,
@@ -32,16 +32,17 @@ from perfsuite.model import (
     Summary,
     Work,
 )
+from perfsuite.model.rules import Tolerances
 from perfsuite.report import explain
 from perfsuite.report.explain import flag_words
 from perfsuite.settings import Settings
-from perfsuite.tolerances import Tolerances
+from perfsuite.store.baseline import BaselineStore
 
 SOURCE = "C (cc -O2), one thread, thread CPU time"
 
 READ_PROBE = """
 import json
-from perfsuite import probe
+from perfsuite.measure import probe
 reading = probe.host_probe().measure()
 print(json.dumps(reading))
 """
@@ -83,18 +84,18 @@ def test_the_probe_reads_every_rate_with_or_without_a_compiler(
 
 
 def test_a_check_follows_the_memory_or_the_cache_rate_and_only_on_the_host() -> None:
-    assert speed.component_for("GB/s") == "memory"
-    assert speed.component_for("MB/s") == "memory"
-    assert speed.component_for("TFLOP/s") == "cache"
-    assert speed.component_for("µs") == "cache"
-    assert speed.follows_host({"device": "cpu"})
-    assert speed.follows_host({"config": "cached"}), "no device: a host pipeline"
-    assert not speed.follows_host({"device": "gpu:0"})
+    assert readings.component_for("GB/s") == "memory"
+    assert readings.component_for("MB/s") == "memory"
+    assert readings.component_for("TFLOP/s") == "cache"
+    assert readings.component_for("µs") == "cache"
+    assert readings.follows_host({"device": "cpu"})
+    assert readings.follows_host({"config": "cached"}), "no device: a host pipeline"
+    assert not readings.follows_host({"device": "gpu:0"})
 
 
 def test_the_machine_change_needs_the_same_component_and_source_in_every_run() -> None:
     now = {**reading(20.0, 9.0), "component": "memory"}
-    runs = [speed.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
+    runs = [readings.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
     change = speed.machine_change(now, runs)
     assert change is not None
     assert change["rates"] == [25.0, 24.0, 26.0]
@@ -196,7 +197,7 @@ def test_each_baseline_run_keeps_its_probe_rate_and_a_bad_one_is_a_load_error(
     entry = store.load("cpu").get("a")
     assert entry is not None
     assert entry.machines == [{"component": "memory", "memory": 25.0, "source": SOURCE}, None]
-    assert entry.judged_run_samples() == entry.run_samples, "not every run has a probe"
+    assert speed.judged_run_samples(entry) == entry.run_samples, "not every run has a probe"
     path = tmp_path / "cpu" / "baseline.json"
     data = json.loads(path.read_text())
     data["entries"]["a"]["runs"][0]["policy"]["machine"]["memory"] = -1
@@ -302,12 +303,12 @@ def test_a_slowdown_on_a_faster_machine_is_a_regression_not_noise(tmp_path: Path
 
 
 def test_a_gpu_reading_is_recorded_but_not_kept_for_adjusting() -> None:
-    assert speed.stored({**reading(25.0, 9.0), "component": None}) is None
+    assert readings.stored({**reading(25.0, 9.0), "component": None}) is None
     assert speed.machine_change({**reading(25.0, 9.0), "component": None}, [{}]) is None
 
 
 def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None:
-    from perfsuite.compare import compare_runs
+    from perfsuite.judge.compare import compare_runs
     from perfsuite.model import RunRecord
 
     rng = np.random.default_rng(5)
@@ -381,22 +382,22 @@ def test_the_link_state_picks_the_baseline_runs_measured_in_the_same_state() -> 
     )
     assert speed.link_state(linked(6.0), [unread, unread]) == (None, None), "older: as before"
     assert speed.link_state({"memory": 1.0}, runs) == (None, None)
-    assert speed.follows_link({"device": "cpu", "ranks": 2})
-    assert not speed.follows_link({"device": "cpu", "ranks": 1})
-    assert not speed.follows_link({"device": "gpu:0", "ranks": 2})
-    assert not speed.follows_link({"device": "cpu"})
-    assert speed.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
-    assert not speed.follows_link({"device": "gpu:0", "cross_cpu": True})
-    assert speed.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
-    assert speed.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
-    assert speed.link_effect({"device": "cpu", "ranks": 2, "size": 64 << 10}) == -1
-    assert speed.link_effect({"device": "cpu", "ranks": 2, "total_bytes": 1 << 20}) == -1
-    assert speed.link_effect({"device": "cpu", "ranks": 2, "size": 16 << 20}) == 0, (
+    assert readings.follows_link({"device": "cpu", "ranks": 2})
+    assert not readings.follows_link({"device": "cpu", "ranks": 1})
+    assert not readings.follows_link({"device": "gpu:0", "ranks": 2})
+    assert not readings.follows_link({"device": "cpu"})
+    assert readings.follows_link({"config": "prefetch", "batch": 64, "cross_cpu": True})
+    assert not readings.follows_link({"device": "gpu:0", "cross_cpu": True})
+    assert readings.link_effect({"device": "cpu", "cross_cpu": "memory"}) == 1
+    assert readings.link_effect({"config": "prefetch", "cross_cpu": "handoff"}) == -1
+    assert readings.link_effect({"device": "cpu", "ranks": 2, "size": 64 << 10}) == -1
+    assert readings.link_effect({"device": "cpu", "ranks": 2, "total_bytes": 1 << 20}) == -1
+    assert readings.link_effect({"device": "cpu", "ranks": 2, "size": 16 << 20}) == 0, (
         "a large message also streams memory: the far link's way is not known"
     )
-    assert speed.link_effect({"device": "cpu", "ranks": 2}) == 0
-    assert speed.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
-    assert speed.link_effect({"device": "cpu"}) == 0
+    assert readings.link_effect({"device": "cpu", "ranks": 2}) == 0
+    assert readings.link_effect({"device": "cpu", "cross_cpu": True}) == 0, "an older record"
+    assert readings.link_effect({"device": "cpu"}) == 0
 
 
 def test_the_link_bounds_are_the_runs_in_the_states_that_bound_the_check() -> None:
@@ -534,7 +535,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
 
 
 def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
-    from perfsuite.compare import compare_runs
+    from perfsuite.judge.compare import compare_runs
     from perfsuite.model import RunRecord
 
     rng = np.random.default_rng(13)
@@ -573,10 +574,10 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:
     steady = {**linked(6.0), "component": "cache"}
-    assert speed.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
-    assert "link" not in (speed.stored(steady) or {}), "a check that does not follow it"
+    assert readings.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
+    assert "link" not in (readings.stored(steady) or {}), "a check that does not follow it"
     changed = {**linked(6.0, before=25.0), "component": "cache"}
-    assert "link" not in (speed.stored(changed, link=True) or {}), "measured across two states"
+    assert "link" not in (readings.stored(changed, link=True) or {}), "measured across two states"
 
 
 def test_the_prior_sees_each_link_state_of_a_collective_on_its_own() -> None:
@@ -612,7 +613,7 @@ def test_a_library_that_will_not_load_is_a_reason_not_an_error(
     """A broken toolchain (here: a 'compiler' that writes garbage) gives no library and why."""
     import tempfile
 
-    from perfsuite import native
+    from perfsuite.measure import native
 
     fake = tmp_path / "fake-cc"
     fake.write_text(

@@ -7,26 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import waivers
 from perfsuite.errors import StorageError
-from perfsuite.tolerances import Tolerances
+from perfsuite.judge import waivers
+from perfsuite.judge.tolerances import resolve
+from perfsuite.store.rules import load_tolerances, load_waivers
 
 ID = "suites/test_memory_bandwidth.py::test_stream[numpy-cpu-triad]"
 
 
 def test_tolerance_precedence(tmp_path: Path) -> None:
-    assert Tolerances.load(tmp_path).resolve(ID, None, 0.05) == (0.05, "option")
-    assert Tolerances.load(tmp_path).resolve(ID, 0.2, 0.05) == (0.2, "marker")
+    assert resolve(load_tolerances(tmp_path), ID, None, 0.05) == (0.05, "option")
+    assert resolve(load_tolerances(tmp_path), ID, 0.2, 0.05) == (0.2, "marker")
     (tmp_path / "tolerances.toml").write_text(
         'schema_version = 1\ndefault = 0.08\n[checks]\n"*numpy-*" = 0.12\n"*numpy-cpu-triad*" = 0.15\n'
     )
-    tol = Tolerances.load(tmp_path)
-    assert tol.resolve(ID, 0.2, 0.05)[0] == 0.15, (
+    tol = load_tolerances(tmp_path)
+    assert resolve(tol, ID, 0.2, 0.05)[0] == 0.15, (
         "the longest matching pattern wins over the marker"
     )
     other = "suites/test_gemm.py::test_gemm[fp32]"
-    assert tol.resolve(other, 0.2, 0.05) == (0.2, "marker")
-    assert tol.resolve(other, None, 0.05)[0] == 0.08
+    assert resolve(tol, other, 0.2, 0.05) == (0.2, "marker")
+    assert resolve(tol, other, None, 0.05)[0] == 0.08
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,7 @@ def test_tolerance_precedence(tmp_path: Path) -> None:
 def test_malformed_tolerances(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "tolerances.toml").write_text(text)
     with pytest.raises(StorageError) as info:
-        Tolerances.load(tmp_path)
+        load_tolerances(tmp_path)
     assert message in str(info.value) and str(tmp_path / "tolerances.toml") in str(info.value)
 
 
@@ -65,7 +66,7 @@ reason = "kernel update"
 
 def test_waivers_load_match_and_expire(tmp_path: Path) -> None:
     (tmp_path / "waivers.toml").write_text(WAIVERS)
-    loaded = waivers.load(tmp_path)
+    loaded = load_waivers(tmp_path)
     assert [(w.test, w.line) for w in loaded] == [("*tensorflow-cpu-*", 3), ("*numpy-*", 8)]
     tf = waivers.find(loaded, "s.py::test_stream[tensorflow-cpu-copy]")
     assert tf is not None and tf.expires == dt.date(2026, 12, 31)
@@ -99,5 +100,5 @@ def test_malformed_waivers_name_the_line(tmp_path: Path, edit, message: str) -> 
     path = tmp_path / "waivers.toml"
     path.write_text(edit(WAIVERS))
     with pytest.raises(StorageError) as info:
-        waivers.load(tmp_path)
+        load_waivers(tmp_path)
     assert str(path) in str(info.value) and message in str(info.value)

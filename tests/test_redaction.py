@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import cli, outcome
-from perfsuite.environment import (
-    REDACTED,
-    has_secret,
-    performance_env,
-    redact_argv,
-    redact_command,
-)
+from perfsuite import cli
+from perfsuite.judge import outcome
+from perfsuite.measure.environment import performance_env
+from perfsuite.measure.redaction import REDACTED, has_secret, redact_argv, redact_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -55,7 +51,7 @@ MARKERS = [f"SECRET{n}" for n in (*range(10, 19), *range(20, 35))]
 
 TOY = """
 import numpy as np
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_toy(perf):

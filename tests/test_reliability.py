@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.baseline import BaselineStore
-from perfsuite.environment import REDACTED, performance_env
+from perfsuite.measure.environment import performance_env
+from perfsuite.measure.redaction import REDACTED
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, Summary, Work
 from perfsuite.report.markdown import render_markdown
+from perfsuite.store.baseline import BaselineStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -24,7 +25,7 @@ def test_gpu_only(perf):
 
 TOY = """
 import numpy as np
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_toy(perf):
@@ -116,7 +117,7 @@ def test_markdown_escapes_html_and_table_syntax() -> None:
 CHARTED = """
 import numpy as np
 import pytest
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 @pytest.mark.parametrize("name", ["$x^2$ <b>", "a_b$c"])

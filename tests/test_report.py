@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from perfsuite.cli import main
-from perfsuite.compare import compare_runs, compared_record
+from perfsuite.judge.compare import compare_runs, compared_record
 from perfsuite.model import ReferenceChange
-from perfsuite.records import load_record
 from perfsuite.report.charts import CHARTS
 from perfsuite.report.explain import explained_record
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOSTILE = '<script>document.title="pwned"</script>'
@@ -129,7 +129,7 @@ def test_markdown_summary_puts_regressions_first() -> None:
 
 CHECK = """
 import numpy as np
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Work
 
 def test_copy(perf):
@@ -245,7 +245,7 @@ def test_a_changed_check_says_in_its_detail_whether_its_bare_reference_moved() -
 
 def test_a_tolerated_regression_is_named_beside_noisy_checks() -> None:
     """--perf-fail-on fail with a regression and a noisy check: inconclusive, naming both."""
-    from perfsuite import outcome
+    from perfsuite.judge import outcome
 
     base, judged = ab_record()
     results = list(judged.results)

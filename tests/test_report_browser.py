@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare import compare_runs, compared_record
-from perfsuite.records import load_record
+from perfsuite.judge.compare import compare_runs, compared_record
 from perfsuite.report.explain import explained_record
 from perfsuite.report.html import render
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

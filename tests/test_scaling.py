@@ -505,7 +505,7 @@ def test_the_quick_suite_records_the_pop_tree_and_draws_it(pytester: pytest.Pyte
 
 def test_a_missed_rule_of_thumb_is_a_warning_labelled_against_the_ideal() -> None:
     """POP's 0.8 is advisory: below it warns, reads "of ideal", never "(est.)" or a failure."""
-    from perfsuite import outcome, stats
+    from perfsuite.judge import outcome, stats
     from perfsuite.model import BaselineVerdict, Result, Summary, Work
     from perfsuite.report import of_reference
 

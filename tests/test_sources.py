@@ -17,11 +17,11 @@ import numpy as np
 import psutil
 import pytest
 
-from perfsuite import measure as measure_module
-from perfsuite import sources as sources_module
-from perfsuite.measure import Bare, Policy, Workload, measure
+from perfsuite.measure import loop as measure_module
+from perfsuite.measure import sources as sources_module
+from perfsuite.measure.loop import Bare, Policy, Workload, measure
+from perfsuite.measure.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
 from perfsuite.model import Work
-from perfsuite.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
 
 
 class FakeTime:
@@ -162,9 +162,9 @@ def test_the_source_is_recorded_with_the_result(pytester: pytest.Pytester) -> No
     pytester.makepyfile(
         test_child=f"""
 import sys
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
-from perfsuite.sources import ChildSource
+from perfsuite.measure.sources import ChildSource
 
 def test_ranks(perf):
     perf.measure(Workload(
@@ -187,7 +187,7 @@ def test_a_long_measurement_opens_a_progress_bar_that_ticks_once_per_sample(
 ) -> None:
     import contextlib
 
-    from perfsuite import measure as measuring
+    from perfsuite.measure import loop as measuring
 
     ticks: list[int] = []
     opened: list[tuple[int, float]] = []
@@ -253,7 +253,7 @@ def test_a_frameworks_warnings_are_recorded_and_never_fail_the_check(
     pytester.makepyfile(
         test_warns="""
 import warnings
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def build():
@@ -423,7 +423,7 @@ def test_pairs_skip_the_warm_up_rounds_and_a_hook_after_the_samples() -> None:
     pytest-benchmark's ``--benchmark-cprofile`` calls the pre-sample hook once more after the
     timed rounds; that sample must not shift the pairs.
     """
-    from perfsuite.measure import _BareSamples
+    from perfsuite.measure.loop import _BareSamples
 
     samples = _BareSamples(Bare("ref", lambda: None, 1.0, "op/s"))
     samples.seconds = [9.0, 1.0, 2.0, 4.0, 9.0]  # warm-up, three pairs, one after
@@ -465,7 +465,7 @@ def test_a_latency_check_gets_no_rate_reference(clock: FakeTime) -> None:
 
 def test_settling_windows_fit_the_warm_up_however_long_a_sample(clock: FakeTime) -> None:
     """A 30 s sample length still leaves two settling windows inside a 0.2 s warm-up cap."""
-    from perfsuite.measure import warm_up
+    from perfsuite.measure.loop import warm_up
 
     work = Workload(
         check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"),

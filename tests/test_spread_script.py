@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lab import spread
-from perfsuite.records import load_record
+from perfsuite.store.records import load_record
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-record-v1.json"
 

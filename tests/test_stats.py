@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from perfsuite import stats
+from perfsuite.judge import stats
 from perfsuite.model import BaselineVerdict, Because, FlagKind, NoiseFlag, Why
 from perfsuite.report.explain import verdict_reason as reason
 
@@ -323,7 +323,7 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() ->
     A guarded change stays noisy whatever its p-value, and nothing that was significant is
     taken back.
     """
-    from perfsuite.judge import finalize
+    from perfsuite.judge.verdict import finalize
     from perfsuite.model import FloorVerdict, Result, Work
 
     rng = np.random.default_rng(1)
@@ -411,7 +411,7 @@ def test_a_blind_verdict_names_what_in_the_baseline_limits_it() -> None:
 
 def test_a_blind_note_says_what_would_help() -> None:
     """More samples where they would do; this run's scatter; or what in the baseline binds."""
-    from perfsuite.judge import Plan, undetectable
+    from perfsuite.judge.verdict import Plan, undetectable
     from perfsuite.model import BaselineLimit, Limit, Undetectable
     from perfsuite.report.explain import cannot_detect_note
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfsuite import stats
-from perfsuite.measure import FULL
+from perfsuite.judge import stats
+from perfsuite.measure.loop import FULL
 
 TRIALS = 400
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.baseline import BaselineStore
 from perfsuite.errors import BaselineMismatchError, StorageError
 from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
-from perfsuite.storage import check_writable, read_json, write_json_atomic
+from perfsuite.store.baseline import BaselineStore
+from perfsuite.store.files import check_writable, read_json, write_json_atomic
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -215,7 +215,7 @@ def test_a_named_pipe_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
 def test_a_word_field_takes_only_its_words() -> None:
     from enum import StrEnum
 
-    from perfsuite.validate import check_value
+    from perfsuite.store.validate import check_value
 
     class Side(StrEnum):
         SLOWER = "slower"
@@ -230,7 +230,7 @@ def test_a_word_field_takes_only_its_words() -> None:
 
 def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> None:
     from perfsuite.model import Because, Why
-    from perfsuite.records import load_record
+    from perfsuite.store.records import load_record
 
     why = Why(Because.WITHIN_NOISE, ci_width=0.4, noise_p=0.3, alpha=0.05)
     r = replace(result("t", (1.0, 2.0)), baseline=BaselineVerdict("ok", ratio=0.9, why=why))
@@ -250,7 +250,7 @@ def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_3
     tmp_path: Path,
 ) -> None:
     from perfsuite.model import SCHEMA_VERSION, FlagKind, NoiseFlag
-    from perfsuite.records import load_record
+    from perfsuite.store.records import load_record
 
     data = json.loads((FIXTURES / "run-record-v1.json").read_text())
     assert data["schema_version"] == 1 and SCHEMA_VERSION == 3

@@ -15,6 +15,7 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.errors import StorageError
+from perfsuite.judge.outcome import EXIT_OK, EXIT_USAGE
 from perfsuite.model import (
     BaselineVerdict,
     FloorVerdict,
@@ -23,10 +24,9 @@ from perfsuite.model import (
     Summary,
     Work,
 )
-from perfsuite.outcome import EXIT_OK, EXIT_USAGE
-from perfsuite.records import load_record
-from perfsuite.storage import write_json_atomic
 from perfsuite.store import Store, append_run, import_dir, load_runs, schema, series
+from perfsuite.store.files import write_json_atomic
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -312,7 +312,7 @@ def test_compare_reads_its_runs_from_a_store(
 
 TOY = """
 import numpy as np
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_toy(perf):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfsuite import speed
 from perfsuite.backends import Target, targets
 from perfsuite.backends.base import STREAM_SCALAR
 from perfsuite.backends.numpy import NumpyStream
 from perfsuite.checks import stream
 from perfsuite.hardware.profile import ProfileRegistry
+from perfsuite.measure import readings
 
 
 @pytest.mark.parametrize(("kernel", "words"), [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3)])
@@ -43,7 +43,7 @@ def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
     host = stream.workload(Target("numpy", "cpu"), "copy", ProfileRegistry().load("a100"))
     try:
         assert host.params["cross_cpu"] == "memory"
-        assert speed.follows_link(host.params)
+        assert readings.follows_link(host.params)
     finally:
         assert host.close is not None
         host.close()

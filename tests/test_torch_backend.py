@@ -16,7 +16,7 @@ import pytest
 from perfsuite import backends
 from perfsuite.backends import ConvSpec, Target
 from perfsuite.checks import gemm, host_copy, knobs
-from perfsuite.measure import Measurement
+from perfsuite.measure.loop import Measurement
 
 torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed; pip install 'perfsuite[torch]'"

@@ -25,10 +25,10 @@ from perfsuite.model import (
     Result,
     Why,
 )
-from perfsuite.records import load_record
 from perfsuite.report.explain import flag_words, floor_reason, link_note, verdict_reason
 from perfsuite.report.html import render
-from perfsuite.storage import write_json_atomic
+from perfsuite.store.files import write_json_atomic
+from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import outcome, stats
-from perfsuite.baseline import BaselineEntry, BaselineRun
 from perfsuite.cli import main
+from perfsuite.judge import outcome, stats
 from perfsuite.model import ModeDifference, Result, RunRecord
+from perfsuite.model.baseline import BaselineEntry, BaselineRun
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 from perfsuite.report.terminal import format_result_lines
@@ -35,7 +35,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CHECKS = """
 import time
 import pytest
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Work
 
 def busy(seconds):
@@ -173,7 +173,7 @@ def test_xdist_siblings_are_not_foreign_load(
     sees of that other work; a sibling counted as foreign would add about a core.
     """
     pytest.importorskip("xdist")
-    from perfsuite import noise
+    from perfsuite.measure import noise
 
     (project.path / "conftest.py").unlink()  # real busy loops: this test is about load
 
@@ -393,8 +393,8 @@ def test_compare_passes_keeps_each_checks_fastest_pass(
 
 
 def test_fastest_passes_orients_latency_and_says_which_pass(tmp_path: Path) -> None:
-    from perfsuite.compare import fastest_passes
-    from perfsuite.records import load_record
+    from perfsuite.judge.compare import fastest_passes
+    from perfsuite.store.records import load_record
 
     paths = _session(tmp_path, "s", [1.0, 0.8, 1.2])
     for path in paths:  # the same samples read as latencies: lower is faster
@@ -431,8 +431,8 @@ def test_compare_passes_that_do_not_make_whole_sessions_is_a_usage_error(
 
 
 def test_a_check_missing_from_a_pass_is_left_out_of_the_session(tmp_path: Path) -> None:
-    from perfsuite.compare import fastest_passes
-    from perfsuite.records import load_record
+    from perfsuite.judge.compare import fastest_passes
+    from perfsuite.store.records import load_record
 
     tight = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2]
     one = _record(tmp_path, "p0", {"x::t": tight, "x::u": tight})
@@ -633,9 +633,9 @@ def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> Non
 def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> None:
     from dataclasses import replace
 
-    from perfsuite.baseline import BaselineEntry, BaselineRun
-    from perfsuite.judge import measured_unlike
+    from perfsuite.judge.verdict import measured_unlike
     from perfsuite.model import BaselineVerdict
+    from perfsuite.model.baseline import BaselineEntry, BaselineRun
     from perfsuite.report.explain import mode_tag
 
     full = {"mode": "full", "warmup_seconds": 0.5}
@@ -833,7 +833,7 @@ def test_a_failure_is_judged_noisy_by_its_recorded_outcome_never_by_its_text(
 
 def test_a_waiver_follows_the_verdict_decided_again() -> None:
     """Session end and perfsuite compare decide a verdict again; the waiver follows it."""
-    from perfsuite.waivers import rejudged
+    from perfsuite.judge.waivers import rejudged
 
     waiver = {"test": "t", "reason": "known", "expires": None, "status": "stale"}
     assert rejudged(waiver, "regressed") == {**waiver, "status": "applied"}
@@ -898,10 +898,10 @@ def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
     """The length a baseline run asked for (its run policy) survives the check's measured one."""
     from dataclasses import replace
 
-    from perfsuite.baseline import BaselineStore
-    from perfsuite.judge import measured_unlike
+    from perfsuite.judge.verdict import measured_unlike
     from perfsuite.model import BaselineVerdict
     from perfsuite.report.explain import mode_tag
+    from perfsuite.store.baseline import BaselineStore
 
     path = write_baseline(tmp_path, {"t.py::test_gemm": rate_runs(100.0, k=2)})
     data = json.loads(path.read_text())
@@ -933,12 +933,12 @@ def test_the_adaptive_cap_counts_this_run_s_sample_length(tmp_path: Path) -> Non
 
     import numpy as np
 
-    from perfsuite.baseline import BaselineStore
     from perfsuite.hardware.profile import ProfileRegistry
-    from perfsuite.judge import Judge
-    from perfsuite.measure import Work, Workload
+    from perfsuite.judge.verdict import Judge
+    from perfsuite.measure.loop import Work, Workload
+    from perfsuite.model.rules import Tolerances
     from perfsuite.settings import Settings
-    from perfsuite.tolerances import Tolerances
+    from perfsuite.store.baseline import BaselineStore
 
     rng = np.random.default_rng(1)
     runs = [list(100 * np.exp(0.03 * rng.standard_normal(5))) for _ in range(5)]
@@ -976,7 +976,7 @@ def _timed_entry(*timers: str) -> BaselineEntry:
 
 def test_a_check_timed_unlike_every_baseline_run_is_flagged_with_both_timers() -> None:
     """MPI's C loop against a baseline of mpi4py's calls: flagged, never judged alike."""
-    from perfsuite.judge import timer_unlike
+    from perfsuite.judge.verdict import timer_unlike
     from perfsuite.model import FlagKind
     from perfsuite.report.explain import flag_words
 
@@ -998,7 +998,7 @@ def test_a_check_timed_unlike_every_baseline_run_is_flagged_with_both_timers() -
     ],
 )
 def test_a_check_timed_like_a_baseline_run_is_not_flagged(now: str, then: tuple[str, ...]) -> None:
-    from perfsuite.judge import timer_unlike
+    from perfsuite.judge.verdict import timer_unlike
 
     assert timer_unlike(now, _timed_entry(*then)) is None
 

@@ -19,7 +19,7 @@ MODULE = "bisect_fixture"
 # The check each side of a bisection step runs: one call of the installed release's work().
 CHECK = f"""
 import {MODULE}
-from perfsuite.measure import Workload
+from perfsuite.measure.loop import Workload
 from perfsuite.model import Work
 
 def test_fixture_work(perf):

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
 from perfsuite.ab import paired
 from perfsuite.ab.rounds import CheckState, Plan, Session, SideRun, verdict
 from perfsuite.ab.stacks import Stack
-from perfsuite.compare import environment_diff
-from perfsuite.storage import write_text_atomic
+from perfsuite.judge import outcome
+from perfsuite.judge.compare import environment_diff
+from perfsuite.store.files import write_text_atomic
 
 SCHEMA = "perfsuite-ab"
 SCHEMA_VERSION = 1

@@ -34,11 +34,12 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from perfsuite import outcome, processes
 from perfsuite.ab import Outcome, new_run_id, stacks
 from perfsuite.ab import run as ab_run
 from perfsuite.errors import PerfsuiteError
-from perfsuite.storage import write_text_atomic
+from perfsuite.judge import outcome
+from perfsuite.measure import processes
+from perfsuite.store.files import write_text_atomic
 
 Lister = Callable[[str], list[str]]
 
@@ -147,7 +148,7 @@ class Search:
 
     @property
     def exit_status(self) -> int:
-        """The bisection's exit status (the constants of :mod:`perfsuite.outcome`).
+        """The bisection's exit status (the constants of :mod:`perfsuite.judge.outcome`).
 
         ``EXIT_INTERRUPTED`` when it was interrupted (its answer is unknown, whatever step 1
         saw); ``EXIT_REGRESSED`` a first bad release named; ``EXIT_INCONCLUSIVE`` a

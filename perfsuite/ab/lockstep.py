@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsuite import processes
 from perfsuite.ab.rounds import (
     SIDES,
     Launch,
@@ -46,6 +45,7 @@ from perfsuite.ab.rounds import (
     launch,
     side_timeout,
 )
+from perfsuite.measure import processes
 
 ENV = "PERFSUITE_AB_TURNS"
 # "samples": the sides also take turns between a check's samples (NODEID#2, NODEID#3, ...).

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfsuite import stats
+from perfsuite.judge import stats
 
 # scipy.stats is imported where Student's t is needed, not here: a side imports this package
 # (-p perfsuite.ab.side) and would pay half a second for it in every round.
@@ -222,7 +222,7 @@ def judge_family(
 ) -> list[Judged]:
     """Judge each check's pairs, ``(pairs, higher_is_better, tolerance)``, as one family.
 
-    The correction (Benjamini-Hochberg or Holm, :func:`perfsuite.stats.correct`) runs over
+    The correction (Benjamini-Hochberg or Holm, :func:`perfsuite.judge.stats.correct`) runs over
     every check compared, decided or not.
     """
     if not checks:

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite import processes, stats
 from perfsuite.ab import paired
+from perfsuite.judge import stats
+from perfsuite.measure import processes
+from perfsuite.measure.noise import FOREIGN_LOAD_CORES
 from perfsuite.model import FlagKind, RunRecord
-from perfsuite.noise import FOREIGN_LOAD_CORES
-from perfsuite.records import load_record
 from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
+from perfsuite.store.records import load_record
 
 SIDES = ("A", "B")
 INTERLEAVES = ("samples", "checks", "processes")

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfsuite import processes
 from perfsuite.ab import (
     Outcome,
     broken_by_b,
@@ -39,6 +38,7 @@ from perfsuite.ab.rounds import (
     verdict,
 )
 from perfsuite.errors import PerfsuiteError
+from perfsuite.measure import processes
 from perfsuite.report.ab import round_load_words
 from perfsuite.report.terminal import clock
 from perfsuite.settings import MAX_SAMPLE_SECONDS, MIN_SAMPLES
@@ -134,7 +134,7 @@ def run(options: Options, say: Callable[[str], None] | None = None) -> Outcome:
     ``say`` gets each progress line (default: printed at once, so a CI log shows each round
     as it ends).  SIGINT, SIGTERM and SIGHUP end the rounds: every process the A/B started
     is ended, and the record holds the rounds so far, marked incomplete
-    (:func:`perfsuite.processes.interruptible`).  Before the rounds they raise
+    (:func:`perfsuite.measure.processes.interruptible`).  Before the rounds they raise
     KeyboardInterrupt.
     """
     with processes.interruptible():
@@ -403,7 +403,7 @@ def preflight_fingerprint(command: SideCommand) -> dict[str, Any]:
     Empty when the side cannot say (an old perfsuite); the rounds' records then supply it.
     """
     code = (
-        "import json; from perfsuite.environment import fingerprint; "
+        "import json; from perfsuite.measure.environment import fingerprint; "
         "print(json.dumps(fingerprint()))"
     )
     try:

@@ -8,7 +8,7 @@
   calls, then the samples the A/B asked for, with no settling windows, no untimed warm-up
   sample and no adaptive top-ups.  An A/B's power comes from its rounds, not from long runs
   of one process, and with samples interleaved each sample after the first is warmed again
-  right before it anyway (:func:`perfsuite.measure.measure`).
+  right before it anyway (:func:`perfsuite.measure.loop.measure`).
 * Started by ``perfsuite ab`` in lockstep (``PERFSUITE_AB_TURNS`` set), the side waits for its
   turn before each check and gives it back after (:mod:`perfsuite.ab.lockstep`), so it never
   measures beside the other side.  Its last check keeps the turn until the process ends: the
@@ -39,10 +39,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import noise
 from perfsuite.ab.lockstep import GRAIN_ENV, ROOT_ENV, WHOLE_SESSION, Turns
 from perfsuite.ab.rounds import TRACE_ENV
-from perfsuite.measure import Policy
+from perfsuite.measure import noise
+from perfsuite.measure.loop import Policy
 from perfsuite.selection import keep_sweeps
 
 # A side's check warms up for this long (quick mode: 0.5 s, then settling windows for up to

@@ -32,8 +32,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 import perfsuite
-from perfsuite import processes
 from perfsuite.errors import PerfsuiteError
+from perfsuite.measure import processes
 
 # Building an environment (a framework wheel of hundreds of MB) may take this long.
 BUILD_TIMEOUT_S = 1800.0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from perfsuite.hardware.detect import gpu_facts, host_facts
-from perfsuite.measure import Bare
+from perfsuite.measure.loop import Bare
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from perfsuite.backends.base import (
     Backend,
     page_skip,
 )
-from perfsuite.measure import Bare
+from perfsuite.measure.loop import Bare
 
 DEFAULT_BLOCK = 32 * 1024  # elements: 256 KiB of float64, where the L2's size is not known
 

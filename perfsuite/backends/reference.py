@@ -1,8 +1,8 @@
 """Bare references: the same operation written directly, measured beside the check.
 
 A check's number should be the machine's, not the harness's.  Each bandwidth, GEMM and
-convolution check names a bare reference (:class:`perfsuite.measure.Bare`), which
-:func:`perfsuite.measure.measure` warms up and calibrates as it does the check, then samples
+convolution check names a bare reference (:class:`perfsuite.measure.loop.Bare`), which
+:func:`perfsuite.measure.loop.measure` warms up and calibrates as it does the check, then samples
 one sample right before each of the check's: each pair sees the same moment of the machine,
 and the record's ``fidelity`` is the median of the pairs' ratios (check over reference).
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import native
-from perfsuite.measure import Bare
+from perfsuite.measure import native
+from perfsuite.measure.loop import Bare
 
 STREAM_KINDS = {"copy": 0, "scale": 1, "add": 2, "triad": 3}
 

@@ -17,7 +17,7 @@ from perfsuite.backends import base, reference
 from perfsuite.backends.base import PRECISION, STREAM_SCALAR, STREAM_WORD, Backend, ConvSpec
 from perfsuite.errors import with_warning
 from perfsuite.hardware.detect import gpu_facts
-from perfsuite.measure import Bare
+from perfsuite.measure.loop import Bare
 
 # TensorFlow reads these when it is imported, by this module or by the registry's probe.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -391,8 +391,8 @@ class TensorFlowBackend(Backend):
         traffic: an XLA function assigning into a ``tf.Variable`` writes a temporary and
         copies it in (5 words per triad element instead of 3), and the in-place variable ops
         (``assign_add``) skip the write-allocate read that an out-of-place kernel pays.  The
-        outputs come from TensorFlow's CPU pool (``perfsuite/allocator.py``) or the GPU's, so
-        no call takes fresh pages, and this loop measures what the check's harness costs.
+        outputs come from TensorFlow's CPU pool (``perfsuite/measure/allocator.py``) or the
+        GPU's, so no call takes fresh pages, and this loop measures what the check's harness costs.
         """
         return reference.same_call(
             f"the XLA {kernel} function in a bare loop (outputs from TensorFlow's pool)",

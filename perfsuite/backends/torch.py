@@ -47,8 +47,8 @@ from perfsuite.backends.base import (
 )
 from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.detect import gpu_facts
-from perfsuite.measure import Bare
-from perfsuite.sources import EventSource
+from perfsuite.measure.loop import Bare
+from perfsuite.measure.sources import EventSource
 
 # gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")

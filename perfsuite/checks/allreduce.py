@@ -37,12 +37,12 @@ import numpy as np
 from perfsuite import sections
 from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
-from perfsuite.environment import redact_command
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.redaction import redact_command
+from perfsuite.measure.sources import ChildSource
 from perfsuite.model import Result, Work
 from perfsuite.settings import Settings
-from perfsuite.sources import ChildSource
 
 FULL_SIZES = tuple(4 << i for i in range(25))  # 4 B .. 64 MiB
 # Quick mode: one launch per regime (latency at 8 B and 64 KiB, bandwidth at 16 MiB);

@@ -11,8 +11,9 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from perfsuite import sections, stats
+from perfsuite import sections
 from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.judge import stats
 from perfsuite.model import Result
 
 

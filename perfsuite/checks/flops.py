@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from perfsuite.measure import Expectation
+from perfsuite.measure.loop import Expectation
 
 MISMATCH_TOLERANCE = 0.01
 

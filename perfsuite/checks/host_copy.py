@@ -13,10 +13,11 @@ without one it is skipped, with the reason.
 
 from __future__ import annotations
 
-from perfsuite import backends, environment
+from perfsuite import backends
 from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure import environment
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Work
 
 NBYTES = 256 * 2**20

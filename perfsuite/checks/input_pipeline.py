@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import probe, sections
+from perfsuite import sections
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.inputs.dataset import Dataset, DatasetSpec
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure import probe
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Result, Work
 
 IMAGE = 224

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfsuite import sections, stats
+from perfsuite import sections
 from perfsuite.backends import PRECISION
 from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.judge import stats
 from perfsuite.model import Result
 
 

@@ -46,12 +46,12 @@ from perfsuite import sections
 from perfsuite.checks import pop
 from perfsuite.collectives import LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
-from perfsuite.environment import redact_command
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.redaction import redact_command
+from perfsuite.measure.sources import ChildSource, SourceError, run_child
 from perfsuite.model import Result, Work
 from perfsuite.settings import Settings
-from perfsuite.sources import ChildSource, SourceError, run_child
 
 TRAINER = "perfsuite.collectives.train"
 BATCH = 32  # the global batch in strong scaling, the batch per rank in weak scaling

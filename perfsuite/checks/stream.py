@@ -18,12 +18,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite import backends, probe, speed
+from perfsuite import backends
 from perfsuite.backends import Target
 from perfsuite.backends.base import STREAM_WORD
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Reference, Workload
+from perfsuite.measure import probe, readings
+from perfsuite.measure.loop import Reference, Workload
 from perfsuite.model import Work
 
 WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
@@ -111,10 +112,10 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
     # The same kernel written bare, on the same device, sampled beside the check (fidelity).
     bare = backend.stream_reference(kernels, kernel, nbytes)
     params: dict[str, Any] = {"kernel": kernel, "backend": target.backend, "device": target.device}
-    if speed.follows_host(params):
+    if readings.follows_host(params):
         # The host's bandwidth with every CPU streaming depends on where the hypervisor put
         # the CPUs (two vCPUs on one chiplet share its link to memory): judged like with
-        # like by the probe's link state (see perfsuite/probe.py), even when the check is
+        # like by the probe's link state (see perfsuite/measure/probe.py), even when the check is
         # confined to one CPU, so that a narrower run is compared with the same machine;
         # a farther link only ever speeds it up.
         params["cross_cpu"] = probe.MEMORY_LINKS

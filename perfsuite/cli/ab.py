@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
 from perfsuite.cli.args import add_family_options, fraction, positive, verdicts_fail_on
 from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import outcome
 
 
 def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:

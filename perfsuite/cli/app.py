@@ -20,13 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from perfsuite import __version__, outcome, stats
-from perfsuite import history as hist
-from perfsuite.baseline import (
-    DEFAULT_WINDOW,
-    MAX_WINDOW,
-    MIN_WINDOW,
-)
+from perfsuite import __version__
 from perfsuite.cli.ab import add_ab_parser, add_bisect_parser
 from perfsuite.cli.args import (
     Parser,
@@ -48,6 +42,9 @@ from perfsuite.cli.profiles import backends_command, profiles_command
 from perfsuite.cli.report import accept_command, report_command
 from perfsuite.cli.store import add_store_parser
 from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import outcome, stats
+from perfsuite.judge import trends as hist
+from perfsuite.model.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
 
 EXAMPLES = """\
 examples:

@@ -8,15 +8,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from perfsuite import outcome, stats
-from perfsuite.baseline import (
-    MAX_WINDOW,
-    MIN_WINDOW,
-)
 from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import outcome, stats
 from perfsuite.model import RunRecord
+from perfsuite.model.baseline import MAX_WINDOW, MIN_WINDOW
 from perfsuite.settings import duration
-from perfsuite.storage import same_file
+from perfsuite.store.files import same_file
 
 
 def signed(ratio: float) -> str:

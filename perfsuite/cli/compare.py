@@ -6,9 +6,9 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from perfsuite import outcome, records
 from perfsuite.cli.args import a_page, distinct_inputs, not_an_input, signed
-from perfsuite.compare import (
+from perfsuite.judge import outcome
+from perfsuite.judge.compare import (
     compare_runs,
     compared_record,
     environment_diff,
@@ -17,7 +17,8 @@ from perfsuite.compare import (
 from perfsuite.model import RunRecord
 from perfsuite.report.explain import CORRECTION_NAMES, explained_record, young_baseline_note
 from perfsuite.report.terminal import format_table, printable, short_id
-from perfsuite.storage import check_target, write_text_atomic
+from perfsuite.store import records
+from perfsuite.store.files import check_target, write_text_atomic
 
 
 def compared_runs(args: argparse.Namespace) -> list[RunRecord]:

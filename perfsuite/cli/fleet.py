@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
 from perfsuite.cli.args import fraction, positive
 from perfsuite.errors import PerfsuiteError
-from perfsuite.storage import write_json_atomic, write_text_atomic
+from perfsuite.judge import outcome
+from perfsuite.store.files import write_json_atomic, write_text_atomic
 
 
 def _fleet_path(what: str, text: str) -> Path:
@@ -52,8 +52,8 @@ def fleet_report_command(args: argparse.Namespace) -> int:
 
 
 def fleet_run_command(args: argparse.Namespace) -> int:
-    from perfsuite import processes
     from perfsuite.fleet import run as fleet_run
+    from perfsuite.measure import processes
 
     try:
         with processes.interruptible():

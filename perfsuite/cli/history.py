@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfsuite import history as hist
-from perfsuite import outcome, records
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import ProfileRegistry, did_you_mean
+from perfsuite.judge import outcome
+from perfsuite.judge import trends as hist
 from perfsuite.model import RunRecord
 from perfsuite.report import history_text
+from perfsuite.store import records
 
 
 def _history_profiles(source: Path, is_store: bool) -> list[str]:

@@ -6,19 +6,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfsuite import outcome, records
-from perfsuite.baseline import (
+from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
+from perfsuite.errors import PerfsuiteError
+from perfsuite.judge import outcome
+from perfsuite.judge.compare import (
+    comparable,
+)
+from perfsuite.model import RunRecord
+from perfsuite.report.terminal import short_id
+from perfsuite.store import records
+from perfsuite.store.baseline import (
     BaselineStore,
     safe_profile_name,
 )
-from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
-from perfsuite.compare import (
-    comparable,
-)
-from perfsuite.errors import PerfsuiteError
-from perfsuite.model import RunRecord
-from perfsuite.report.terminal import short_id
-from perfsuite.storage import check_target, write_text_atomic
+from perfsuite.store.files import check_target, write_text_atomic
 
 
 def readable_history(report_dir: Path, profile: str) -> list[RunRecord]:

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
 from perfsuite.cli.args import path_arg
+from perfsuite.judge import outcome
 
 
 def store_import_command(args: argparse.Namespace) -> int:

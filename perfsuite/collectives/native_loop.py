@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import native
+from perfsuite.measure import native
 
 SOURCE = "allreduce_loop.c"
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import noise
 from perfsuite.errors import StorageError
 from perfsuite.fleet.labels import GRAMMAR, is_label
+from perfsuite.measure import noise
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS, READABLE_VERSIONS
-from perfsuite.storage import read_text_bounded
+from perfsuite.store.files import read_text_bounded
 
 # Where ``perfsuite fleet run`` keeps each task's status and output, beside the records.
 NODES_DIR = "nodes"
@@ -82,7 +82,7 @@ class Taint(enum.IntFlag):
     """Why a node's own run flagged a reading, as the record's structured noise facts say.
 
     A result is tainted exactly when its ``noise.flags`` is not empty: the rule every
-    single-node verdict follows (:func:`perfsuite.outcome.tainted`).  The kinds are read from
+    single-node verdict follows (:func:`perfsuite.judge.outcome.tainted`).  The kinds are read from
     the facts the noise guard recorded beside the flags, never from the flags' wording.
     """
 
@@ -330,7 +330,7 @@ def digest_data(data: Mapping[str, Any], where: str, pinned: Mapping[str, int]) 
 
 def write_digest(record: Path) -> Path:
     """Write a record's digest beside it (a node does, right after its run)."""
-    from perfsuite.storage import write_json_atomic
+    from perfsuite.store.files import write_json_atomic
 
     return write_json_atomic(digest_path(record), digest(record), compact=True)
 

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite import outcome
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
 from perfsuite.fleet.labels import FleetError, check_output
 from perfsuite.fleet.run import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
-from perfsuite.storage import same_file
+from perfsuite.judge import outcome
+from perfsuite.store.files import same_file
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.storage import check_target
+from perfsuite.store.files import check_target
 
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _LABEL = re.compile(rf"{_PART}(?:\.{_PART})*", re.ASCII)

@@ -25,13 +25,13 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from perfsuite import processes
-from perfsuite.environment import NODE_LABEL_ENV
 from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.fleet.aggregate import DIGEST_SUFFIX, write_digest
 from perfsuite.fleet.labels import from_host, is_label
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
-from perfsuite.storage import write_json_atomic
+from perfsuite.measure import processes
+from perfsuite.measure.environment import NODE_LABEL_ENV
+from perfsuite.store.files import write_json_atomic
 
 # The line a task prints for the launching side, followed by its status as JSON.
 REPORT_PREFIX = "perfsuite-fleet-node: "

@@ -23,7 +23,7 @@ hostname grammar (:mod:`perfsuite.fleet.labels`), every value written into the b
 is quoted for the shell, and nothing path-like goes on an ``#SBATCH`` line (sbatch parses
 those itself, with quoting rules of its own: the output file is given on its command line).
 The launcher's timeout and SIGINT, SIGTERM or SIGHUP end the launcher and every process it
-started here (:mod:`perfsuite.processes`); the statuses known so far are written, and
+started here (:mod:`perfsuite.measure.processes`); the statuses known so far are written, and
 a signal exits with the interrupted status.
 """
 
@@ -43,14 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome, processes
 from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.fleet.aggregate import CONFIRM_DIR, NODES_DIR, is_confirm_dir
 from perfsuite.fleet.labels import GRAMMAR, check_creatable, check_text, is_label, printable
 from perfsuite.fleet.labels import FleetError as FleetError  # raised by this module's callers
 from perfsuite.fleet.node import RECORDS_DIR, REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus, log_path, status_path, where
-from perfsuite.storage import (
+from perfsuite.judge import outcome
+from perfsuite.measure import processes
+from perfsuite.store.files import (
     check_writable,
     read_text_bounded,
     write_json_atomic,

@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite.errors import StorageError
 from perfsuite.fleet.aggregate import NODES_DIR
 from perfsuite.fleet.labels import GRAMMAR, is_label, printable
-from perfsuite.storage import read_text_bounded
+from perfsuite.store.files import read_text_bounded
 
 STATUS_VERSION = 1
 

@@ -95,8 +95,8 @@ def measure_copy(llc_bytes: int | None) -> Copy | None:
     """Measure the host's STREAM copy rate now (see the module's docstring)."""
     import psutil
 
-    from perfsuite import noise
     from perfsuite.backends.reference import STREAM_KINDS, c_stream_library
+    from perfsuite.measure import noise
 
     # Other work beside the whole measurement, by the noise guard's own rule (its allocation
     # too: CPU time ticks at 10 ms).

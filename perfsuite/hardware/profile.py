@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import ProfileError, StorageError
-from perfsuite.storage import is_plain_name, read_toml
+from perfsuite.store.files import is_plain_name, read_toml
 
 SCHEMA_VERSION = 1
 BUILTIN_DIR = Path(__file__).parent / "profiles"

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite import outcome
 from perfsuite.ab import CheckVerdict, Outcome, rounds, unfingerprinted
+from perfsuite.judge import outcome
 from perfsuite.model import FlagKind
 from perfsuite.report.terminal import cores_span, format_table, short_id
-from perfsuite.storage import write_text_atomic
+from perfsuite.store.files import write_text_atomic
 
 # The environment diff shows at most this many rows on the terminal (all in the record).
 DIFF_ROWS = 20

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite import stats
+from perfsuite.judge import stats
 from perfsuite.model import Result, RunRecord
 
 

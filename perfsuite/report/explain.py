@@ -1,6 +1,6 @@
 """The sentences that explain a verdict: for pytest's failure text, the terminal and the HTML.
 
-Judging (:mod:`perfsuite.judge`) decides and records typed facts; this module turns a
+Judging (:mod:`perfsuite.judge.verdict`) decides and records typed facts; this module turns a
 result's facts into words, and never changes an outcome.
 """
 
@@ -11,8 +11,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
-from perfsuite import outcome, probe, stats
-from perfsuite.judge import CHANGED, reference_moved
+from perfsuite.judge import outcome, stats
+from perfsuite.judge.verdict import CHANGED, reference_moved
+from perfsuite.measure import probe
 from perfsuite.model import (
     BaselineLimit,
     BaselineVerdict,

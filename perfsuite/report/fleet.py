@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import noise
 from perfsuite.fleet import judge as fj
 from perfsuite.fleet.aggregate import Matrix, Taint, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
@@ -40,6 +39,7 @@ from perfsuite.fleet.rerun import (
     slow_rows,
 )
 from perfsuite.fleet.status import NodeStatus, where
+from perfsuite.measure import noise
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
 

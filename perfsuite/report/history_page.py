@@ -15,12 +15,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from perfsuite import __version__, records
-from perfsuite import history as hist
+from perfsuite import __version__
+from perfsuite.judge import trends as hist
 from perfsuite.model import RunRecord
 from perfsuite.report.charts import _figure, _svg
 from perfsuite.report.html import _environment
-from perfsuite.storage import write_text_atomic
+from perfsuite.store import records
+from perfsuite.store.files import write_text_atomic
 
 REGRESSED, IMPROVED, LEVEL = "#b3261e", "#1b7f3b", "#4a78b5"
 

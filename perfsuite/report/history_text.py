@@ -1,7 +1,7 @@
 """``perfsuite history`` in words: the table, each change point and what changed, the summary.
 
 The trends themselves (levels, change points, their significance and attribution) come
-typed from :mod:`perfsuite.history`; every sentence about them is written here.
+typed from :mod:`perfsuite.judge.trends`; every sentence about them is written here.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import changepoints as cps
-from perfsuite.history import NIGHTS_STEPS, Trend
+from perfsuite.judge import changepoints as cps
+from perfsuite.judge.trends import NIGHTS_STEPS, Trend
 from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, printable, short_id
 

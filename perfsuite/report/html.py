@@ -16,9 +16,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perfsuite import history as trends
-from perfsuite import outcome, stats
-from perfsuite.compare import environment_diff, flat_environment
+from perfsuite.judge import outcome, stats, trends
+from perfsuite.judge.compare import environment_diff, flat_environment
 from perfsuite.model import Result, RunRecord
 from perfsuite.report import of_reference
 from perfsuite.report.charts import ChartContext, render_all, sparkline

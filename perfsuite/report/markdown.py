@@ -5,7 +5,7 @@ from __future__ import annotations
 import html as html_text
 from pathlib import Path
 
-from perfsuite import outcome, stats
+from perfsuite.judge import outcome, stats
 from perfsuite.model import RunRecord
 from perfsuite.report import of_reference
 from perfsuite.report.explain import verdict_advice

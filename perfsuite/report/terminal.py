@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import outcome, stats
 from perfsuite.hardware.profile import HardwareProfile
+from perfsuite.judge import outcome, stats
 from perfsuite.model import Crash, FlagKind, Result
 from perfsuite.report import of_reference
 from perfsuite.report.explain import (

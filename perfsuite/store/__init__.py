@@ -17,8 +17,8 @@ from typing import Any
 
 from perfsuite.errors import StorageError, first_line
 from perfsuite.model import READABLE_VERSIONS, RunRecord, upgraded
-from perfsuite.storage import read_json
 from perfsuite.store.db import Info, Store
+from perfsuite.store.files import read_json
 from perfsuite.store.query import History, Series, load_from_store, series
 from perfsuite.store.rows import host_of
 from perfsuite.store.schema import SCHEMA_VERSION
@@ -76,9 +76,9 @@ def load_runs(
     there; ``latest`` each node's latest run of each profile (a fleet: a node is its fleet
     label, else its host name).  A folder is a report directory (``<profile>/<run>.json``)
     or one profile's folder; its records are read strictly, as
-    :func:`perfsuite.records.load_record` reads them.
+    :func:`perfsuite.store.records.load_record` reads them.
     """
-    from perfsuite import records
+    from perfsuite.store import records
 
     if isinstance(source, Store) or Store.is_store(source):
         store = source if isinstance(source, Store) else Store.open(source)
@@ -105,7 +105,7 @@ def load_runs(
 
 
 def _from_folder(folder: Path, profile: str | None) -> list[RunRecord]:
-    from perfsuite import records
+    from perfsuite.store import records
 
     if any(folder.glob("*.json")):  # one profile's folder
         paths = sorted(folder.glob("*.json"))
@@ -175,7 +175,7 @@ def _checked(path: Path) -> dict[str, Any]:
 
     The store keeps the JSON form: rebuilding the record's objects would only cost time.
     """
-    from perfsuite import records
+    from perfsuite.store import records
 
     data = read_json(path, "run record", READABLE_VERSIONS, max_bytes=records.MAX_RECORD_BYTES)
     data = upgraded(data)

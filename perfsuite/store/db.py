@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfsuite.errors import StorageError, first_line
 from perfsuite.model import RunRecord
-from perfsuite.storage import _fsync_directory as _fsync
-from perfsuite.storage import clean_stale_temporaries, write_text_atomic
 from perfsuite.store import rows, schema
+from perfsuite.store.files import _fsync_directory as _fsync
+from perfsuite.store.files import clean_stale_temporaries, write_text_atomic
 
 if TYPE_CHECKING:
     import duckdb

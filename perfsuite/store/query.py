@@ -172,7 +172,7 @@ def load_from_store(
     ``latest`` keeps each node's latest run of each profile (a node: its fleet label, else
     its host name).
     """
-    from perfsuite.records import check_record
+    from perfsuite.store.records import check_record
 
     def fetch(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
         cond: list[str] = []

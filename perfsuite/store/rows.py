@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite.errors import StorageError
-from perfsuite.validate import parse_json
+from perfsuite.store.validate import parse_json
 
 
 def _object(values: list[Any]) -> np.ndarray:

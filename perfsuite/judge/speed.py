@@ -1,6 +1,6 @@
 """Judging per unit of machine speed: pure functions of the machine probe's readings.
 
-The readings come from :mod:`perfsuite.probe`; nothing here measures.
+The readings come from :mod:`perfsuite.measure.probe`; nothing here measures.
 
 A check whose samples move with the machine is judged on *machine-adjusted* samples: each
 run's samples divided by that run's probe rate (the memory rate for byte-rate checks, the
@@ -19,100 +19,23 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perfsuite import stats
+from perfsuite.judge import stats
+from perfsuite.measure.readings import (
+    LINK,
+    LINK_STATES,
+    link_edges,
+    link_effect,
+    link_steady,
+    own_rate,
+    rate,
+)
 from perfsuite.model import FlagKind, NoiseFlag
-from perfsuite.probe import HANDOFFS, LINK, MEMORY_LINKS
-
-HANDOFF_BYTES = 1 << 20  # the largest message whose collective the far link only slows
-
-LINK_STATES = 2.0  # two link readings further apart than this are different states
+from perfsuite.model.baseline import Baseline, BaselineEntry
 
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
 # machine half as closely as the probe, or half as much again, is then still within one
 # tolerance of its adjusted value.
 GUARD_TOLERANCES = 2.0
-
-
-def component_for(unit: str) -> str:
-    """Which probe rate a check's metric follows: memory for byte rates, cache otherwise.
-
-    GEMMs, convolutions, collectives and input pipelines move with what the shared cache
-    gives them; a register-only loop stays flat while they run at half speed.
-    """
-    return "memory" if unit.endswith("B/s") else "cache"
-
-
-def follows_link(params: Mapping[str, Any]) -> bool:
-    """Whether a check's work crosses between this host's CPUs.
-
-    Ranks that talk to each other do, and so does work whose threads hand buffers to each
-    other (a tf.data pipeline's producer and consumer threads) or share the CPUs' way to
-    memory (STREAM on every CPU): ``cross_cpu`` in its params.  On a VM the hypervisor
-    moves virtual CPUs between physical cores: two of them sharing a cache and two on
-    different chiplets hand a cache line over 4x apart, and shared-memory collectives follow
-    (on a 2-core AMD EPYC VM, MPI's 64 KiB allreduce took 25 us in one state and 52-67 us in
-    the other, within the same minute), as do the input pipelines (1.28-1.31x slower in the
-    far state) and STREAM the other way: two vCPUs on one chiplet share its link to memory
-    (a 2-thread copy at 33-36 GB/s against 53-60 on two chiplets, switching every 10-60 s
-    on that VM, while one thread stayed at 28-30).
-    """
-    if not follows_host(params):
-        return False
-    if params.get("cross_cpu") in (True, MEMORY_LINKS, HANDOFFS):
-        return True
-    try:
-        ranks = int(params.get("ranks", 1) or 1)
-    except (TypeError, ValueError):
-        return False
-    return ranks > 1
-
-
-def link_effect(params: Mapping[str, Any]) -> int:
-    """Which way the far state (two vCPUs on different chiplets) moves a check, or 0.
-
-    +1 for work that shares the CPUs' way to memory (``cross_cpu`` is ``"memory"``: two
-    chiplets have two links to memory, so STREAM on every CPU runs faster), -1 for work
-    whose CPUs hand data to each other (a pipeline's threads: ``"handoff"``; ranks with
-    messages up to ``HANDOFF_BYTES``; the far path is slower), 0 for a check that does not
-    follow the link or for which the way is not known (``cross_cpu`` true: older records,
-    and checks whose way was not measured).
-    """
-    if not follows_link(params):
-        return 0
-    kind = params.get("cross_cpu")
-    if kind == MEMORY_LINKS:
-        return 1
-    if kind == HANDOFFS:
-        return -1
-    if kind is not None:  # True: a record from before the direction was kept
-        return 0
-    # Ranks: measured for messages up to 1 MiB (64 KiB 2.1x, 1 MiB 3.5x slower far); a
-    # larger one also streams memory, which the far state speeds up.
-    size = params.get("size", params.get("total_bytes"))
-    return -1 if isinstance(size, int) and size <= HANDOFF_BYTES else 0
-
-
-def follows_host(params: Mapping[str, Any]) -> bool:
-    """Whether a check runs on the host CPU (a GPU check does not move with the host probe)."""
-    return str(params.get("device", "cpu")).split(":")[0] == "cpu"
-
-
-def rate(reading: Any, component: str, source: str | None = None) -> float | None:
-    """A reading's rate for one component (only from ``source`` when given), or None."""
-    if not isinstance(reading, Mapping):
-        return None
-    if source is not None and reading.get("source") != source:
-        return None
-    value = reading.get(component)
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
-
-
-def own_rate(reading: Any) -> float | None:
-    """The rate of the component the reading's check follows (``reading["component"]``)."""
-    component = reading.get("component") if isinstance(reading, Mapping) else None
-    return rate(reading, str(component)) if component else None
 
 
 def per_speed(value: float, reading: Any, higher_is_better: bool) -> float | None:
@@ -121,41 +44,6 @@ def per_speed(value: float, reading: Any, higher_is_better: bool) -> float | Non
     if speed is None:
         return None
     return value / speed if higher_is_better else value * speed
-
-
-def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
-    """What a baseline run keeps of a check's reading: its component's rate and source.
-
-    With ``link`` (a check that follows the CPUs' link), the link rate is kept beside it,
-    where it was read and held one state over the check (a run measured across two states
-    belongs to neither).
-    """
-    value = own_rate(reading)
-    if value is None:
-        return None
-    component = reading["component"]
-    out = {
-        "component": str(component),
-        str(component): value,
-        "source": str(reading.get("source", "")),
-    }
-    value = rate(reading, LINK) if link else None
-    if value is not None and _link_steady(reading):
-        out[LINK] = value
-    return out
-
-
-def _link_edges(reading: Mapping[str, Any]) -> list[float | None]:
-    """The link rates read right before and right after a check (None where not read)."""
-    return [rate(reading.get(k), LINK) for k in ("before", "after")]
-
-
-def _link_steady(reading: Mapping[str, Any]) -> bool:
-    """Whether the link stayed in one state from the reading before to the one after."""
-    edges = _link_edges(reading)
-    if edges[0] is None or edges[1] is None:
-        return True  # one reading (a stored one): nothing to tell
-    return abs(math.log(edges[1] / edges[0])) <= math.log(LINK_STATES)
 
 
 def link_groups(machines: Sequence[Any]) -> list[list[int]] | None:
@@ -208,7 +96,7 @@ def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None,
     if now is None:
         return None, None
     band = math.log(LINK_STATES)
-    if not _link_steady(current):
+    if not link_steady(current):
         before, after = (current[k][LINK] for k in ("before", "after"))
         return None, NoiseFlag(FlagKind.LINK_CHANGED, link_before=float(before), link=float(after))
     source = str(current.get("source", ""))
@@ -241,7 +129,7 @@ def link_bounds(current: Any, baseline: Sequence[Any], effect: int) -> dict[str,
     ``"faster"`` is the mirror image.
     Empty lists where the baseline has no such run or no readings, or for ``effect`` 0.
     """
-    edges = _link_edges(current) if current else []
+    edges = link_edges(current) if current else []
     seen = [e for e in [*edges, rate(current, LINK)] if e is not None]
     if effect == 0 or not seen:
         return {"slower": [], "faster": []}
@@ -403,3 +291,26 @@ def adjust_runs(
 ) -> list[list[float]]:
     """Each run's samples per unit of that run's machine speed."""
     return [adjust(r, v, higher_is_better) for r, v in zip(runs, rates, strict=True)]
+
+
+def judged_run_samples(entry: BaselineEntry) -> list[tuple[float, ...]]:
+    """A baseline entry's runs, machine-adjusted when every run carries the same probe."""
+    change = machine_change(
+        entry.runs[-1].policy.get("machine"), [r.policy.get("machine") for r in entry.runs]
+    )
+    if change is None:
+        return entry.run_samples
+    adjusted = adjust_runs(entry.run_samples, change["rates"], entry.higher_is_better)
+    return [tuple(r) for r in adjusted]
+
+
+def baseline_prior(baseline: Baseline) -> stats.Prior:
+    """The run-to-run variance a baseline's checks share (see :func:`stats.fit_prior`)."""
+    variances, dfs = [], []
+    for entry in baseline.entries.values():
+        for variance, df in run_variances(
+            judged_run_samples(entry), entry.machines, entry.higher_is_better
+        ):
+            variances.append(variance)
+            dfs.append(df)
+    return stats.fit_prior(variances, dfs)

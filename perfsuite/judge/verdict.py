@@ -13,12 +13,14 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from perfsuite import outcome, speed, stats, waivers
-from perfsuite.baseline import Baseline, BaselineEntry, bare_reference_value, same_direction
-from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import Measurement, Policy, Reference, Workload, measured_as
+from perfsuite.judge import outcome, speed, stats, waivers
+from perfsuite.judge import tolerances as tolerance_rules
+from perfsuite.measure import readings
+from perfsuite.measure.loop import Measurement, Policy, Reference, Workload, measured_as
+from perfsuite.measure.sources import ChildSource
 from perfsuite.model import (
     BaselineFacts,
     BaselineLimit,
@@ -36,9 +38,12 @@ from perfsuite.model import (
     Undetectable,
     Why,
 )
-from perfsuite.settings import Settings
-from perfsuite.sources import ChildSource
-from perfsuite.tolerances import Tolerances
+from perfsuite.model.baseline import Baseline, BaselineEntry, bare_reference_value, same_direction
+from perfsuite.model.rules import Tolerances, Waiver
+
+if TYPE_CHECKING:  # types only: the judge is handed both, and reads no file
+    from perfsuite.hardware.profile import HardwareProfile
+    from perfsuite.settings import Settings
 
 # Baseline verdicts that say a check moved (or may have): the ones whose notes explain why.
 CHANGED = ("regressed", "improved", "noisy")
@@ -67,7 +72,7 @@ class Judge:
         profile: HardwareProfile,
         baseline: Baseline,
         tolerances: Tolerances,
-        waiver_list: list[waivers.Waiver],
+        waiver_list: list[Waiver],
         today: dt.date,
     ) -> None:
         """Bind to one run's profile, baseline, tolerances and waivers."""
@@ -78,6 +83,11 @@ class Judge:
         self.waivers = waiver_list
         self.today = today
         self.family = stats.SequentialFamily(1, settings.alpha, settings.correction)
+
+    @cached_property
+    def prior(self) -> stats.Prior:
+        """The run-to-run variance this run's baseline shares across its checks."""
+        return speed.baseline_prior(self.baseline)
 
     # -- the family -----------------------------------------------------------------------
 
@@ -125,15 +135,17 @@ class Judge:
         may have changed the session's); the session's by default.
         """
         policy = policy or self.settings.policy
-        tol, tol_from = self.tolerances.resolve(node_id, marker_tolerance, self.settings.tolerance)
+        tol, tol_from = tolerance_rules.resolve(
+            self.tolerances, node_id, marker_tolerance, self.settings.tolerance
+        )
         planned = policy.repetitions
         entry = self._entry(node_id, workload)
         if entry is None:
             return Plan(planned, planned, None, None, tol, tol_from)
         lv = stats.levels(
-            entry.judged_run_samples(),
+            speed.judged_run_samples(entry),
             higher_is_better=entry.higher_is_better,
-            prior=self.baseline.prior,
+            prior=self.prior,
             sessions=self._sessions(entry),
         )
         limit = policy.limit if self.settings.samples is None else planned
@@ -285,12 +297,12 @@ class Judge:
         link: LinkSubset | None = None
         machine_change: MachineChange | None = None
         if machine is not None:
-            host = speed.follows_host(workload.params) and not workload.ratio
+            host = readings.follows_host(workload.params) and not workload.ratio
             context["machine"] = {
                 **machine,
-                "component": speed.component_for(workload.unit) if host else None,
+                "component": readings.component_for(workload.unit) if host else None,
             }
-            if entry is not None and speed.follows_link(workload.params):
+            if entry is not None and readings.follows_link(workload.params):
                 same, flag, way = speed.link_runs(
                     values,
                     entry.run_samples,
@@ -328,7 +340,7 @@ class Judge:
             family=self.family,
             alpha=self.settings.alpha,
             noise_flags=noise_flags,
-            prior=self.baseline.prior,
+            prior=self.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
             cautious=sessions is None or sessions < stats.MIN_RUNS,
             sessions=sessions,

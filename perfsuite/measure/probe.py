@@ -39,7 +39,7 @@ on one thread (the record names which, and how many CPUs; rates from different s
 never compared).
 
 How a check is judged per unit of machine speed, from these readings, is in
-:mod:`perfsuite.speed`.
+:mod:`perfsuite.judge.speed`.
 """
 
 from __future__ import annotations
@@ -56,20 +56,20 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite import native
+from perfsuite.measure import native
+from perfsuite.measure.readings import HANDOFFS as HANDOFFS
+from perfsuite.measure.readings import LINK as LINK
+from perfsuite.measure.readings import MEMORY_LINKS as MEMORY_LINKS
 
 PASSES = 5
 MIN_BYTES = 64 * 2**20
 MAX_BYTES = 512 * 2**20
 COMPUTE_SECONDS = 0.004  # per pass
 COMPONENTS = ("memory", "cache", "compute")
-# Read where the machine allows (two CPUs and a compiler), recorded beside the components.
-LINK = "link"
+# Read where the machine allows (two CPUs and a compiler), recorded beside the components:
+# ``LINK`` (see :mod:`perfsuite.measure.readings`).
 LINK_ROUNDS = 2000
 LINK_PASSES = 7
-# ``cross_cpu`` of work that shares the CPUs' way to memory, and of work whose threads
-# hand data to each other (``True``: recorded before the two were told apart).
-MEMORY_LINKS, HANDOFFS = "memory", "handoff"
 LINK_ON_CPU = 0.9  # a pass counts when both sides ran at least this share of it on their CPU
 LINK_LIMIT_S = 1.0  # a side that waits longer than this gives up
 CACHE_MIN_N = 16 * 1024

@@ -1,7 +1,7 @@
 """Every process perfsuite starts, how it is ended, and how a signal interrupts a command.
 
 One module for the three places that start processes: a check's child or ranks
-(:mod:`perfsuite.sources`), the sides, builds and preflights of ``ab`` and ``bisect``, and a
+(:mod:`perfsuite.measure.sources`), the sides, builds and preflights of ``ab`` and ``bisect``, and a
 fleet's launcher and each node's pytest.
 
 * Every child runs in a session of its own (its own process group), so a terminal's Ctrl-C

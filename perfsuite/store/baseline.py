@@ -20,144 +20,38 @@ import json
 import os
 import re
 import secrets
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from perfsuite import probe, speed, stats
 from perfsuite.errors import BaselineMismatchError, StorageError
+from perfsuite.measure import probe, readings
 from perfsuite.model import Result
-from perfsuite.storage import (
+from perfsuite.model.baseline import (
+    DEFAULT_WINDOW,
+    MAX_WINDOW,
+    MIN_WINDOW,
+    Baseline,
+    BaselineEntry,
+    BaselineRun,
+    bare_reference_value,
+    same_direction,
+)
+from perfsuite.store.files import (
     check_writable,
     clean_stale_temporaries,
     is_plain_name,
-    not_finite_positive,
     read_json,
     write_chunks_atomic,
     write_text_atomic,
 )
-from perfsuite.validate import bad_samples, is_number, is_sample, is_timestamp, parse_json
+from perfsuite.store.validate import bad_samples, is_number, is_sample, is_timestamp, parse_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FILENAME = "baseline.json"
-DEFAULT_WINDOW = 5
-# The runs a baseline may keep per check: every later save rewrites them all, and a judgement
-# reads them all, so a window past this is a typo, not a plan.
-MIN_WINDOW, MAX_WINDOW = 1, 1000
 HISTORY_KEEP = 10  # previous baseline files kept under history/
-
-
-@dataclass(frozen=True)
-class BaselineRun:
-    """The samples one accepted run contributed to a check, and how they were measured."""
-
-    run_id: str
-    created: str
-    samples: tuple[float, ...]
-    policy: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data."""
-        return {
-            "run_id": self.run_id,
-            "created": self.created,
-            "samples": list(self.samples),
-            "policy": dict(self.policy),
-        }
-
-
-@dataclass(frozen=True)
-class BaselineEntry:
-    """The accepted runs of one check, oldest first."""
-
-    metric: str
-    unit: str
-    higher_is_better: bool
-    runs: tuple[BaselineRun, ...]
-
-    @property
-    def samples(self) -> tuple[float, ...]:
-        """The newest run's samples."""
-        return self.runs[-1].samples
-
-    @property
-    def run_id(self) -> str:
-        """The newest run's id."""
-        return self.runs[-1].run_id
-
-    @property
-    def run_samples(self) -> list[tuple[float, ...]]:
-        """Every accepted run's samples, oldest first."""
-        return [r.samples for r in self.runs]
-
-    def judged_run_samples(self) -> list[tuple[float, ...]]:
-        """Every run's samples, machine-adjusted when every run carries the same probe."""
-        change = speed.machine_change(
-            self.runs[-1].policy.get("machine"), [r.policy.get("machine") for r in self.runs]
-        )
-        if change is None:
-            return self.run_samples
-        adjusted = speed.adjust_runs(self.run_samples, change["rates"], self.higher_is_better)
-        return [tuple(r) for r in adjusted]
-
-    @property
-    def machines(self) -> list[Any]:
-        """The machine-probe reading each run kept (None where it had none)."""
-        return [r.policy.get("machine") for r in self.runs]
-
-    @property
-    def references(self) -> list[float]:
-        """The bare reference each accepted run measured beside the check, where it had one."""
-        return [float(r.policy["reference"]) for r in self.runs if "reference" in r.policy]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data."""
-        return {
-            "metric": self.metric,
-            "unit": self.unit,
-            "higher_is_better": self.higher_is_better,
-            "runs": [r.to_dict() for r in self.runs],
-        }
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """All accepted entries of one profile, keyed by pytest node id."""
-
-    profile: str
-    entries: Mapping[str, BaselineEntry]
-    path: Path
-    environments: Mapping[str, Any] = field(default_factory=dict)  # run id -> fingerprint
-
-    def environment(self) -> Mapping[str, Any] | None:
-        """The fingerprint of the run most entries were last accepted from, if stored."""
-        runs = Counter(e.run_id for e in self.entries.values())
-        for run_id, _ in runs.most_common():
-            if run_id in self.environments:
-                env: Mapping[str, Any] = self.environments[run_id]
-                return env
-        return None
-
-    def get(self, node_id: str) -> BaselineEntry | None:
-        """Return the entry for a check, if one was accepted."""
-        return self.entries.get(node_id)
-
-    @cached_property
-    def prior(self) -> stats.Prior:
-        """The run-to-run variance shared by this baseline's checks (see :mod:`stats`)."""
-        variances, dfs = [], []
-        for entry in self.entries.values():
-            for variance, df in speed.run_variances(
-                entry.judged_run_samples(), entry.machines, entry.higher_is_better
-            ):
-                variances.append(variance)
-                dfs.append(df)
-        return stats.fit_prior(variances, dfs)
 
 
 def _entry(
@@ -211,8 +105,8 @@ def _entry(
             )
         machine = policy.get("machine") if isinstance(policy, dict) else None
         if machine is not None and (
-            speed.stored(machine) is None
-            or (probe.LINK in machine and speed.rate(machine, probe.LINK) is None)
+            readings.stored(machine) is None
+            or (probe.LINK in machine and readings.rate(machine, probe.LINK) is None)
         ):
             raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
         run_id = str(run.get("run_id", ""))
@@ -226,42 +120,6 @@ def _entry(
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
-
-
-class Measured(Protocol):
-    """A check's measurement as a baseline entry and a result both describe it."""
-
-    @property
-    def unit(self) -> str:
-        """The unit it is measured in."""
-
-    @property
-    def higher_is_better(self) -> bool:
-        """Which way is better."""
-
-
-def direction_words(higher_is_better: bool) -> str:
-    """Which way is better, in words (for the messages that refuse a disagreement)."""
-    return "higher is better" if higher_is_better else "lower is better"
-
-
-def same_direction(
-    node_id: str, a: tuple[str, Measured], b: tuple[str, Measured], refusal: str
-) -> None:
-    """Refuse two measurements of a check in one unit that disagree on which way is better.
-
-    The direction decides whether a change is a regression or an improvement: when two
-    records (or a record and its baseline) disagree one of them is wrong, and either reading
-    would turn a loss into a gain.  A check measured in another unit is another measurement.
-    ``a`` and ``b`` are each a name for the message and the measurement.
-    """
-    (a_name, first), (b_name, second) = a, b
-    if first.unit == second.unit and first.higher_is_better != second.higher_is_better:
-        raise StorageError(
-            f"check {node_id}: {a_name} has it in {first.unit} with "
-            f"{direction_words(first.higher_is_better)}, {b_name} with "
-            f"{direction_words(second.higher_is_better)}; one of them is wrong: {refusal}"
-        )
 
 
 def _updated(path: Path) -> str:
@@ -711,17 +569,12 @@ def _result_policy(result: Result) -> dict[str, Any]:
     reference = bare_reference_value(result.context)
     if reference is not None:
         policy["reference"] = reference
-    machine = speed.stored(result.context.get("machine"), link=speed.follows_link(result.params))
+    machine = readings.stored(
+        result.context.get("machine"), link=readings.follows_link(result.params)
+    )
     if machine is not None:
         policy["machine"] = machine
     return policy
-
-
-def bare_reference_value(context: Mapping[str, Any]) -> float | None:
-    """The rate of the bare reference a check measured beside it, or None."""
-    bare = context.get("bare_reference")
-    value = bare.get("value") if isinstance(bare, Mapping) else None
-    return None if value is None or not_finite_positive([value]) else float(value)
 
 
 def safe_profile_name(name: str) -> str:

@@ -2,10 +2,11 @@
 
 A run record, a baseline, a profile, a waivers file or a tolerances file may come from
 another machine, another version, a hand edit, a merge or an attacker.  Each kind has one
-loader (:func:`perfsuite.records.load_record`, :meth:`perfsuite.baseline.BaselineStore.load`,
-the profile registry, :func:`perfsuite.waivers.load`, :meth:`perfsuite.tolerances.Tolerances.load`).
-The two JSON kinds read through here (the TOML kinds through ``storage.read_toml`` and the
-profile module, which check each value they read):
+loader (:func:`perfsuite.store.records.load_record`,
+:meth:`perfsuite.store.baseline.BaselineStore.load`, the profile registry,
+:func:`perfsuite.store.rules.load_waivers`, :func:`perfsuite.store.rules.load_tolerances`).
+The two JSON kinds read through here (the TOML kinds through
+``perfsuite.store.files.read_toml`` and the profile module, which check each value they read):
 
 * :func:`parse_json`: the text is JSON within sane bounds: a size, a nesting depth, integers
   of at most a few dozen digits, and numbers that are finite and of sane magnitude (no

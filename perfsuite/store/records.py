@@ -17,9 +17,9 @@ from perfsuite.model import (
     RunRecord,
     upgraded,
 )
-from perfsuite.outcome import CHOOSABLE, ORDER
-from perfsuite.storage import is_plain_name, read_json
-from perfsuite.validate import (
+from perfsuite.model.verdicts import CHOOSABLE, ORDER
+from perfsuite.store.files import is_plain_name, read_json
+from perfsuite.store.validate import (
     bad_samples,
     check_fields,
     check_printable,

@@ -8,11 +8,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfsuite import outcome, speed, stats, waivers
-from perfsuite.baseline import same_direction
-from perfsuite.environment import redact
 from perfsuite.errors import PerfsuiteError, StorageError
+from perfsuite.judge import outcome, speed, stats, waivers
+from perfsuite.measure import readings
+from perfsuite.measure.redaction import redact
 from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
+from perfsuite.model.baseline import same_direction
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -199,7 +200,7 @@ def compare_runs(
     """Compare B against the run(s) A check by check, corrected over all compared checks.
 
     Several A runs act as a multi-run baseline: their run-to-run spread is then known, once
-    they come from :data:`perfsuite.stats.MIN_RUNS` sessions (runs created within
+    they come from :data:`perfsuite.judge.stats.MIN_RUNS` sessions (runs created within
     ``window_s`` of a session's first share it; 0: each run its own, see ``stats.sessions``).
     ``tolerance`` overrides the tolerance each result of B was judged with.
     """
@@ -221,7 +222,9 @@ def compare_runs(
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
     kept = {
         i: [
-            speed.stored(r.context.get("machine"), link=speed.follows_link(b_results[i].params))
+            readings.stored(
+                r.context.get("machine"), link=readings.follows_link(b_results[i].params)
+            )
             for r in runs[i]
         ]
         for i in common
@@ -241,7 +244,7 @@ def compare_runs(
     bounds: dict[str, tuple[str, NoiseFlag | None]] = {}
     for i in common:
         rb = b_results[i]
-        if speed.follows_link(rb.params):  # like with like, or the bound, as the plugin does
+        if readings.follows_link(rb.params):  # like with like, or the bound, as the plugin does
             same, flag, way = speed.link_runs(
                 rb.samples,
                 [r.samples for r in runs[i]],
@@ -334,7 +337,7 @@ def comparable(before: Sequence[RunRecord], b: RunRecord) -> None:
 def same_directions(a: RunRecord, b: RunRecord) -> None:
     """Refuse two records that measure a check in one unit but disagree on its direction.
 
-    See :func:`perfsuite.baseline.same_direction`; a check measured in another unit is not
+    See :func:`perfsuite.store.baseline.same_direction`; a check measured in another unit is not
     compared at all.
     """
     theirs = {r.id: r for r in b.results}

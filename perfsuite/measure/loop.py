@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from perfsuite.errors import first_line
+from perfsuite.measure.sources import ChildSource, ClockSource, Source
 from perfsuite.model import Work
-from perfsuite.sources import ChildSource, ClockSource, Source
 
 
 def _nothing() -> None:
@@ -72,7 +72,7 @@ class Policy:
     # part of a verdict, and pairing doubles a check's time: full mode takes it, quick and
     # default mode only with --perf-fidelity.
     references: bool = True
-    # Read the machine probe before and after each check (:mod:`perfsuite.probe`), so that a
+    # Read the machine probe before and after each check (:mod:`perfsuite.measure.probe`), so that a
     # comparison with stored baselines can tell a slow spell of the machine from a slower
     # stack.  A comparison measured in pairs side by side (``perfsuite ab``) needs none.
     machine_probe: bool = True
@@ -237,7 +237,8 @@ class Workload:
     # machine probe's speed does not adjust them (a ratio does not move with the speed).
     ratio: bool = False
     # Its work moves data through host memory (a copy to or from a device): a CPU job's
-    # memory traffic reaches it, wherever it is timed (see :func:`perfsuite.noise.on_device`).
+    # memory traffic reaches it, wherever it is timed
+    # (see :func:`perfsuite.measure.noise.on_device`).
     host_memory: bool = False
 
     def value(self, seconds: float, calls: int = 1) -> float:

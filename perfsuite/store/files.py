@@ -185,10 +185,10 @@ def read_json(
 ) -> dict[str, Any]:
     """Read a JSON object and check its schema version(s); the file is never modified.
 
-    The text passes :func:`perfsuite.validate.parse_json` (depth, integer size, finite
+    The text passes :func:`perfsuite.store.validate.parse_json` (depth, integer size, finite
     numbers) and the file is at most ``max_bytes`` long.
     """
-    from perfsuite.validate import parse_json
+    from perfsuite.store.validate import parse_json
 
     accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
     text = read_text_bounded(path, what, max_bytes)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfsuite import environment
+from perfsuite.measure import environment
 from perfsuite.model import FlagKind, NoiseFlag
 
 # More than a quarter of a core's worth of other work (or steal) during a measurement.

@@ -1,7 +1,7 @@
 """What changed in the recorded stack at a change point, and what to run next.
 
 The environment of the last run before a change and of the first run after it are diffed
-with :func:`perfsuite.compare.environment_diff` (the diff ``perfsuite compare`` prints), over
+with :func:`perfsuite.judge.compare.environment_diff` (the diff ``perfsuite compare`` prints), over
 the fingerprint (packages, driver, CUDA, NCCL, kernel, host, perfsuite's version) and the
 run's options (``settings``).  For each package whose version changed at a regression, the
 ``perfsuite bisect`` command that finds the first bad release between the two versions.
@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from perfsuite.compare import environment_diff
+from perfsuite.judge.compare import environment_diff
 from perfsuite.model import RunRecord
 
 NOTHING = "nothing in the recorded environment changed"

@@ -26,11 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from perfsuite.model import Crash, Result, RunRecord
+from perfsuite.model.verdicts import CHOOSABLE as CHOOSABLE
+from perfsuite.model.verdicts import ORDER as ORDER
 
-ORDER = ("fail", "regressed", "noisy", "floor-warning", "waived", "no-reference", "pass")
 DEFAULT_FAIL_ON = frozenset({"fail", "regressed"})
-# What --perf-fail-on may name (a waived regression is never a failure).
-CHOOSABLE = ("fail", "regressed", "noisy", "floor-warning", "no-reference")
 
 # The exit statuses of the plugin and of every ``perfsuite`` command: one table, pytest's
 # numbers (a plugin cannot renumber pytest's own 2, 3 and 4, so the commands took them).

@@ -2,10 +2,10 @@
 
 Pairwise comparisons miss gradual drift and a level that moved a few nights ago: each run is
 within tolerance of the last.  Over each check's series of per-run medians, the level shifts
-are found by :mod:`perfsuite.changepoints` (one bad night is an outlier, never two changes),
+are found by :mod:`perfsuite.judge.changepoints` (one bad night is an outlier, never two changes),
 the p-values of every check of the profile form one family under the run verdict's
 correction, and each change is tied to what changed in the recorded stack that night
-(:mod:`perfsuite.attribution`).  Run numbers count the profile's runs, oldest first, so a
+(:mod:`perfsuite.judge.attribution`).  Run numbers count the profile's runs, oldest first, so a
 check missing from the first runs keeps the night's number.
 
 The runs are read by the caller (a folder of run records per profile, or the store):
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite import changepoints as cps
-from perfsuite import stats
-from perfsuite.attribution import Attribution, attribute
+from perfsuite.judge import changepoints as cps
+from perfsuite.judge import stats
+from perfsuite.judge.attribution import Attribution, attribute
 from perfsuite.model import RunRecord
 
 JSON_SCHEMA_VERSION = 1

@@ -1,0 +1,79 @@
+"""The data perfsuite measures, judges and stores: the contract between its rooms.
+
+Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that it can cross
+process boundaries (pytest-xdist workers) and land in JSON files.  The run record layout
+is a public contract: fields may be added; renaming one takes a new ``SCHEMA_VERSION``, and
+the records of earlier versions stay readable.  :mod:`perfsuite.model.result` holds a result
+and a run record, :mod:`perfsuite.model.verdicts` their typed verdicts and flags, and
+:mod:`perfsuite.model.baseline` a baseline as the judge reads it.
+"""
+
+from __future__ import annotations
+
+from perfsuite.model.result import (
+    READABLE_VERSIONS,
+    RENAMED_IN_2,
+    SCHEMA_VERSION,
+    Crash,
+    Result,
+    RunRecord,
+    baseline_fields,
+    floor_fields,
+    noise_flags,
+    upgraded,
+)
+from perfsuite.model.verdicts import (
+    BASELINE_VERDICTS,
+    FLOOR_VERDICTS,
+    BaselineFacts,
+    BaselineLimit,
+    BaselineVerdict,
+    Because,
+    FlagKind,
+    FloorBecause,
+    FloorVerdict,
+    Limit,
+    LinkSubset,
+    MachineChange,
+    ModeDifference,
+    NoiseFlag,
+    ReferenceChange,
+    Summary,
+    Undetectable,
+    Why,
+    Work,
+    flag_fields,
+)
+
+__all__ = [
+    "BASELINE_VERDICTS",
+    "FLOOR_VERDICTS",
+    "READABLE_VERSIONS",
+    "RENAMED_IN_2",
+    "SCHEMA_VERSION",
+    "BaselineFacts",
+    "BaselineLimit",
+    "BaselineVerdict",
+    "Because",
+    "Crash",
+    "FlagKind",
+    "FloorBecause",
+    "FloorVerdict",
+    "Limit",
+    "LinkSubset",
+    "MachineChange",
+    "ModeDifference",
+    "NoiseFlag",
+    "ReferenceChange",
+    "Result",
+    "RunRecord",
+    "Summary",
+    "Undetectable",
+    "Why",
+    "Work",
+    "baseline_fields",
+    "flag_fields",
+    "floor_fields",
+    "noise_flags",
+    "upgraded",
+]
