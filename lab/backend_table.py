@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path
 
+from perfsuite.model import upgraded
+
 
 def durations(path: Path | None) -> dict[str, float]:
     """Test name -> call seconds, from pytest's ``--durations=0`` lines."""
@@ -34,7 +36,7 @@ def main() -> None:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--durations", type=Path)
     args = parser.parse_args()
-    record = json.loads(args.record.read_text())
+    record = upgraded(json.loads(args.record.read_text()))
     times = durations(args.durations)
     fidelity = {
         row["id"]: row for row in record.get("derived", {}).get("fidelity", {}).get("checks", [])
@@ -53,7 +55,7 @@ def main() -> None:
             else ref.get("unavailable", "-")
         )
         fid = f"{row['fidelity']:.2f}" if row and row.get("fidelity") else "-"
-        policy = r["context"].get("policy", {})
+        policy = r.get("policy") or {}
         overhead = policy.get("overhead_fraction")
         name = r["id"].split("::")[-1]
         sampled = (policy.get("warmup_s") or 0) + sum(r.get("seconds") or ())

@@ -4,7 +4,7 @@ Usage: python lab/link_effect.py RUN.json [RUN.json ...] [--min-effect 0.10]
 
 Reads run records of the same code (a verdict benchmark's baseline and A/A runs).  Every CPU
 check's reading of the machine probe carries the link rate measured right before and after
-it (``context.machine``; see ``perfsuite/measure/probe.py``).  The readings are grouped into states
+it (``machine``; see ``perfsuite/measure/probe.py``).  The readings are grouped into states
 the way the judge groups them (``speed.link_groups``); readings whose link changed during
 the check are left out.  For each check measured in at least two states, it prints the
 median of its run medians in each state and their ratio (oriented so that above 1 means
@@ -42,7 +42,7 @@ def main() -> None:
         except StorageError as exc:
             parser.error(f"not a readable run record: {exc}")
         for r in record.results:
-            kept = readings.stored(r.context.get("machine"), link=True) or {}
+            kept = readings.stored(r.machine, link=True) or {}
             if probe.LINK not in kept:
                 continue  # no link reading, or it changed state during this check
             link = float(kept[probe.LINK])

@@ -29,15 +29,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.best_of_passes import table_row, two_level
 from perfsuite.errors import StorageError
+from perfsuite.model import Result
 from perfsuite.store.records import load_record
 
 
-def paired_samples(result: object) -> tuple[float, ...] | None:
+def paired_samples(result: Result) -> tuple[float, ...] | None:
     """The check's samples over its paired reference samples, or None where not paired."""
-    bare = result.context.get("bare_reference")  # type: ignore[attr-defined]
-    if not isinstance(bare, dict) or not bare.get("pair_ratios"):
+    bare = result.bare_reference
+    if bare is None or not bare.pair_ratios:
         return None
-    return tuple(float(r) for r in bare["pair_ratios"])
+    return bare.pair_ratios
 
 
 def verdicts(

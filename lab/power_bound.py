@@ -87,7 +87,7 @@ def per_machine_speed(runs: list[list[dict[str, Any]]]) -> None:
     """Divide each probed check's samples by the probe's speed beside it, in place."""
     for run in runs:
         for result in run:
-            machine = (result.get("context") or {}).get("machine")
+            machine = result.get("machine") or (result.get("context") or {}).get("machine")
             if readings.own_rate(machine) is None:
                 continue
             hib = result["higher_is_better"]

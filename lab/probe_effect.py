@@ -41,6 +41,7 @@ from typing import Any
 
 from perfsuite.judge import speed, stats
 from perfsuite.measure import readings
+from perfsuite.model import upgraded
 from perfsuite.model.baseline import Baseline, BaselineEntry
 from perfsuite.store.baseline import BaselineStore
 
@@ -50,7 +51,7 @@ Readings = dict[str, dict[str, Any]]  # run id -> check id -> the probe reading 
 def record(folder: Path) -> dict[str, Any] | None:
     """The one run record in a run's folder (None for a run stopped before it wrote one)."""
     paths = list(folder.glob("*/*.json"))
-    return json.loads(paths[0].read_text()) if len(paths) == 1 else None
+    return upgraded(json.loads(paths[0].read_text())) if len(paths) == 1 else None
 
 
 def baseline_readings(work: Path) -> Readings:
@@ -59,7 +60,7 @@ def baseline_readings(work: Path) -> Readings:
     for folder in sorted((work / "reports").glob("baseline-*")):
         rec = record(folder)
         if rec is not None:
-            out[rec["run_id"]] = {r["id"]: r["context"].get("machine") for r in rec["results"]}
+            out[rec["run_id"]] = {r["id"]: r.get("machine") for r in rec["results"]}
     return out
 
 
@@ -81,7 +82,7 @@ def link_selected(
         return entry, None
     before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
     kept = [readings.stored(b, link=True) if b else None for b in before]
-    same, flag = speed.link_state(r["context"].get("machine"), kept)
+    same, flag = speed.link_state(r.get("machine"), kept)
     if same is None:
         return entry, flag
     return BaselineEntry(entry.metric, entry.unit, entry.higher_is_better,
@@ -109,14 +110,14 @@ def judged_runs(
     if rule == "raw":
         return current, runs, None
     if rule == "plugin":
-        change = speed.machine_change(r["context"].get("machine"), entry.machines)
+        change = speed.machine_change(r.get("machine"), entry.machines)
     else:
-        component = r["context"].get("machine", {}).get("component")
+        component = (r.get("machine") or {}).get("component")
         if component is None:  # a check that does not follow the host
             return current, runs, None
         for_bytes, for_rest = rule.split("+")
         component = for_bytes if r["unit"].endswith("B/s") else for_rest
-        now = {**r["context"]["machine"], "component": component}
+        now = {**r["machine"], "component": component}
         before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
         if any(b is None for b in before):
             raise SystemExit(f"{r['id']}: a baseline run's record is missing under reports/")
@@ -250,12 +251,12 @@ def main() -> None:
         results = [r for r in rec["results"] if r["baseline"]["verdict"] != "new"]
         if args.combine == "max":
             for r in results:
-                r["context"]["machine"] = recombined(r["context"].get("machine"))
+                r["machine"] = recombined(r.get("machine"))
         moves: dict[str, list[float]] = {c: [] for c in components}
         for r in results:
             entry = baseline.get(r["id"])
             for c in components:
-                if entry is None or r["context"].get("machine", {}).get("component") is None:
+                if entry is None or (r.get("machine") or {}).get("component") is None:
                     continue
                 _, _, change = judged_runs(r, entry, f"{c}+{c}", readings)
                 if change is not None and change["component"] == c:

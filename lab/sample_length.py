@@ -73,7 +73,7 @@ def main() -> None:
             # the within-run level the verdict uses: the runs' log-scale variances, pooled
             lv = stats.levels([r["samples"] for r in rs], higher_is_better=True)
             ms = [r["summary"]["median"] for r in rs]
-            policies = [r.get("context", {}).get("policy", {}) for r in rs]
+            policies = [r.get("policy") or r.get("context", {}).get("policy", {}) for r in rs]
             warm = statistics.mean(float(p.get("warmup_s") or 0) for p in policies)
             settled = sum(bool(p.get("warmup_settled")) for p in policies)
             print(

@@ -125,11 +125,11 @@ def read_records(
             median = float(np.median(result.samples))
             medians[result.id].append(median)
             units[result.id] = result.unit
-            machine = result.context.get("machine") or {}
+            machine = result.machine or {}
             LINKS[result.id].append(readings.stored(machine, link=True))
-            REFERENCES[result.id].append(bare_reference_value(result.context))
-            bare = result.context.get("bare_reference")
-            PAIRED[result.id].append(isinstance(bare, dict) and bare.get("paired") is True)
+            REFERENCES[result.id].append(bare_reference_value(result.bare_reference))
+            bare = result.bare_reference
+            PAIRED[result.id].append(bare is not None and bare.paired)
             per_speed = speed.per_speed(median, machine, result.higher_is_better)
             if per_speed is not None:
                 adjusted[result.id].append(per_speed)

@@ -717,7 +717,7 @@ def test_a_sides_record_keeps_the_brief_policy_it_measured_under(
         pytester.runpytest(*args, "--perf-report-dir", str(out), *more).assert_outcomes(passed=1)
         (path,) = out.rglob("*.json")
         (result,) = json.loads(path.read_text())["results"]
-        return dict(result["context"]["policy"])
+        return dict(result["policy"])
 
     alone = policy("--perf-quick")
     side = policy("--perf-quick", "-p", "perfsuite.ab.side")

@@ -152,8 +152,8 @@ def test_floor_pass_and_new_baseline(project: pytest.Pytester) -> None:
     }
     assert len(entry["samples"]) == entry["summary"]["n"] == 5
     # Each sample is the counted work of its calls over its raw duration, in GB/s (1e9 B/s).
-    calls = entry["context"]["policy"]["calls_per_sample"]
-    assert calls >= 1 and entry["context"]["policy"]["call_seconds"] > 0
+    calls = entry["policy"]["calls_per_sample"]
+    assert calls >= 1 and entry["policy"]["call_seconds"] > 0
     expected = [entry["work"]["amount"] * calls / t / 1e9 for t in entry["seconds"]]
     assert entry["samples"] == pytest.approx(expected)
     assert entry["floor"]["value"] == max(entry["samples"])
@@ -398,9 +398,7 @@ def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pyteste
     result.assert_outcomes(passed=7)
     (record,) = records(project, "slowgpu")
     ids = sorted(r["id"] for r in record["results"])
-    assert len(ids) == 7 and all(
-        r["timer"] == "perf_counter" for r in (e["context"] for e in record["results"])
-    )
+    assert len(ids) == 7 and all(e["timer"] == "perf_counter" for e in record["results"])
     result.stdout.fnmatch_lines(["*test_toy[[]5[]]*pass*new*"])
 
 

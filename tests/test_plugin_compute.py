@@ -83,7 +83,7 @@ def test_estimated_floors_expectations_oom_and_quick_mode(project: pytest.Pytest
     assert estimated["floor"]["verdict"] == "fail" and estimated["floor"]["estimated"] is True
     assert estimated["outcome"] == "floor-warning"
     expectation = next(r for r in record["results"] if r["id"].endswith("test_expectation"))
-    assert expectation["context"]["expectations"][0]["passed"] is False
+    assert expectation["expectations"][0]["passed"] is False
 
 
 def test_only_full_mode_runs_full_only_cases(project: pytest.Pytester) -> None:
@@ -137,7 +137,7 @@ def test_gemm_and_conv_cases_record_roofline_and_flop_checks(pytester: pytest.Py
     (path,) = (pytester.path / "reports" / "devcpu").glob("*.json")
     record = json.loads(path.read_text())
     for r in record["results"]:
-        (check,) = r["context"]["expectations"]
+        (check,) = r["expectations"]
         assert (
             check["name"] == "flop count" and check["passed"] and "ratio 1.0000" in check["detail"]
         )

@@ -156,7 +156,7 @@ def test_profile_tolerance_file_wins_over_the_marker(project: pytest.Pytester) -
     project.runpytest().assert_outcomes(passed=1)
     entry = record(project)
     assert entry["baseline"]["tolerance"] == 0.9999999
-    assert "tolerances.toml [checks] '*test_sleep'" in entry["context"]["tolerance_from"]
+    assert "tolerances.toml [checks] '*test_sleep'" in entry["tolerance_from"]
 
 
 def test_noise_is_recorded_with_every_result(project: pytest.Pytester) -> None:

@@ -170,7 +170,7 @@ def test_adjusting_divides_a_rate_and_multiplies_a_latency() -> None:
 
 
 def result(node_id: str, samples: list[float], machine: dict[str, object] | None) -> Result:
-    context = {} if machine is None else {"machine": {**machine, "component": "memory"}}
+    reading = None if machine is None else {**machine, "component": "memory"}
     return Result(
         id=node_id,
         check="toy",
@@ -184,7 +184,7 @@ def result(node_id: str, samples: list[float], machine: dict[str, object] | None
         work=Work(1e9, "B"),
         floor=FloorVerdict("no-reference"),
         baseline=BaselineVerdict("new"),
-        context=context,
+        machine=reading,
     )
 
 
@@ -427,7 +427,7 @@ def stream_like(samples: list[float], link: float, before: float | None = None) 
     r = result("copy", samples, None)
     machine = {**linked(link, before), "component": "memory"}
     params = {"device": "cpu", "cross_cpu": "memory"}
-    return replace(r, params=params, context={"machine": machine})
+    return replace(r, params=params, machine=machine)
 
 
 def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_state(
@@ -487,7 +487,7 @@ def collective(samples: list[float], link: float) -> Result:
         metric="latency",
         unit="µs",
         higher_is_better=False,
-        context={"machine": {**linked(link), "component": "cache"}},
+        machine={**linked(link), "component": "cache"},
     )
 
 
@@ -563,9 +563,7 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     # Faster than the near state's runs, measured across both states: improved.
     across = collective(list(12.0 * (1 + 0.01 * rng.standard_normal(10))), 25.0)
     machine = {**linked(25.0, before=6.0), "component": "cache"}
-    b = RunRecord(
-        "b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, context={"machine": machine}),)
-    )
+    b = RunRecord("b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, machine=machine),))
     rows, _, _ = compare_runs(before, b)
     assert rows[0].verdict == "improved" and rows[0].judged_against_bound == "faster", rows[
         0

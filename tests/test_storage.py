@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from perfsuite.errors import BaselineMismatchError, StorageError
-from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
+from perfsuite.model import (
+    BareReference,
+    BaselineVerdict,
+    FloorVerdict,
+    Result,
+    RunRecord,
+    Summary,
+    Work,
+)
 from perfsuite.store.baseline import BaselineStore
 from perfsuite.store.files import check_writable, read_json, write_json_atomic
 
@@ -72,14 +80,16 @@ def test_a_save_without_a_window_keeps_the_one_the_baseline_was_written_with(
 def test_each_baseline_run_keeps_the_bare_reference_measured_beside_it(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
     bare = {"what": "C STREAM", "value": 30.0, "unit": "GB/s"}
-    with_ref = replace(result("a", (1.0,)), context={"bare_reference": bare})
+    with_ref = replace(result("a", (1.0,)), bare_reference=BareReference.read(bare))
     store.save("slowgpu", [with_ref, result("b", (2.0,))], "run-1")
     store.save(
-        "slowgpu", [replace(with_ref, context={"bare_reference": {**bare, "value": 20.0}})], "run-2"
+        "slowgpu",
+        [replace(with_ref, bare_reference=BareReference.read({**bare, "value": 20.0}))],
+        "run-2",
     )
     store.save(
         "slowgpu",
-        [replace(with_ref, context={"bare_reference": {"unavailable": "no cc"}})],
+        [replace(with_ref, bare_reference=BareReference.read({"unavailable": "no cc"}))],
         "run-3",
     )
     baseline = store.load("slowgpu")
@@ -94,7 +104,7 @@ def test_a_corrupt_stored_reference_is_a_clear_error_and_left_untouched(
     store = BaselineStore(tmp_path)
     bare = {"what": "C STREAM", "value": 30.0, "unit": "GB/s"}
     path, _ = store.save(
-        "slowgpu", [replace(result("a", (1.0,)), context={"bare_reference": bare})], "run-1"
+        "slowgpu", [replace(result("a", (1.0,)), bare_reference=BareReference.read(bare))], "run-1"
     )
     data = json.loads(path.read_text())
     data["entries"]["a"]["runs"][0]["policy"]["reference"] = bad
@@ -246,14 +256,14 @@ def test_a_verdict_keeps_its_typed_why_through_the_record(tmp_path: Path) -> Non
         load_record(path)
 
 
-def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_3(
+def test_a_version_1_record_is_read_under_the_new_names_and_written_as_the_current_one(
     tmp_path: Path,
 ) -> None:
     from perfsuite.model import SCHEMA_VERSION, FlagKind, NoiseFlag
     from perfsuite.store.records import load_record
 
     data = json.loads((FIXTURES / "run-record-v1.json").read_text())
-    assert data["schema_version"] == 1 and SCHEMA_VERSION == 3
+    assert data["schema_version"] == 1 and SCHEMA_VERSION == 4
     data["results"][0]["baseline"].update(
         guards=["under foreign load"],
         bound="slower",
@@ -271,7 +281,7 @@ def test_a_version_1_record_is_read_under_the_new_names_and_written_as_version_3
     )
     assert verdict.cannot_detect is None and verdict.why is None
     written = load_record(path).to_dict()
-    assert written["schema_version"] == 3
+    assert written["schema_version"] == SCHEMA_VERSION
     stored = written["results"][0]["baseline"]
     assert not {"guards", "bound", "held", "blind"} & set(stored)
     assert stored["noise_flags"] == [{"kind": "other", "text": "under foreign load"}]

@@ -525,7 +525,7 @@ def test_more_samples_where_the_baseline_needs_them_or_a_plain_warning(
     result = project.runpytest("-k", "fast", "--perf-tolerance=0.35")
     record = last_record(project)
     fast = by_name(record)["fast"]
-    assert len(fast["samples"]) > 5 and fast["context"]["policy"]["planned"] == 5
+    assert len(fast["samples"]) > 5 and fast["policy"]["planned"] == 5
     # A tolerance no amount of samples can reach: said plainly, in terminal and record.
     result = project.runpytest("-k", "slow", "--perf-tolerance=0.001")
     slow = by_name(last_record(project))["slow"]
@@ -883,13 +883,10 @@ def test_the_sample_length_option_sets_every_check_s_policy(project: pytest.Pyte
     record = last_record(project)
     (long,) = record["results"]
     assert record["settings"]["sample_seconds"] == 0.5
-    assert long["context"]["policy"]["sample_seconds"] == 0.5
-    assert short["context"]["policy"]["sample_seconds"] == 0.1  # quick mode's
+    assert long["policy"]["sample_seconds"] == 0.5
+    assert short["policy"]["sample_seconds"] == 0.1  # quick mode's
     # a call of this check takes about 2 ms: 0.5 s needs several times the calls of 0.1 s
-    assert (
-        long["context"]["policy"]["calls_per_sample"]
-        > 2 * short["context"]["policy"]["calls_per_sample"]
-    )
+    assert long["policy"]["calls_per_sample"] > 2 * short["policy"]["calls_per_sample"]
 
 
 def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(

@@ -31,8 +31,8 @@ def section(profile: HardwareProfile, results: Iterable[Result]) -> dict[str, An
     """Every check with a bare reference: its best, the reference, and their ratio."""
     rows = []
     for r in results:
-        bare = r.context.get("bare_reference")
-        if not isinstance(bare, Mapping):
+        bare = r.bare_reference.to_dict() if r.bare_reference is not None else None
+        if bare is None:
             continue
         best = stats.best(r.samples, r.higher_is_better)
         ratio = fidelity(best, bare)

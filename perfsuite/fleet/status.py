@@ -71,7 +71,7 @@ class NodeStatus:
                     raise ValueError(f"{what} {str(name)[:80]!r} is not a host name: {GRAMMAR}")
             if isinstance(seconds, bool) or not isinstance(seconds, int | float):
                 raise ValueError("'seconds' is not a number")
-            if not 0 <= seconds < math.inf:
+            if not 0 <= seconds < math.inf or seconds > 1e15:  # float() overflows past 1e308
                 raise ValueError("'seconds' is not a finite number of seconds")
             return cls(
                 task=task,

@@ -222,9 +222,7 @@ def compare_runs(
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
     kept = {
         i: [
-            readings.stored(
-                r.context.get("machine"), link=readings.follows_link(b_results[i].params)
-            )
+            readings.stored(r.machine, link=readings.follows_link(b_results[i].params))
             for r in runs[i]
         ]
         for i in common
@@ -248,7 +246,7 @@ def compare_runs(
             same, flag, way = speed.link_runs(
                 rb.samples,
                 [r.samples for r in runs[i]],
-                rb.context.get("machine"),
+                rb.machine,
                 kept[i],
                 params=rb.params,
                 higher_is_better=rb.higher_is_better,
@@ -358,9 +356,7 @@ def _judged_samples(
     b: Result, a_runs: Sequence[Result]
 ) -> tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]:
     """B's samples and A's runs, per unit of machine speed when every run has a probe."""
-    change = speed.machine_change(
-        b.context.get("machine"), [r.context.get("machine") for r in a_runs]
-    )
+    change = speed.machine_change(b.machine, [r.machine for r in a_runs])
     runs: list[Sequence[float]] = [r.samples for r in a_runs]
     if change is None:
         return b.samples, runs, None

@@ -45,10 +45,9 @@ EXIT_INCONCLUSIVE = 6  # nothing failed, but a verdict asked for was not decided
 def of(result: Result) -> str:
     """The outcome of one judged result."""
     floor, base = result.floor, result.baseline
-    expectations = result.context.get("expectations", ())
     if floor_missed(result) and not tainted(result):
         return "fail"
-    if any(not e.get("passed", True) for e in expectations if isinstance(e, dict)):
+    if any(not e.passed for e in result.expectations):
         return "fail"
     if base.verdict == "regressed":
         return "waived" if (result.waiver or {}).get("status") == "applied" else "regressed"
@@ -77,7 +76,7 @@ def tainted(result: Result) -> bool:
 
 def has_expectations(result: Result) -> bool:
     """Whether the check stated conditions about its own workload (a FLOP-count cross-check)."""
-    return any(isinstance(e, dict) for e in result.context.get("expectations", ()))
+    return bool(result.expectations)
 
 
 def judged(result: Result) -> bool:

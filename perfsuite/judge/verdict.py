@@ -12,7 +12,7 @@ import datetime as dt
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +22,18 @@ from perfsuite.measure import readings
 from perfsuite.measure.loop import Measurement, Policy, Reference, Workload, measured_as
 from perfsuite.measure.sources import ChildSource
 from perfsuite.model import (
+    BareReference,
     BaselineFacts,
     BaselineLimit,
     BaselineVerdict,
     Because,
+    Expectation,
     FlagKind,
     FloorBecause,
     FloorVerdict,
     LinkSubset,
     MachineChange,
+    MeasuringPolicy,
     ModeDifference,
     NoiseFlag,
     ReferenceChange,
@@ -276,12 +279,8 @@ class Judge:
         entry = self._entry(node_id, workload)
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
-        context = dict(workload.context)
-        clash = sorted(JUDGE_WRITES & context.keys())
-        if clash:  # a check's words would be overwritten and lost from the record
-            raise ValueError(f"{workload.check}: context key(s) {clash} are the judge's")
-        if measurement.bare is not None:
-            context["bare_reference"] = measurement.bare
+        bare = BareReference.read(measurement.bare)
+        recorded_machine: dict[str, Any] | None = None
         judged: Sequence[float] = values
         every_run = entry.run_samples if entry else None
         runs: Sequence[Sequence[float]] | None = every_run
@@ -298,7 +297,7 @@ class Judge:
         machine_change: MachineChange | None = None
         if machine is not None:
             host = readings.follows_host(workload.params) and not workload.ratio
-            context["machine"] = {
+            recorded_machine = {
                 **machine,
                 "component": readings.component_for(workload.unit) if host else None,
             }
@@ -306,7 +305,7 @@ class Judge:
                 same, flag, way = speed.link_runs(
                     values,
                     entry.run_samples,
-                    context["machine"],
+                    recorded_machine,
                     machines,
                     params=workload.params,
                     higher_is_better=workload.higher_is_better,
@@ -320,7 +319,7 @@ class Judge:
                     runs = compared = [entry.run_samples[i] for i in same]
                     machines = [machines[i] for i in same]
                     link = LinkSubset(len(same), len(entry.runs), way or "", flag if way else None)
-            change = speed.machine_change(context["machine"], machines)
+            change = speed.machine_change(recorded_machine, machines)
             if change is not None and entry is not None:
                 machine_change = MachineChange(
                     str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
@@ -356,7 +355,7 @@ class Judge:
             if runs is not every_run:  # the median is shown in the check's own unit
                 medians = [statistics.median(r) for r in compared or entry.run_samples]
                 baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
-        reference = bare_reference_value(context)
+        reference = bare_reference_value(bare)
         reference_change = None
         if entry is not None and reference is not None and entry.references:
             # The same operation measured bare beside the check, now and in the baseline runs.
@@ -391,32 +390,40 @@ class Judge:
             work=workload.work,
             floor=self.floor(workload, summary.median if workload.ratio else best, floor_fraction),
             baseline=baseline,
-            context={
-                **context,
-                "timer": measurement.timer,
-                "tolerance_from": plan.tolerance_from,
-                "expectations": [asdict(e) for e in workload.expectations],
-                "policy": {
-                    **policy.to_dict(),
-                    "repetitions": len(values),
-                    "planned": plan.planned,
-                    "warmup_s": measurement.warmup_s,
-                    "warmup_windows": list(measurement.warmup_windows),
-                    "warmup_settled": measurement.warmup_settled,
-                    "calls_per_sample": measurement.calls,
-                    "launch": measurement.launch,
-                    "call_seconds": measurement.call_seconds,
-                    "work_per_sample": workload.work.amount * measurement.calls,
-                    "overhead_fraction": measurement.overhead_fraction,
-                },
-            },
+            context=dict(workload.context),
             noise=noise,
             waiver=waiver_info,
             source=measurement.source,
             facts=facts,
             noise_flags=measured_flags,
+            timer=measurement.timer,
+            tolerance_from=plan.tolerance_from,
+            expectations=tuple(
+                Expectation(e.name, e.passed, e.detail) for e in workload.expectations
+            ),
+            policy=recorded_policy(policy, measurement, workload, plan),
+            bare_reference=bare,
+            machine=recorded_machine,
         )
         return result.with_outcome(outcome.of(result))
+
+
+def recorded_policy(
+    policy: Policy, measurement: Measurement, workload: Workload, plan: Plan
+) -> MeasuringPolicy:
+    """How a check was measured, as its result keeps it."""
+    return MeasuringPolicy(
+        **{**policy.to_dict(), "repetitions": len(measurement.values)},
+        planned=plan.planned,
+        warmup_s=measurement.warmup_s,
+        warmup_windows=tuple(measurement.warmup_windows),
+        warmup_settled=measurement.warmup_settled,
+        calls_per_sample=measurement.calls,
+        launch=measurement.launch,
+        call_seconds=measurement.call_seconds,
+        work_per_sample=workload.work.amount * measurement.calls,
+        overhead_fraction=measurement.overhead_fraction,
+    )
 
 
 def undetectable(verdict: BaselineVerdict, plan: Plan, n: int) -> Undetectable | None:
@@ -521,9 +528,6 @@ def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
     same_way = (check_ratio < 1) == (reference_ratio < 1)
     return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
 
-
-# The keys of a result's context the judge writes: a check's own context must not hold them.
-JUDGE_WRITES = frozenset({"timer", "tolerance_from", "expectations", "policy", "bare_reference"})
 
 # One clock under two names: pytest-benchmark's loop times with perf_counter too.
 SAME_CLOCK = frozenset({"perf_counter", "pytest-benchmark"})

@@ -10,6 +10,11 @@ and a run record, :mod:`perfsuite.model.verdicts` their typed verdicts and flags
 
 from __future__ import annotations
 
+from perfsuite.model.measured import (
+    BareReference,
+    Expectation,
+    MeasuringPolicy,
+)
 from perfsuite.model.result import (
     READABLE_VERSIONS,
     RENAMED_IN_2,
@@ -51,17 +56,20 @@ __all__ = [
     "READABLE_VERSIONS",
     "RENAMED_IN_2",
     "SCHEMA_VERSION",
+    "BareReference",
     "BaselineFacts",
     "BaselineLimit",
     "BaselineVerdict",
     "Because",
     "Crash",
+    "Expectation",
     "FlagKind",
     "FloorBecause",
     "FloorVerdict",
     "Limit",
     "LinkSubset",
     "MachineChange",
+    "MeasuringPolicy",
     "ModeDifference",
     "NoiseFlag",
     "ReferenceChange",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfsuite.errors import StorageError
+from perfsuite.model.measured import BareReference
 
 DEFAULT_WINDOW = 5
 # The runs a baseline may keep per check: every later save rewrites them all, and a judgement
@@ -143,10 +144,9 @@ def same_direction(
         )
 
 
-def bare_reference_value(context: Mapping[str, Any]) -> float | None:
+def bare_reference_value(bare: BareReference | None) -> float | None:
     """The rate of the bare reference a check measured beside it, or None."""
-    bare = context.get("bare_reference")
-    value: Any = bare.get("value") if isinstance(bare, Mapping) else None
+    value: Any = bare.value if bare is not None else None
     return float(value) if _finite_positive(value) else None
 
 

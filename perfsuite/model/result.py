@@ -12,6 +12,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from perfsuite.model.measured import (
+    MOVED_IN_4,
+    BareReference,
+    Expectation,
+    MeasuringPolicy,
+)
 from perfsuite.model.verdicts import (
     BaselineFacts,
     BaselineLimit,
@@ -36,8 +42,11 @@ from perfsuite.model.verdicts import (
 # Version 3 stores noise flags typed (``NoiseFlag``: ``noise.flags``, the baseline verdict's
 # ``noise_flags`` and ``bound_because``) where earlier versions held sentences, and a floor
 # verdict's typed ``because`` where they held a ``reason`` (see :func:`upgraded`).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # run records this perfsuite reads (an earlier one upgraded)
+# Version 4 keeps how a check was measured in typed fields of the result (``timer``,
+# ``tolerance_from``, ``expectations``, ``policy``, ``bare_reference``, ``machine``), where
+# earlier versions kept them in its free-form ``context`` (:mod:`perfsuite.model.measured`).
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # run records this perfsuite reads (an earlier one upgraded)
 # A baseline verdict's fields renamed in version 2: the old name, the new one.
 RENAMED_IN_2 = {"guards": "noise_flags", "bound": "judged_against_bound", "held": "bound_because"}
 
@@ -50,11 +59,15 @@ def upgraded(record: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(record)
     results = out.get("results")
     if isinstance(results, list):
-        out["results"] = [_result_fields(r) if isinstance(r, dict) else r for r in results]
+        version = out.get("schema_version")
+        before_4 = not isinstance(version, int) or version < 4
+        out["results"] = [
+            _result_fields(r, before_4) if isinstance(r, dict) else r for r in results
+        ]
     return out
 
 
-def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+def _result_fields(data: Mapping[str, Any], before_4: bool) -> dict[str, Any]:
     out = dict(data)
     if isinstance(out.get("baseline"), dict):
         out["baseline"] = baseline_fields(out["baseline"])
@@ -63,6 +76,14 @@ def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     noise = out.get("noise")
     if isinstance(noise, dict) and isinstance(noise.get("flags"), list):
         out["noise"] = {**noise, "flags": flag_fields(noise["flags"])}
+    context = out.get("context")
+    if before_4 and isinstance(context, dict):
+        # Only what the judge wrote moves: a check's own key of the same name and another
+        # kind stays its own (a TensorFlow step's ``policy`` was its precision policy).
+        moved = {k: v for k, v in context.items() if isinstance(v, MOVED_IN_4.get(k, ()))}
+        out["context"] = {k: v for k, v in context.items() if k not in moved}
+        for key, value in moved.items():
+            out.setdefault(key, value)
     return out
 
 
@@ -166,6 +187,16 @@ class Result:
     facts: BaselineFacts = field(default_factory=BaselineFacts)  # in the record's context
     # What the noise guard flagged while the check measured (stored as the noise's ``flags``).
     noise_flags: tuple[NoiseFlag, ...] = ()
+    # How it was measured (:mod:`perfsuite.model.measured`): the clock or event that timed
+    # it, where its tolerance came from, the check's own expectations, the measuring policy,
+    # the bare reference timed beside it, and the machine probe's reading over it
+    # (:mod:`perfsuite.measure.readings` says what a reading holds).
+    timer: str = ""
+    tolerance_from: str = ""
+    expectations: tuple[Expectation, ...] = ()
+    policy: MeasuringPolicy | None = None
+    bare_reference: BareReference | None = None
+    machine: Mapping[str, Any] | None = None
 
     @property
     def direction(self) -> str:
@@ -176,6 +207,10 @@ class Result:
         """Return JSON-ready data; tuples become lists."""
         data = asdict(self)
         del data["facts"], data["noise_flags"]
+        data["expectations"] = [asdict(e) for e in self.expectations]
+        data["policy"] = self.policy.to_dict() if self.policy is not None else None
+        data["bare_reference"] = self.bare_reference and self.bare_reference.to_dict()
+        data["machine"] = dict(self.machine) if self.machine is not None else None
         data["params"] = dict(self.params)
         data["floor"] = _plain(data["floor"])
         data["baseline"] = _plain(data["baseline"])
@@ -196,7 +231,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
-        """Rebuild a result from :meth:`to_dict` output."""
+        """Rebuild a result from :meth:`to_dict` output, in this version's layout."""
         return cls(
             id=data["id"],
             check=data["check"],
@@ -223,6 +258,16 @@ class Result:
             phases=dict(data.get("phases", {})),
             facts=BaselineFacts.from_context(dict(data.get("context", {}))),
             noise_flags=noise_flags(dict(data.get("noise", {})).get("flags", ())),
+            timer=str(data.get("timer") or ""),
+            tolerance_from=str(data.get("tolerance_from") or ""),
+            expectations=tuple(
+                Expectation.read(e)
+                for e in data.get("expectations") or ()
+                if isinstance(e, Mapping)
+            ),
+            policy=MeasuringPolicy.read(data.get("policy")),
+            bare_reference=BareReference.read(data.get("bare_reference")),
+            machine=dict(data["machine"]) if isinstance(data.get("machine"), Mapping) else None,
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:

@@ -294,9 +294,9 @@ def explain(result: Result, profile: str = "") -> str:
     kind = outcome.of(result)
     floor, base = result.floor, result.baseline
     parts = []
-    for e in result.context.get("expectations", ()):
-        if isinstance(e, dict) and not e.get("passed", True):
-            parts.append(f"{e.get('name')}: {e.get('detail')}")
+    for e in result.expectations:
+        if not e.passed:
+            parts.append(f"{e.name}: {e.detail}")
     framing = result.context.get("floor_fail_text")
     if (
         floor.verdict == "fail"

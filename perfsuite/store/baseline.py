@@ -559,19 +559,16 @@ def _result_policy(result: Result) -> dict[str, Any]:
     policy = {
         "samples": len(result.samples),
         "sample_seconds": seconds[len(seconds) // 2] if seconds else None,
-        "timer": result.context.get("timer", ""),
+        "timer": result.timer,
         "source": dict(result.source).get("kind", ""),
     }
-    measured = result.context.get("policy")  # the measuring policy the judge recorded
-    launch = measured.get("launch") if isinstance(measured, Mapping) else None
+    launch = result.policy.launch if result.policy is not None else ""
     if launch:
         policy["launch"] = launch  # host-launched calls, or a replayed CUDA graph
-    reference = bare_reference_value(result.context)
+    reference = bare_reference_value(result.bare_reference)
     if reference is not None:
         policy["reference"] = reference
-    machine = readings.stored(
-        result.context.get("machine"), link=readings.follows_link(result.params)
-    )
+    machine = readings.stored(result.machine, link=readings.follows_link(result.params))
     if machine is not None:
         policy["machine"] = machine
     return policy

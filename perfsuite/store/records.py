@@ -38,7 +38,6 @@ _SETTINGS_KEYS: dict[str, Any] = {
 _READ_KEYS: dict[str, dict[str, Any]] = {
     "noise": {"flags": tuple[NoiseFlag, ...], "foreign_cores": float | None},
     "waiver": {"test": str, "reason": str, "status": str, "expires": str | None},
-    "context": {"expectations": tuple[Mapping[str, Any], ...], "timer": str},
     "source": {"kind": str},
 }
 # A result's outcome: one of outcome.ORDER; "" before it was judged; pytest's words in the
