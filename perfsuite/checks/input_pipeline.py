@@ -41,7 +41,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.inputs.dataset import Dataset, DatasetSpec
 from perfsuite.measure import probe
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Result, Work
 
 IMAGE = 224

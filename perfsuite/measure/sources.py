@@ -1,7 +1,7 @@
 """Where samples come from: the in-process clock, child processes or ranks, device events.
 
 Every source yields raw durations in seconds, one per repetition; the check's
-:class:`~perfsuite.measure.loop.Workload` turns each into its metric, and the same statistics
+:class:`~perfsuite.measure.workload.Workload` turns each into its metric, and the same statistics
 judge them whichever source they came from.  The source is recorded with each result.
 
 * :class:`ClockSource`: ``time.perf_counter`` around each repetition in this process, with
@@ -27,6 +27,11 @@ from typing import Any, Protocol
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.measure import processes
+
+
+def nothing() -> None:
+    """A synchronisation with nothing to wait for (a host-only operation's)."""
+    return None
 
 
 class SourceError(PerfsuiteError):
