@@ -20,7 +20,15 @@ import pytest
 from perfsuite.measure import loop as measure_module
 from perfsuite.measure import sources as sources_module
 from perfsuite.measure.loop import Bare, Policy, Workload, measure
-from perfsuite.measure.sources import ChildSource, ClockSource, EventSource, SourceError, run_child
+from perfsuite.measure.sources import (
+    ChildSource,
+    ClockSource,
+    EventSource,
+    MarkedClock,
+    SourceError,
+    first_call,
+    run_child,
+)
 from perfsuite.model import Work
 
 
@@ -151,6 +159,51 @@ def test_event_source_times_each_repetition_between_event_pairs(clock: FakeTime)
 
 def test_clock_source_describes_itself() -> None:
     assert ClockSource().describe()["kind"] == "clock"
+
+
+def test_a_marked_clock_reads_each_timed_repetition_at_its_steps_mark(clock: FakeTime) -> None:
+    marked = MarkedClock()
+    phases = iter([True, False] * 8)
+
+    def step() -> None:  # 2 ms, the mark, 3 ms; every other step sets no mark
+        clock.sleep(0.002)
+        if next(phases):
+            marked.mark()
+        clock.sleep(0.003)
+
+    durations = marked.durations(step, lambda: None, 2, 4)
+    # The warm-up's steps (the first two) leave no mark; a step without one is all first phase.
+    assert durations == pytest.approx([0.005] * 4)
+    assert marked.marks == pytest.approx([0.002, 0.005, 0.002, 0.005])
+    assert marked.describe()["kind"] == "clock-marked"
+
+
+def test_a_marked_clock_in_the_loop_keeps_a_mark_per_sample_only(clock: FakeTime) -> None:
+    marked = MarkedClock()
+
+    def run() -> None:
+        clock.sleep(0.001)
+        marked.mark()
+        clock.sleep(0.004)
+
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run
+    )  # fmt: skip
+    m = measure(work, Policy(warmup=1, repetitions=3), marked)
+    assert m.seconds == pytest.approx((0.005,) * 3)
+    assert marked.marks == pytest.approx([0.001] * 3)  # not the calibration's, not the warm-up's
+
+
+def test_a_first_call_is_timed_alone_with_nothing_before_it(clock: FakeTime) -> None:
+    calls: list[float] = []
+
+    def cold() -> int:
+        calls.append(clock.now)
+        clock.sleep(0.25 if len(calls) == 1 else 0.001)  # the first call pays for the set-up
+        return 7
+
+    assert first_call(cold) == pytest.approx(0.25)
+    assert len(calls) == 1
 
 
 @pytest.mark.integration  # a real child process

@@ -38,9 +38,9 @@ from perfsuite import sections
 from perfsuite.collectives import LIBRARIES, SOCKET_LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure.loop import Reference, Workload
 from perfsuite.measure.redaction import redact_command
 from perfsuite.measure.sources import ChildSource
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Result, Work
 from perfsuite.settings import Settings
 
@@ -140,8 +140,8 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     return launcher.unavailable_reason()
 
 
-def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Workload:
-    """One launch of the worker for this case; its ranks print the samples."""
+def _launch(case: Case, settings: Settings) -> tuple[ChildSource, dict[str, Any]]:
+    """The launch of the worker's ranks for this case, and what the record says of it."""
     launcher = Launcher.parse(settings.launcher)
     launcher.check_slots(case.ranks, settings.oversubscribe)
     policy = settings.policy
@@ -170,7 +170,6 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         kind="ranks",
         rounds_flag="--samples",
     )
-    params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
     context: dict[str, Any] = {
         "launcher": redact_command(launcher.template),  # as recorded: no credential
         "launcher_program": launcher.executable,
@@ -180,6 +179,13 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
     }
     if launcher_env:
         context["launcher_env"] = sorted(launcher_env)
+    return source, context
+
+
+def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Workload:
+    """One launch of the worker for this case; its ranks print the samples."""
+    source, context = _launch(case, settings)
+    params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
     if not case.size:
         fusion_params: dict[str, Any] = {"tensors": FUSION_TENSORS, "total_bytes": FUSION_BYTES}
         if case.fusion_threshold is not None:

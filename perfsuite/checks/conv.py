@@ -27,7 +27,7 @@ from perfsuite.backends import CONV_PASSES, ConvSpec
 from perfsuite.checks import flops, roofline
 from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Work
 
 # A conservative floor: well-tuned 3x3 layers reach 40-70% of their roofline bound;

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from perfsuite.measure.loop import Expectation
+from perfsuite.measure.workload import Expectation
 
 MISMATCH_TOLERANCE = 0.01
 

@@ -18,7 +18,7 @@ from perfsuite import backends
 from perfsuite.checks import flops, roofline
 from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Work
 
 # Large bf16 GEMMs reach 80-87% of the dense peak on good hardware; DCGM-style floors sit

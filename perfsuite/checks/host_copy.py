@@ -17,7 +17,7 @@ from perfsuite import backends
 from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import environment
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Work
 
 NBYTES = 256 * 2**20

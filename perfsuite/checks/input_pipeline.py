@@ -21,6 +21,17 @@ not, by how much does it fall short; which pipeline practice closes the gap.
 * **Storage** (``storage_read``): sequential reads of the TFRecord shards against the
   many-small-files layout, MB/s and files/s, with the page cache dropped per file where the
   platform allows it (``posix_fadvise(DONTNEED)``).
+
+**Timing.**  Every duration here is taken by :mod:`perfsuite.measure`, as every check's is:
+the checks' samples by the ``perf`` fixture; the figures recorded beside them by
+:func:`perfsuite.measure.loop.measure` under fixed policies of their own (:data:`GEMM_POLICY`,
+:data:`PHASE_POLICY`: no settling warm-up, one call a sample); a first batch by
+:func:`perfsuite.measure.sources.first_call` (one cold call, whose cost warm-up would hide).
+The quantities are those timed by hand here before.  What changed: the loop calibrates with
+up to 3 untimed calls before its samples; ``compute_s`` and ``load_s`` are the mean of 12
+one-call samples (compute first, its 3 warm-up calls tracing the step), where 12 calls
+shared one clock interval (load first); an instrumented step's wait for input is read at a
+mark (:class:`~perfsuite.measure.sources.MarkedClock`).
 """
 
 from __future__ import annotations
@@ -28,9 +39,9 @@ from __future__ import annotations
 import functools
 import json
 import os
-import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +52,9 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.inputs.dataset import Dataset, DatasetSpec
 from perfsuite.measure import probe
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.loop import measure
+from perfsuite.measure.sources import MarkedClock, first_call
+from perfsuite.measure.workload import Policy, Reference, Workload
 from perfsuite.model import Result, Work
 
 IMAGE = 224
@@ -69,6 +82,9 @@ QUICK_CONFIGS = frozenset({"naive", TUNED})  # quick mode: the untuned and the t
 # The TF profiler's input-bound classes (fraction of step time waiting for input).
 INPUT_BOUND = ((0.05, "not input-bound"), (0.20, "moderately input-bound"))
 TRAIN_BATCH = 32
+STEPS = 12  # samples of the training step's phases: load alone, compute alone, instrumented
+GEMM_POLICY = Policy(warmup=1, repetitions=5, references=False, machine_probe=False)
+PHASE_POLICY = Policy(warmup=0, repetitions=STEPS, references=False, machine_probe=False)
 
 
 def input_bound_class(fraction: float) -> str:
@@ -183,15 +199,16 @@ def measured_gemm_tflops() -> float:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     c = np.empty((n, n), dtype=np.float32)
-    np.matmul(a, b, out=c)
-    best = min(_timed_matmul(a, b, c) for _ in range(5))
-    return 2 * n**3 / best / 1e12
-
-
-def _timed_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
-    start = time.perf_counter()
-    np.matmul(a, b, out=c)
-    return time.perf_counter() - start
+    gemm = Workload(
+        check="input_pipeline",
+        params={"gemm": n},
+        metric="gemm_tflops",
+        unit="TFLOP/s",
+        work=Work(2 * n**3, "FLOP", "2 FLOPs per multiply-add of an fp32 matmul"),
+        run=lambda: np.matmul(a, b, out=c),
+        scale=1e12,
+    )
+    return max(measure(gemm, GEMM_POLICY).values)
 
 
 def compute_limit_reference(profile: HardwareProfile, model_flops: float) -> Reference:
@@ -283,9 +300,7 @@ def throughput_workload(
     """Samples/s of one configuration, after its first batch (timed apart)."""
     ds = pipeline(config, dataset)
     iterator = iter(ds)
-    start = time.perf_counter()
-    next(iterator)
-    first = time.perf_counter() - start
+    first = first_call(lambda: next(iterator))
     if config == "cache":  # fill the cache: the rest of one full epoch, not timed
         for _ in range(-(-dataset.spec.images // BATCH)):
             next(iterator)
@@ -359,17 +374,36 @@ def _model(tf: Any) -> Any:
     return model
 
 
-def _instrument(iterator: Any, train: Any, steps: int) -> StepTimes:
-    waits, totals = [], []
-    for _ in range(steps):
-        start = time.perf_counter()
+def _phase(run: Callable[[], object], what: str) -> Workload:
+    """A phase of the training step, as the measuring loop times it (one call a sample)."""
+    return Workload(
+        check="input_bound",
+        params={"phase": what},
+        metric="seconds",
+        unit="s",
+        work=Work(1, "calls", what),
+        run=run,
+        higher_is_better=False,
+    )
+
+
+def _seconds_per_call(run: Callable[[], object], what: str, warmup: int = 0) -> float:
+    """Mean seconds of one call over the phase policy's samples."""
+    measured = measure(_phase(run, what), replace(PHASE_POLICY, warmup=warmup))
+    return statistics.fmean(measured.seconds) / measured.calls
+
+
+def _instrument(iterator: Any, train: Any) -> StepTimes:
+    """Each step's wait for its batch and its whole time, one step a sample."""
+    clock = MarkedClock()
+
+    def step() -> None:
         x, y = next(iterator)
-        got = time.perf_counter()
+        clock.mark()  # the batch is in: the wait for input ends here
         float(train(x, y))  # reading the loss waits for the step
-        end = time.perf_counter()
-        waits.append(got - start)
-        totals.append(end - start)
-    return StepTimes(waits, totals)
+
+    measured = measure(_phase(step, "instrumented step"), PHASE_POLICY, clock)
+    return StepTimes(list(clock.marks), list(measured.seconds))
 
 
 _TRACES: dict[str, StepTimes] = {}
@@ -397,9 +431,8 @@ def write_trace(path: Path) -> None:
     path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
 
 
-def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Workload:
-    """Training samples/s of a small CNN fed by the pipeline, with or without prefetch."""
-    tf = _tf()
+def _train_step(tf: Any) -> Any:
+    """One training step of a fresh small CNN, as a ``tf.function`` returning the loss."""
     model = _model(tf)
 
     def step(x: Any, y: Any) -> Any:
@@ -409,8 +442,13 @@ def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Wor
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    train = tf.function(step)
+    return tf.function(step)
 
+
+def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Workload:
+    """Training samples/s of a small CNN fed by the pipeline, with or without prefetch."""
+    tf = _tf()
+    train = _train_step(tf)
     # The seeds' comparison: the same serial pipeline, with and without a prefetch that lets
     # loading the next batch overlap this step's compute.
     ds = pipeline("naive", dataset, TRAIN_BATCH)
@@ -418,19 +456,11 @@ def training_workload(variant: str, dataset: Dataset, trace: Path | None) -> Wor
         ds = ds.prefetch(tf.data.AUTOTUNE)
     iterator = iter(ds)
     x0, y0 = next(iterator)
-    for _ in range(3):
-        float(train(x0, y0))  # trace and warm up
-    steps = 12
-    # Load alone (the pipeline, nothing else) and compute alone (one cached batch).
-    start = time.perf_counter()
-    for _ in range(steps):
-        next(iterator)
-    load = (time.perf_counter() - start) / steps
-    start = time.perf_counter()
-    for _ in range(steps):
-        float(train(x0, y0))
-    compute = (time.perf_counter() - start) / steps
-    times = _instrument(iterator, train, steps)
+    # Compute alone (one cached batch; the warm-up traces the step), then load alone (the
+    # pipeline, nothing else), then the steps themselves.
+    compute = _seconds_per_call(lambda: float(train(x0, y0)), "compute alone", warmup=3)
+    load = _seconds_per_call(lambda: next(iterator), "load alone")
+    times = _instrument(iterator, train)
     step_s = float(np.median(times.steps))
     _TRACES[variant] = times
     if trace is not None:

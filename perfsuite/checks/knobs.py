@@ -17,7 +17,7 @@ from typing import Any
 from perfsuite import backends, sections
 from perfsuite.checks.cases import Case
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure.loop import Workload
+from perfsuite.measure.workload import Workload
 from perfsuite.model import Result, Work
 
 BATCH = 64

@@ -47,9 +47,9 @@ from perfsuite.checks import pop
 from perfsuite.collectives import LIBRARIES, horovod
 from perfsuite.collectives.launch import Launcher, free_loopback_ports, ranks_without_gpus
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure.loop import Reference, Workload
 from perfsuite.measure.redaction import redact_command
 from perfsuite.measure.sources import ChildSource, SourceError, run_child
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Result, Work
 from perfsuite.settings import Settings
 

@@ -24,7 +24,7 @@ from perfsuite.backends.base import STREAM_WORD
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.measure import probe, readings
-from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Work
 
 WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}

@@ -1,11 +1,13 @@
 """Where samples come from: the in-process clock, child processes or ranks, device events.
 
 Every source yields raw durations in seconds, one per repetition; the check's
-:class:`~perfsuite.measure.loop.Workload` turns each into its metric, and the same statistics
+:class:`~perfsuite.measure.workload.Workload` turns each into its metric, and the same statistics
 judge them whichever source they came from.  The source is recorded with each result.
 
 * :class:`ClockSource`: ``time.perf_counter`` around each repetition in this process, with
-  the device synchronised before the clock is read (the default);
+  the device synchronised before the clock is read (the default); :class:`MarkedClock`
+  also reads it where each repetition's first phase ends, and :func:`first_call` times one
+  cold call, before any warm-up;
 * :class:`ChildSource`: a command (a worker module, or ranks started by ``mpiexec`` or
   ``srun``) that prints its samples as JSON lines; this process never becomes a rank;
 * :class:`EventSource`: device event timers (CUDA events and the like), recorded on the
@@ -27,6 +29,11 @@ from typing import Any, Protocol
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.measure import processes
+
+
+def nothing() -> None:
+    """A synchronisation with nothing to wait for (a host-only operation's)."""
+    return None
 
 
 class SourceError(PerfsuiteError):
@@ -64,15 +71,62 @@ class ClockSource:
         out = []
         for _ in range(rounds):
             presync()
-            start = time.perf_counter()
-            step()
-            out.append(time.perf_counter() - start)
+            out.append(self._timed(step))
         return out
+
+    def _timed(self, step: Callable[[], None]) -> float:
+        """One repetition's seconds: the clock read right before and right after it."""
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
 
     def describe(self) -> dict[str, Any]:
         """Clock name and resolution."""
         info = time.get_clock_info("perf_counter")
         return {"kind": self.kind, "clock": "perf_counter", "resolution_s": info.resolution}
+
+
+class MarkedClock(ClockSource):
+    """The in-process clock, each repetition also read at a mark its step sets.
+
+    A step in two phases (a training step: wait for the next batch, then compute on it)
+    calls :meth:`mark` where its first phase ends; ``marks`` holds, per timed repetition,
+    the seconds from its start to that mark (its whole duration where the step set none).
+    The durations are the :class:`ClockSource`'s.
+    """
+
+    kind = "clock-marked"
+
+    def __init__(self) -> None:
+        """A clock with no marks yet."""
+        self.marks: list[float] = []
+        self._marked: float | None = None
+
+    def mark(self) -> None:
+        """Read the clock where the step's first phase ends."""
+        self._marked = time.perf_counter()
+
+    def _timed(self, step: Callable[[], None]) -> float:
+        self._marked = None
+        start = time.perf_counter()
+        step()
+        end = time.perf_counter()
+        self.marks.append((end if self._marked is None else self._marked) - start)
+        return end - start
+
+
+def first_call(call: Callable[[], object]) -> float:
+    """Seconds of one call timed alone, with nothing run before it: what warm-up hides.
+
+    The measuring loop warms a workload up and calibrates it before its first sample, as a
+    rate needs.  What a first call costs (a pipeline's first batch, which ``tfds.benchmark``
+    times apart from the rest) is one cold call: it is timed here, on the same clock.
+    """
+
+    def step() -> None:
+        call()
+
+    return ClockSource().durations(step, nothing, 0, 1)[0]
 
 
 class Event(Protocol):
