@@ -27,7 +27,6 @@ from perfsuite.model import (
     BaselineLimit,
     BaselineVerdict,
     Because,
-    Expectation,
     FlagKind,
     FloorBecause,
     FloorVerdict,
@@ -398,9 +397,7 @@ class Judge:
             noise_flags=measured_flags,
             timer=measurement.timer,
             tolerance_from=plan.tolerance_from,
-            expectations=tuple(
-                Expectation(e.name, e.passed, e.detail) for e in workload.expectations
-            ),
+            expectations=tuple(workload.expectations),
             policy=recorded_policy(policy, measurement, workload, plan),
             bare_reference=bare,
             machine=recorded_machine,

@@ -16,6 +16,7 @@ from typing import Any
 
 from perfsuite.measure.sources import Source, nothing
 from perfsuite.model import Work
+from perfsuite.model.measured import Expectation as Expectation
 
 
 @dataclass(frozen=True)
@@ -134,15 +135,6 @@ class Reference:
     def inputs(self) -> tuple[str, ...]:
         """The profile figures this reference needs."""
         return self.figures or (self.figure,)
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """A condition a check states about its own workload, e.g. a FLOP count cross-check."""
-
-    name: str
-    passed: bool
-    detail: str
 
 
 @dataclass(frozen=True)
