@@ -160,7 +160,7 @@ def materiality(
 ) -> None:
     """The stored-baseline verdict with and without its materiality rule, same comparisons.
 
-    With the rule (``stats.decide``), a shift no larger than the baseline's own run-to-run
+    With the rule (``stats.decide_family``), a shift no larger than the baseline's own run-to-run
     spread is not a regression; without it, a significant shift beyond the tolerance is.
     Both use the two-level test, the prior fitted across checks and BH over the family.
     """
@@ -187,11 +187,15 @@ def materiality(
                 stats.compare(r.samples, runs, higher_is_better=r.higher_is_better, prior=prior)
                 for r, runs in family
             ]
-            significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
-            for (r, _), c, sig in zip(family, comparisons, significant, strict=True):
+            tolerances = [r.baseline.tolerance or 0.05 for r, _ in family]
+            decided = stats.decide_family(
+                [stats.Member(c, tol) for c, tol in zip(comparisons, tolerances, strict=True)]
+            )
+            for (r, _), c, tol, (decision, sig) in zip(
+                family, comparisons, tolerances, decided, strict=True
+            ):
                 total += 1
-                tol = r.baseline.tolerance or 0.05
-                with_rule += stats.decide(c, tolerance=tol, significant=sig).verdict == "regressed"
+                with_rule += decision.verdict == "regressed"
                 worse = c.ratio < 1 if r.higher_is_better else c.ratio > 1
                 beyond = abs(math.log(c.ratio)) > -math.log1p(-tol)
                 without += bool(sig and worse and beyond and not c.few_samples)

@@ -90,11 +90,8 @@ def two_level(
         stats.compare(now, runs, higher_is_better=higher, prior=prior)
         for now, runs, higher in family
     ]
-    significant = stats.correct([c.p_value for c in comparisons], stats.ALPHA)
-    return Counter(
-        stats.decide(c, tolerance=tol, significant=s).verdict
-        for c, s in zip(comparisons, significant, strict=True)
-    )
+    decided = stats.decide_family([stats.Member(c, tol) for c in comparisons])
+    return Counter(decision.verdict for decision, _ in decided)
 
 
 def judge(kept: list[RunRecord], i: int, slowdown: float, tol: float, rule: str) -> Counter[str]:

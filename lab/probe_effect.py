@@ -156,11 +156,8 @@ def replay(
             current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior
         )
         rows.append((comparison, tol, flags))
-    significant = stats.correct([c.p_value for c, _, _ in rows], stats.ALPHA)
-    return Counter(
-        stats.decide(c, tolerance=tol, significant=sig, noise_flags=g).verdict
-        for (c, tol, g), sig in zip(rows, significant, strict=True)
-    )
+    decided = stats.decide_family([stats.Member(c, tol, g) for c, tol, g in rows])
+    return Counter(decision.verdict for decision, _ in decided)
 
 
 def main() -> None:

@@ -55,7 +55,7 @@ def blocked_triad(stream: NumpyStream, block: int, into_a: bool) -> Callable[[],
             np.multiply(stream.c[lo:hi], STREAM_SCALAR, out=tmp)
             np.add(stream.b[lo:hi], tmp, out=stream.a[lo:hi])
 
-    return lambda: stream._parallel(run)
+    return lambda: stream.parallel(run)
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ the yardstick) would leave the verdict's between-run level to the software alone
 from __future__ import annotations
 
 import argparse
-import ctypes
 import math
 import statistics
 import sys
@@ -61,15 +60,9 @@ def check_workload(name: str) -> Workload:
 def compute_yardstick() -> Callable[[], object]:
     """The probe's C multiply-add chains on every CPU at once, one pass."""
     host = probe.host_probe()
-    lib = host._lib
-    if lib is None:
+    if not host.native:
         raise SystemExit("no C compiler: the probe's C kernels are not available")
-    pointer = ctypes.POINTER(ctypes.c_double)
-
-    def one(i: int) -> float:
-        return float(lib.probe_compute(200_000, 1, host._sinks[i : i + 1].ctypes.data_as(pointer)))
-
-    return lambda: host._on_every_cpu(one)
+    return lambda: host.compute_pass(200_000)
 
 
 class Arrays:

@@ -168,7 +168,7 @@ def test_each_chunk_is_touched_and_streamed_by_one_pinned_thread() -> None:
             def where(i: int, placement: dict = placement) -> None:
                 placement[i] = (threading.get_ident(), frozenset(os.sched_getaffinity(0)))
 
-            stream_kernels._parallel(where)
+            stream_kernels.parallel(where)
             seen.append(placement)
         assert seen[0] == seen[1]
         if stream_kernels.pinned:

@@ -112,25 +112,26 @@ class NumpyStream:
             for arr in (self.a, self.b, self.c):
                 rng.random(out=arr[self.chunks[i]])
 
-        self._parallel(fill)
+        self.parallel(fill)
 
-    def _parallel(self, fn: Any) -> None:
+    def parallel(self, fn: Any) -> None:
+        """Run ``fn(i)`` for each thread's chunk ``i``, each on its own pinned thread."""
         for future in [pool.submit(fn, i) for i, pool in enumerate(self.pools)]:
             future.result()
 
     def copy(self) -> None:
         """C = a, as a ufunc load/store loop (see the module's docstring)."""
-        self._parallel(lambda i: np.positive(self.a[self.chunks[i]], out=self.c[self.chunks[i]]))
+        self.parallel(lambda i: np.positive(self.a[self.chunks[i]], out=self.c[self.chunks[i]]))
 
     def scale(self) -> None:
         """B = q*c."""
-        self._parallel(
+        self.parallel(
             lambda i: np.multiply(self.c[self.chunks[i]], STREAM_SCALAR, out=self.b[self.chunks[i]])
         )
 
     def add(self) -> None:
         """C = a + b."""
-        self._parallel(
+        self.parallel(
             lambda i: np.add(
                 self.a[self.chunks[i]], self.b[self.chunks[i]], out=self.c[self.chunks[i]]
             )
@@ -148,7 +149,7 @@ class NumpyStream:
                 np.multiply(self.c[lo:hi], STREAM_SCALAR, out=tmp)
                 np.add(self.b[lo:hi], tmp, out=self.a[lo:hi])
 
-        self._parallel(run)
+        self.parallel(run)
 
     def sync(self) -> None:
         """Nothing to wait for: every kernel has joined its threads when it returns."""

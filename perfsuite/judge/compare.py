@@ -209,14 +209,7 @@ def compare_runs(
         raise PerfsuiteError("compare needs at least one run before the change")
     comparable(before, b)
     b_results: dict[str, Result] = {r.id: r for r in b.results}
-    runs: dict[str, list[Result]] = {}
-    created: dict[str, list[str]] = {}
-    for record in before:
-        for r in record.results:
-            rb = b_results.get(r.id)
-            if rb is not None and r.unit == rb.unit:
-                runs.setdefault(r.id, []).append(r)
-                created.setdefault(r.id, []).append(record.created)
+    runs, created = _runs_before(before, b_results)
     common = [i for i in b_results if i in runs]
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
@@ -237,82 +230,98 @@ def compare_runs(
     # A check's A side is young when A has runs of it from too few sessions (before any
     # link-state subset).
     states = {i: stats.sessions_of(created[i], window_s) for i in common}
-    young = {i: states[i] < stats.MIN_RUNS for i in common}
-    link_flags: dict[str, NoiseFlag] = {}
-    bounds: dict[str, tuple[str, NoiseFlag | None]] = {}
+    link_flags, bounds = _like_links(common, b_results, runs, judged, kept, tolerance)
+    members = []
     for i in common:
         rb = b_results[i]
-        if readings.follows_link(rb.params):  # like with like, or the bound, as the plugin does
-            same, flag, way = speed.link_runs(
-                rb.samples,
-                [r.samples for r in runs[i]],
-                rb.machine,
-                kept[i],
-                params=rb.params,
-                higher_is_better=rb.higher_is_better,
-                tolerance=_tolerance(rb, tolerance),
-            )
-            if way:
-                bounds[i] = (way, flag)
-            elif flag:
-                link_flags[i] = flag
-            if same is not None:
-                runs[i] = [runs[i][k] for k in same]
-                judged[i] = _judged_samples(rb, runs[i])
-    comparisons = [
-        stats.compare(
+        comparison = stats.compare(
             judged[i][0],
             judged[i][1],
-            higher_is_better=b_results[i].higher_is_better,
+            higher_is_better=rb.higher_is_better,
             prior=prior,
-            cautious=young[i],
+            cautious=states[i] < stats.MIN_RUNS,
             sessions=states[i],
         )
-        for i in common
-    ]
-    significant = stats.correct([c.p_value for c in comparisons], alpha, correction=correction)
-    rows = []
-    for node_id, comparison, sig in zip(common, comparisons, significant, strict=True):
-        rb = b_results[node_id]
         tol = _tolerance(rb, tolerance)
-        flags = list(rb.noise_flags)
-        if node_id in link_flags:
-            flags.append(link_flags[node_id])
-        raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[node_id]], rb.higher_is_better)
-        flag = speed.guard(judged[node_id][2], tol, raw)
-        if flag:
-            flags.append(flag)
-        against_bound, bound_because = bounds.get(node_id, ("", None))
-        decision = stats.decide(
-            comparison,
-            tolerance=tol,
-            significant=sig,
-            noise_flags=flags,
-            alpha=alpha,
-            judged_against_bound=against_bound,
+        flags = [*rb.noise_flags, *([link_flags[i]] if i in link_flags else [])]
+        raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[i]], rb.higher_is_better)
+        flag = speed.guard(judged[i][2], tol, raw)
+        flags += [flag] if flag else []
+        members.append(stats.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
+    decided = stats.decide_family(members, alpha=alpha, correction=correction)
+    rows = [
+        Row(
+            node_id,
+            b_results[node_id].unit,
+            float(math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))),
+            b_results[node_id].summary.median,
+            member.comparison,
+            decision,
+            judged[node_id][2],
+            bool(sig),
+            tuple(member.noise_flags),
+            member.judged_against_bound,
+            bounds.get(node_id, ("", None))[1],
         )
-        a_median = float(
-            math.exp(statistics.fmean(math.log(r.summary.median) for r in runs[node_id]))
-        )
-        rows.append(
-            Row(
-                node_id,
-                rb.unit,
-                a_median,
-                rb.summary.median,
-                comparison,
-                decision,
-                judged[node_id][2],
-                bool(sig),
-                tuple(flags),
-                against_bound,
-                bound_because,
-            )
-        )
+        for node_id, member, (decision, sig) in zip(common, members, decided, strict=True)
+    ]
     a_ids = {r.id for record in before for r in record.results}
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
     return rows, only_a, only_b
+
+
+def _runs_before(
+    before: Sequence[RunRecord], b_results: Mapping[str, Result]
+) -> tuple[dict[str, list[Result]], dict[str, list[str]]]:
+    """Each check's results in the runs before, in B's unit, and when each run was made."""
+    runs: dict[str, list[Result]] = {}
+    created: dict[str, list[str]] = {}
+    for record in before:
+        for r in record.results:
+            rb = b_results.get(r.id)
+            if rb is not None and r.unit == rb.unit:
+                runs.setdefault(r.id, []).append(r)
+                created.setdefault(r.id, []).append(record.created)
+    return runs, created
+
+
+def _like_links(
+    common: Sequence[str],
+    b_results: Mapping[str, Result],
+    runs: dict[str, list[Result]],
+    judged: dict[str, tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]],
+    kept: Mapping[str, list[dict[str, Any] | None]],
+    tolerance: float | None,
+) -> tuple[dict[str, NoiseFlag], dict[str, tuple[str, NoiseFlag | None]]]:
+    """Checks that follow the CPUs' link, compared like with like as the plugin does.
+
+    Or with the runs that bound them: ``runs`` and ``judged`` are narrowed in place; returns
+    the link flags and the bounds.
+    """
+    link_flags: dict[str, NoiseFlag] = {}
+    bounds: dict[str, tuple[str, NoiseFlag | None]] = {}
+    for i in common:
+        rb = b_results[i]
+        if not readings.follows_link(rb.params):
+            continue
+        same, flag, way = speed.link_runs(
+            rb.samples,
+            [r.samples for r in runs[i]],
+            rb.machine,
+            kept[i],
+            params=rb.params,
+            higher_is_better=rb.higher_is_better,
+            tolerance=_tolerance(rb, tolerance),
+        )
+        if way:
+            bounds[i] = (way, flag)
+        elif flag:
+            link_flags[i] = flag
+        if same is not None:
+            runs[i] = [runs[i][k] for k in same]
+            judged[i] = _judged_samples(rb, runs[i])
+    return link_flags, bounds
 
 
 def comparable(before: Sequence[RunRecord], b: RunRecord) -> None:

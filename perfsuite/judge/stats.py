@@ -694,6 +694,47 @@ def decide(
     return Decision("ok", Why(Because.WITHIN_TOLERANCE, fewest_samples=few, ci_width=wide))
 
 
+@dataclass(frozen=True)
+class Member:
+    """One comparison of a family, with what deciding it needs besides its significance."""
+
+    comparison: Comparison
+    tolerance: float
+    noise_flags: Sequence[NoiseFlag] = ()
+    judged_against_bound: str = ""
+
+
+def decide_family(
+    members: Sequence[Member],
+    *,
+    alpha: float = ALPHA,
+    correction: str = DEFAULT_CORRECTION,
+    size: int | None = None,
+) -> list[tuple[Decision, bool]]:
+    """The one judgement of a family of comparisons: corrected together, then each decided.
+
+    Each member's decision and whether it is significant after ``correction`` over the
+    family (of ``size`` hypotheses; default the members).  The session at its end
+    (:func:`perfsuite.judge.verdict.finalize`), ``perfsuite compare`` and the lab's studies
+    judge a family through here.
+    """
+    significant = correct([m.comparison.p_value for m in members], alpha, size, correction)
+    return [
+        (
+            decide(
+                m.comparison,
+                tolerance=m.tolerance,
+                significant=sig,
+                noise_flags=m.noise_flags,
+                alpha=alpha,
+                judged_against_bound=m.judged_against_bound,
+            ),
+            sig,
+        )
+        for m, sig in zip(members, significant, strict=True)
+    ]
+
+
 def baseline_verdict(
     current: Sequence[float],
     baseline_runs: Sequence[Sequence[float]] | None,

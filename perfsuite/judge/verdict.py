@@ -467,11 +467,18 @@ def finalize(
     # smaller family than the one each check was first judged in only lowers the bar, so
     # nothing significant is taken back.
     size = len(judged)
-    final = stats.correct(
-        [float(r.baseline.p_value or 1.0) for _, r in judged], alpha, size, correction
-    )
+    members = [
+        stats.Member(
+            stats.comparison_of(r.baseline, len(r.samples)),
+            tolerance=r.baseline.tolerance or 0.0,
+            noise_flags=r.baseline.noise_flags,
+            judged_against_bound=r.baseline.judged_against_bound,
+        )
+        for _, r in judged
+    ]
+    decided = stats.decide_family(members, alpha=alpha, correction=correction, size=size)
     changed = []
-    for (i, r), significant in zip(judged, final, strict=True):
+    for (i, r), (decision, significant) in zip(judged, decided, strict=True):
         b = r.baseline
         if b.significant or not significant:
             out[i] = replace(
@@ -479,15 +486,6 @@ def finalize(
                 baseline=replace(b, significant=bool(b.significant), final=True, family_size=size),
             )
             continue
-        comparison = stats.comparison_of(b, len(r.samples))
-        decision = stats.decide(
-            comparison,
-            tolerance=b.tolerance or 0.0,
-            significant=True,
-            noise_flags=b.noise_flags,
-            alpha=alpha,
-            judged_against_bound=b.judged_against_bound,
-        )
         why = decision.why
         if decision.verdict != b.verdict:
             why = replace(why, late=True)

@@ -269,18 +269,32 @@ class Probe:
 
         return _best(step)
 
-    def _compute_seconds(self, steps: int) -> float:
-        """The slowest CPU's best seconds, every CPU running the kernel at once."""
+    @property
+    def native(self) -> bool:
+        """Whether the probe's C kernels were built (else numpy and a Python loop stand in)."""
+        return self._lib is not None
+
+    def compute_pass(self, steps: int, passes: int = 1) -> float:
+        """Seconds of ``passes`` over ``steps`` multiply-add chains on every CPU at once.
+
+        The slowest CPU's best; the C kernels only (see :attr:`native`).
+        """
         if self._lib is None:
-            return _best(lambda: _python_chains(steps))
+            raise RuntimeError("the probe's C kernels were not built (no C compiler)")
         lib = self._lib
         pointer = ctypes.POINTER(ctypes.c_double)
 
         def one(i: int) -> float:
             sink = self._sinks[i : i + 1].ctypes.data_as(pointer)
-            return float(lib.probe_compute(steps, PASSES, sink))
+            return float(lib.probe_compute(steps, passes, sink))
 
         return self._on_every_cpu(one)
+
+    def _compute_seconds(self, steps: int) -> float:
+        """The slowest CPU's best seconds, every CPU running the kernel at once."""
+        if self._lib is None:
+            return _best(lambda: _python_chains(steps))
+        return self.compute_pass(steps, PASSES)
 
     def _link_seconds(self) -> float | None:
         """Best seconds per one-way cache-line handoff between the pair's two CPUs.
