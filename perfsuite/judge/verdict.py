@@ -253,6 +253,53 @@ class Judge:
             none, peak=peak, fraction_of_peak=value / peak, figure=ceiling.figure, estimated=True
         )
 
+    def _baseline(
+        self,
+        node_id: str,
+        workload: Workload,
+        entry: BaselineEntry | None,
+        against: _Against,
+        plan: Plan,
+        n: int,
+    ) -> BaselineVerdict:
+        """The baseline verdict of a check's samples against the runs it is compared with."""
+        sessions = self._sessions(entry) if entry is not None else None
+        baseline = stats.baseline_verdict(
+            against.judged,
+            against.runs,
+            higher_is_better=workload.higher_is_better,
+            tolerance=plan.tolerance,
+            baseline_run_id=entry.run_id if entry else "",
+            family=self.family,
+            alpha=self.settings.alpha,
+            noise_flags=against.noise_flags,
+            prior=self.prior,
+            # a link-state subset of a baseline that has enough runs is not a young one
+            cautious=sessions is None or sessions < stats.MIN_RUNS,
+            sessions=sessions,
+            judged_against_bound=against.bound,
+            bound_because=against.bound_because,
+        )
+        stored = self.baseline.get(node_id)
+        if entry is None and stored is not None:  # a changed unit is another measurement
+            return replace(baseline, why=Why(Because.UNIT_CHANGED, baseline_unit=stored.unit))
+        if entry is None:
+            return baseline
+        baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, n))
+        if against.runs is not against.every_run:  # the median in the check's own unit
+            medians = [statistics.median(r) for r in against.compared or entry.run_samples]
+            baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
+        return baseline
+
+    def _waiver(self, node_id: str, baseline: BaselineVerdict) -> dict[str, Any] | None:
+        """The waiver that covers a check, with how it applies: applied, stale or expired."""
+        waiver = waivers.find(self.waivers, node_id)
+        if waiver is None:
+            return None
+        if waiver.expired(self.today):
+            return waiver.to_dict("expired")
+        return waiver.to_dict("applied" if baseline.verdict == "regressed" else "stale")
+
     def judge(
         self,
         node_id: str,
@@ -279,103 +326,24 @@ class Judge:
         summary = stats.summarize(values)
         noise["cv"] = summary.cv
         bare = BareReference.read(measurement.bare)
-        recorded_machine: dict[str, Any] | None = None
-        judged: Sequence[float] = values
-        every_run = entry.run_samples if entry else None
-        runs: Sequence[Sequence[float]] | None = every_run
-        machines: list[Any] = entry.machines if entry else []
-        compared = runs  # the baseline runs compared with, in the check's own unit
-        # A check unlike every baseline run is judged against the runs that bound it that way.
-        against_bound, bound_because = "", None
-        noise_flags: list[NoiseFlag] = list(noise.pop("flags", ()))
-        measured_flags = tuple(noise_flags)
+        measured_flags = tuple(noise.pop("flags", ()))
         unlike = timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
-        if unlike is not None:
-            noise_flags.append(unlike)
-        link: LinkSubset | None = None
-        machine_change: MachineChange | None = None
+        recorded_machine = None
         if machine is not None:
             host = readings.follows_host(workload.params) and not workload.ratio
             recorded_machine = {
                 **machine,
                 "component": readings.component_for(workload.unit) if host else None,
             }
-            if entry is not None and readings.follows_link(workload.params):
-                same, flag, way = speed.link_runs(
-                    values,
-                    entry.run_samples,
-                    recorded_machine,
-                    machines,
-                    params=workload.params,
-                    higher_is_better=workload.higher_is_better,
-                    tolerance=plan.tolerance,
-                )
-                if way:  # unlike any baseline run: judged against the runs that bound it
-                    against_bound, bound_because = way, flag
-                elif flag:
-                    noise_flags = [*noise_flags, flag]
-                if same is not None:  # like with like, or the runs that bound it
-                    runs = compared = [entry.run_samples[i] for i in same]
-                    machines = [machines[i] for i in same]
-                    link = LinkSubset(len(same), len(entry.runs), way or "", flag if way else None)
-            change = speed.machine_change(recorded_machine, machines)
-            if change is not None and entry is not None:
-                machine_change = MachineChange(
-                    str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
-                )
-                raw = speed.raw_ratio(values, runs or [], workload.higher_is_better)
-                judged = speed.adjust(values, change["now"], workload.higher_is_better)
-                runs = speed.adjust_runs(runs or [], change["rates"], workload.higher_is_better)
-                flag = speed.guard(change, plan.tolerance, raw)
-                noise_flags = [*noise_flags, flag] if flag else noise_flags
-        sessions = self._sessions(entry) if entry is not None else None
-        baseline = stats.baseline_verdict(
-            judged,
-            runs,
-            higher_is_better=workload.higher_is_better,
-            tolerance=plan.tolerance,
-            baseline_run_id=entry.run_id if entry else "",
-            family=self.family,
-            alpha=self.settings.alpha,
-            noise_flags=noise_flags,
-            prior=self.prior,
-            # a link-state subset of a baseline that has enough runs is not a young one
-            cautious=sessions is None or sessions < stats.MIN_RUNS,
-            sessions=sessions,
-            judged_against_bound=against_bound,
-            bound_because=bound_because,
+        against = _against(
+            workload,
+            values,
+            entry,
+            recorded_machine,
+            plan.tolerance,
+            [*measured_flags, *([unlike] if unlike else [])],
         )
-        stored = self.baseline.get(node_id)
-        if entry is None and stored is not None:  # a changed unit is another measurement
-            why = Why(Because.UNIT_CHANGED, baseline_unit=stored.unit)
-            baseline = replace(baseline, why=why)
-        if entry is not None:
-            baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, len(values)))
-            if runs is not every_run:  # the median is shown in the check's own unit
-                medians = [statistics.median(r) for r in compared or entry.run_samples]
-                baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
-        reference = bare_reference_value(bare)
-        reference_change = None
-        if entry is not None and reference is not None and entry.references:
-            # The same operation measured bare beside the check, now and in the baseline runs.
-            reference_change = ReferenceChange(
-                reference / statistics.geometric_mean(entry.references), len(entry.references)
-            )
-        facts = BaselineFacts(
-            machine_change=machine_change,
-            link_state=link,
-            reference_change=reference_change,
-            measured_unlike_baseline=measured_unlike(policy.to_dict(), entry),
-            baseline_span_s=baseline_span(entry),
-        )
-        waiver = waivers.find(self.waivers, node_id)
-        waiver_info = None
-        if waiver is not None:
-            if waiver.expired(self.today):
-                waiver_info = waiver.to_dict("expired")
-            else:
-                applied = baseline.verdict == "regressed"
-                waiver_info = waiver.to_dict("applied" if applied else "stale")
+        baseline = self._baseline(node_id, workload, entry, against, plan, len(values))
         result = Result(
             id=node_id,
             check=workload.check,
@@ -391,9 +359,9 @@ class Judge:
             baseline=baseline,
             context=dict(workload.context),
             noise=noise,
-            waiver=waiver_info,
+            waiver=self._waiver(node_id, baseline),
             source=measurement.source,
-            facts=facts,
+            facts=_facts(entry, against, bare, policy),
             noise_flags=measured_flags,
             timer=measurement.timer,
             tolerance_from=plan.tolerance_from,
@@ -420,6 +388,91 @@ def recorded_policy(
         call_seconds=measurement.call_seconds,
         work_per_sample=workload.work.amount * measurement.calls,
         overhead_fraction=measurement.overhead_fraction,
+    )
+
+
+@dataclass
+class _Against:
+    """What a check's samples are compared with, and what the comparison had to allow for."""
+
+    judged: Sequence[float]  # the check's samples, per unit of machine speed where adjusted
+    runs: Sequence[Sequence[float]] | None  # the baseline runs, likewise
+    compared: Sequence[Sequence[float]] | None  # those runs in the check's own unit
+    every_run: Sequence[Sequence[float]] | None  # every run of the entry, as stored
+    noise_flags: list[NoiseFlag]
+    bound: str = ""  # unlike every baseline run: judged against the runs that bound it
+    bound_because: NoiseFlag | None = None
+    link: LinkSubset | None = None
+    machine_change: MachineChange | None = None
+
+
+def _against(
+    workload: Workload,
+    values: Sequence[float],
+    entry: BaselineEntry | None,
+    machine: dict[str, Any] | None,
+    tolerance: float,
+    noise_flags: list[NoiseFlag],
+) -> _Against:
+    """The baseline runs a check is compared with, and how.
+
+    Like with like in the CPUs' link state, and both sides per unit of the machine's speed
+    where the probe moved.
+    """
+    runs = entry.run_samples if entry else None
+    against = _Against(values, runs, runs, runs, noise_flags)
+    if machine is None or entry is None:
+        return against
+    machines: list[Any] = entry.machines
+    if readings.follows_link(workload.params):
+        same, flag, way = speed.link_runs(
+            values,
+            entry.run_samples,
+            machine,
+            machines,
+            params=workload.params,
+            higher_is_better=workload.higher_is_better,
+            tolerance=tolerance,
+        )
+        if way:  # unlike any baseline run: judged against the runs that bound it
+            against.bound, against.bound_because = way, flag
+        elif flag:
+            against.noise_flags = [*against.noise_flags, flag]
+        if same is not None:  # like with like, or the runs that bound it
+            against.runs = against.compared = [entry.run_samples[i] for i in same]
+            machines = [machines[i] for i in same]
+            against.link = LinkSubset(len(same), len(entry.runs), way or "", flag if way else None)
+    change = speed.machine_change(machine, machines)
+    if change is not None:
+        hib = workload.higher_is_better
+        against.machine_change = MachineChange(
+            str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
+        )
+        raw = speed.raw_ratio(values, against.runs or [], hib)
+        against.judged = speed.adjust(values, change["now"], hib)
+        against.runs = speed.adjust_runs(against.runs or [], change["rates"], hib)
+        flag = speed.guard(change, tolerance, raw)
+        against.noise_flags = [*against.noise_flags, flag] if flag else against.noise_flags
+    return against
+
+
+def _facts(
+    entry: BaselineEntry | None, against: _Against, bare: BareReference | None, policy: Policy
+) -> BaselineFacts:
+    """What a baseline verdict rests on besides its figures, for the report to explain."""
+    reference = bare_reference_value(bare)
+    reference_change = None
+    if entry is not None and reference is not None and entry.references:
+        # The same operation measured bare beside the check, now and in the baseline runs.
+        reference_change = ReferenceChange(
+            reference / statistics.geometric_mean(entry.references), len(entry.references)
+        )
+    return BaselineFacts(
+        machine_change=against.machine_change,
+        link_state=against.link,
+        reference_change=reference_change,
+        measured_unlike_baseline=measured_unlike(policy.to_dict(), entry),
+        baseline_span_s=baseline_span(entry),
     )
 
 
