@@ -160,7 +160,7 @@ def materiality(
 ) -> None:
     """The stored-baseline verdict with and without its materiality rule, same comparisons.
 
-    With the rule (``stats.decide_family``), a shift no larger than the baseline's own run-to-run
+    With the rule (``family.decide_family``), a shift no larger than the baseline's own run-to-run
     spread is not a regression; without it, a significant shift beyond the tolerance is.
     Both use the two-level test, the prior fitted across checks and BH over the family.
     """
@@ -188,8 +188,8 @@ def materiality(
                 for r, runs in family
             ]
             tolerances = [r.baseline.tolerance or 0.05 for r, _ in family]
-            decided = stats.decide_family(
-                [stats.Member(c, tol) for c, tol in zip(comparisons, tolerances, strict=True)]
+            decided = family.decide_family(
+                [family.Member(c, tol) for c, tol in zip(comparisons, tolerances, strict=True)]
             )
             for (r, _), c, tol, (decision, sig) in zip(
                 family, comparisons, tolerances, decided, strict=True

@@ -90,7 +90,7 @@ def two_level(
         stats.compare(now, runs, higher_is_better=higher, prior=prior)
         for now, runs, higher in family
     ]
-    decided = stats.decide_family([stats.Member(c, tol) for c in comparisons])
+    decided = family.decide_family([family.Member(c, tol) for c in comparisons])
     return Counter(decision.verdict for decision, _ in decided)
 
 

@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge import speed, stats
+from perfsuite.judge import family, speed, stats
 from perfsuite.measure import readings
 from perfsuite.model import upgraded
 from perfsuite.model.baseline import Baseline, BaselineEntry
@@ -156,7 +156,7 @@ def replay(
             current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior
         )
         rows.append((comparison, tol, flags))
-    decided = stats.decide_family([stats.Member(c, tol, g) for c, tol, g in rows])
+    decided = family.decide_family([family.Member(c, tol, g) for c, tol, g in rows])
     return Counter(decision.verdict for decision, _ in decided)
 
 

@@ -131,7 +131,7 @@ def test_bimodal_rounds_in_an_a_a_are_no_regression() -> None:
     three = [paired.summarize([-jump, -jump + 0.01, -jump - 0.01])] + [
         paired.summarize(list(0.02 * rng.standard_normal(3))) for _ in range(50)
     ]
-    assert paired.stats.correct([p.p for p in three], 0.05, 51, "fdr")[0]
+    assert paired.family.correct([p.p for p in three], 0.05, 51, "fdr")[0]
 
 
 def test_a_change_on_the_tolerance_may_never_be_decided() -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from perfsuite.judge import family as fam
 from perfsuite.judge import stats
 from perfsuite.model import BaselineVerdict, Because, FlagKind, NoiseFlag, Why
 from perfsuite.report.explain import verdict_reason as reason
@@ -65,7 +66,7 @@ def test_one_run_baseline_is_judged_with_a_cautious_spread() -> None:
     c = stats.compare(samples(5), [samples(6)], higher_is_better=True)
     assert c.runs == 1 and c.between_sd == stats.CAUTIOUS_BETWEEN_SD
     assert c.between_source == "cautious"
-    v = stats.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
+    v = fam.baseline_verdict(samples(5), [samples(6)], higher_is_better=True, tolerance=0.05)
     assert "cautious run-to-run spread (sd 25%) until the baseline has 3" in reason(v)
     raw = stats.levels([samples(6)], higher_is_better=True, cautious=False)
     assert raw.between_var is None and raw.between_source == "unknown"
@@ -75,12 +76,10 @@ def test_a_young_baseline_never_calls_a_run_to_run_shift_a_regression() -> None:
     """1 or 2 runs: a 20% shift (about 2 sd of a shared VM's run-to-run spread) is not red."""
     for k in (1, 2):
         base = [samples(10 + i) for i in range(k)]
-        v = stats.baseline_verdict(
-            samples(3, scale=0.8), base, higher_is_better=True, tolerance=0.05
-        )
+        v = fam.baseline_verdict(samples(3, scale=0.8), base, higher_is_better=True, tolerance=0.05)
         assert v.verdict == "noisy" and v.between_source == "cautious", v
     # A change that no run-to-run spread explains is still called.
-    v = stats.baseline_verdict(
+    v = fam.baseline_verdict(
         samples(3, scale=0.1), [samples(10)], higher_is_better=True, tolerance=0.05
     )
     assert v.verdict == "regressed"
@@ -101,23 +100,23 @@ def test_a_baseline_of_runs_from_one_session_is_judged_as_a_young_one() -> None:
     base = [samples(10 + i) for i in range(5)]
     slower = samples(3, scale=0.8)
     kw = {"higher_is_better": True, "tolerance": 0.05}
-    together = stats.baseline_verdict(slower, base, sessions=1, **kw)
+    together = fam.baseline_verdict(slower, base, sessions=1, **kw)
     assert together.verdict == "noisy" and together.between_source == "cautious"
     assert together.baseline_runs == 5 and together.baseline_sessions == 1
     assert (
         "5 baseline runs from 1 session(s), judged with a cautious run-to-run spread (sd 25%) "
         "until the baseline has runs from 3 sessions" in reason(together)
     )
-    apart = stats.baseline_verdict(slower, base, sessions=3, **kw)
+    apart = fam.baseline_verdict(slower, base, sessions=3, **kw)
     assert apart.verdict == "regressed" and apart.baseline_sessions == 3
     # Not cautious (a link-state subset of a baseline that has enough): its own spread.
-    subset = stats.baseline_verdict(slower, base, sessions=1, cautious=False, **kw)
+    subset = fam.baseline_verdict(slower, base, sessions=1, cautious=False, **kw)
     assert subset.verdict == "regressed"
 
 
 def test_a_shift_within_the_run_to_run_spread_is_not_a_regression() -> None:
     base = [[m, m * 1.01, m * 0.99, m, m] for m in (100.0, 88.0, 112.0, 95.0, 105.0)]
-    v = stats.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
+    v = fam.baseline_verdict([89.0, 90, 88, 89, 89], base, higher_is_better=True, tolerance=0.10)
     assert v.verdict == "ok" and v.why is not None and v.why.because is Because.WITHIN_SPREAD
     assert "run-to-run spread" in reason(v)
 
@@ -141,7 +140,7 @@ def test_prior_fitted_across_checks_moderates_few_runs() -> None:
     ],
 )
 def test_verdicts(scale: float, cv: float, expected: str) -> None:
-    v = stats.baseline_verdict(
+    v = fam.baseline_verdict(
         samples(11, scale, cv),
         runs(12, cv=cv, run_sd=0.005),
         higher_is_better=True,
@@ -154,8 +153,8 @@ def test_verdicts(scale: float, cv: float, expected: str) -> None:
 
 def test_a_change_beyond_spread_that_is_not_significant_is_noisy() -> None:
     base = runs(13, cv=0.01, run_sd=0.002)
-    family = stats.SequentialFamily(126)  # the check alone would call it; the family cannot
-    v = stats.baseline_verdict(
+    family = fam.SequentialFamily(126)  # the check alone would call it; the family cannot
+    v = fam.baseline_verdict(
         samples(14, 0.85, cv=0.1, n=5), base, higher_is_better=True, tolerance=0.05,
         family=family,
     )  # fmt: skip
@@ -178,7 +177,7 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
         ratio=0.85, ci_low=0.6, ci_high=1.2, p_value=p_value, n_current=5, n_baseline=25,
         runs=5, spread=0.05, between_sd=0.1, p_baseline_noise=p_value,
     )  # fmt: skip
-    decision = stats.decide(c, tolerance=0.05, significant=significant)
+    decision = fam.decide(c, tolerance=0.05, significant=significant)
     assert decision.verdict == expected, decision
     if expected == "ok":
         width = (1.2 - 0.6) / 0.85  # wider than 4 tolerances: it cannot rule a change out
@@ -188,47 +187,43 @@ def test_a_change_beyond_tolerance_is_noisy_only_with_evidence_the_family_cannot
         words = reason(verdict_of(c, decision))
         assert "run-to-run noise" in words and "p=0.3" in words
     # with a family alpha of 0.5, p=0.3 is evidence the family could not confirm
-    assert stats.decide(c, tolerance=0.05, significant=False, alpha=0.5).verdict == "noisy"
+    assert fam.decide(c, tolerance=0.05, significant=False, alpha=0.5).verdict == "noisy"
     # two samples are never enough to call a change noise, either
     few = dataclasses.replace(c, n_current=2, p_value=0.3, p_baseline_noise=0.3)
-    assert stats.decide(few, tolerance=0.05, significant=False) == stats.Decision(
+    assert fam.decide(few, tolerance=0.05, significant=False) == fam.Decision(
         "noisy", Why(Because.NOT_SIGNIFICANT, fewest_samples=2)
     )
     # nor a run whose own scatter, not the baseline's noise, makes the p-value large
     scattered = dataclasses.replace(c, p_value=0.3, p_baseline_noise=0.001)
-    assert stats.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
+    assert fam.decide(scattered, tolerance=0.05, significant=False).verdict == "noisy"
     # nor is a p-value measured under a guard (the comparison's model does not hold)
     flags = [NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)]
-    guarded = stats.decide(c, tolerance=0.05, significant=False, noise_flags=flags)
-    assert guarded == stats.Decision("noisy", Why(Because.NOISE_FLAGS))
+    guarded = fam.decide(c, tolerance=0.05, significant=False, noise_flags=flags)
+    assert guarded == fam.Decision("noisy", Why(Because.NOISE_FLAGS))
     assert "foreign load" in reason(verdict_of(c, guarded, noise_flags=flags))
 
 
 def verdict_of(
-    c: stats.Comparison, decision: stats.Decision, noise_flags: list[NoiseFlag] | None = None
+    c: stats.Comparison, decision: fam.Decision, noise_flags: list[NoiseFlag] | None = None
 ) -> BaselineVerdict:
-    return stats.verdict_of(
+    return fam.verdict_of(
         c, decision, tolerance=0.05, baseline_median=1.0, significant=False, family_size=1,
         noise_flags=noise_flags or [],
     )  # fmt: skip
 
 
 def test_no_baseline_is_new_and_guards_make_changes_noisy_both_ways() -> None:
-    assert (
-        stats.baseline_verdict([1.0], None, higher_is_better=True, tolerance=0.05).verdict == "new"
-    )
+    assert fam.baseline_verdict([1.0], None, higher_is_better=True, tolerance=0.05).verdict == "new"
     load = [NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)]
     for scale in (0.8, 1.25):
-        v = stats.baseline_verdict(
+        v = fam.baseline_verdict(
             samples(1, scale), runs(2), higher_is_better=True, tolerance=0.05, noise_flags=load
         )
         assert v.verdict == "noisy" and "foreign load" in reason(v)
 
 
 def test_few_samples_are_judged_on_what_exists_and_marked() -> None:
-    v = stats.baseline_verdict(
-        [80.0, 81.0], [[100.0, 101.0]], higher_is_better=True, tolerance=0.05
-    )
+    v = fam.baseline_verdict([80.0, 81.0], [[100.0, 101.0]], higher_is_better=True, tolerance=0.05)
     assert v.few_samples and "only 2 samples" in reason(v)
     assert v.verdict == "noisy"  # two against two is never enough to call a regression
 
@@ -262,32 +257,32 @@ def test_detectability_knows_when_a_family_makes_a_check_blind() -> None:
 
 
 def test_holm_step_down() -> None:
-    assert stats.holm([0.01, 0.04, 0.03, 0.005], alpha=0.05) == [True, False, False, True]
-    assert stats.holm([0.001, 0.2], alpha=0.05, m=10) == [True, False]
+    assert fam.holm([0.01, 0.04, 0.03, 0.005], alpha=0.05) == [True, False, False, True]
+    assert fam.holm([0.001, 0.2], alpha=0.05, m=10) == [True, False]
     with pytest.raises(ValueError):
-        stats.holm([0.1, 0.2], m=1)
+        fam.holm([0.1, 0.2], m=1)
 
 
 def test_benjamini_hochberg_steps_up() -> None:
     # Holm stops at 0.03 > 0.05/2; BH's largest qualifying rank is 4 (0.04 <= 0.05).
-    assert stats.benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == [True, True, True, True]
-    assert stats.benjamini_hochberg([0.01, 0.2, 0.03, 0.04]) == [True, False, False, False]
+    assert fam.benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == [True, True, True, True]
+    assert fam.benjamini_hochberg([0.01, 0.2, 0.03, 0.04]) == [True, False, False, False]
     # Two of a family of ten: rank 2's threshold is 0.05 * 2 / 10 = 0.01.
-    assert stats.benjamini_hochberg([0.006, 0.009], m=10) == [True, True]
-    assert stats.benjamini_hochberg([0.006, 0.011], m=10) == [False, False]
-    assert stats.benjamini_hochberg([]) == []
+    assert fam.benjamini_hochberg([0.006, 0.009], m=10) == [True, True]
+    assert fam.benjamini_hochberg([0.006, 0.011], m=10) == [False, False]
+    assert fam.benjamini_hochberg([]) == []
     with pytest.raises(ValueError):
-        stats.benjamini_hochberg([0.1, 0.2], m=1)
+        fam.benjamini_hochberg([0.1, 0.2], m=1)
     with pytest.raises(ValueError, match="unknown correction"):
-        stats.correct([0.1], correction="bonferroni")
+        fam.correct([0.1], correction="bonferroni")
     with pytest.raises(ValueError, match="unknown correction"):
-        stats.SequentialFamily(3, correction="bonferroni")
+        fam.SequentialFamily(3, correction="bonferroni")
 
 
 def test_a_lone_change_meets_the_same_threshold_under_either_correction() -> None:
     for m in (1, 12, 126):
         for p in (0.05 / m * 0.99, 0.05 / m * 1.01):
-            assert stats.correct([p], m=m, correction="fdr") == stats.correct(
+            assert fam.correct([p], m=m, correction="fdr") == fam.correct(
                 [p], m=m, correction="holm"
             )
 
@@ -298,13 +293,13 @@ def test_sequential_family_never_contradicts_the_full_procedure(correction: str)
     for _ in range(200):
         p = list(rng.uniform(0, 0.02, 6)) + list(rng.uniform(0, 1, 6))
         rng.shuffle(p)
-        family = stats.SequentialFamily(len(p), alpha=0.05, correction=correction)
+        family = fam.SequentialFamily(len(p), alpha=0.05, correction=correction)
         online = [family.add(x) for x in p]
-        full = stats.correct(p, alpha=0.05, correction=correction)
+        full = fam.correct(p, alpha=0.05, correction=correction)
         assert all(f for o, f in zip(online, full, strict=True) if o)
         # BH rejects everything Holm rejects.
-        holm = stats.holm(p, alpha=0.05)
-        assert all(b for h, b in zip(holm, stats.benjamini_hochberg(p), strict=True) if h)
+        holm = fam.holm(p, alpha=0.05)
+        assert all(b for h, b in zip(holm, fam.benjamini_hochberg(p), strict=True) if h)
 
 
 def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
@@ -312,7 +307,7 @@ def test_under_the_global_null_fdr_errs_no_more_often_than_alpha() -> None:
     rng = np.random.default_rng(11)
     runs = 4000
     any_rejection = sum(
-        any(stats.benjamini_hochberg(list(rng.uniform(0, 1, 126)))) for _ in range(runs)
+        any(fam.benjamini_hochberg(list(rng.uniform(0, 1, 126)))) for _ in range(runs)
     )
     assert any_rejection / runs <= stats.ALPHA + 3 * np.sqrt(stats.ALPHA / runs)
 
@@ -329,12 +324,12 @@ def test_finalize_decides_again_over_the_whole_family_and_keeps_noise_flags() ->
     rng = np.random.default_rng(1)
     baseline = [list(1000 * np.exp(rng.normal(s, 0.01, 5))) for s in (0, 0.4, -0.35, 0.25, -0.2)]
     prior = stats.fit_prior([stats.run_variance(baseline, True)] * 3, [4] * 3)
-    family = stats.SequentialFamily(4, alpha=0.2)
+    family = fam.SequentialFamily(4, alpha=0.2)
     results = []
     load = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0)
     for i, flags in enumerate(([], [], [load], [])):
         current = [500.0 * (1 + 0.002 * k) for k in range(5)]
-        verdict = stats.baseline_verdict(
+        verdict = fam.baseline_verdict(
             current, baseline, higher_is_better=True, tolerance=0.3, family=family,
             noise_flags=flags, prior=prior,
         )  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfsuite.judge import family as fam
 from perfsuite.judge import stats
 from perfsuite.measure.loop import FULL
 
@@ -40,12 +41,12 @@ def regressed_rate(
     for _ in range(TRIALS):
         base = [list(run(rng, FULL.repetitions, 1.0, cv, run_sd)) for _ in range(runs)]
         cur = run(rng, FULL.repetitions, slowdown, cv, run_sd)
-        v = stats.baseline_verdict(
+        v = fam.baseline_verdict(
             list(cur),
             base,
             higher_is_better=True,
             tolerance=tolerance,
-            family=stats.SequentialFamily(family),
+            family=fam.SequentialFamily(family),
         )
         hits += v.verdict == "regressed"
     return hits / TRIALS

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfsuite.judge import stats
+from perfsuite.judge import family, stats
 
 # scipy.stats is imported where Student's t is needed, not here: a side imports this package
 # (-p perfsuite.ab.side) and would pay half a second for it in every round.
@@ -222,13 +222,13 @@ def judge_family(
 ) -> list[Judged]:
     """Judge each check's pairs, ``(pairs, higher_is_better, tolerance)``, as one family.
 
-    The correction (Benjamini-Hochberg or Holm, :func:`perfsuite.judge.stats.correct`) runs over
+    The correction (Benjamini-Hochberg or Holm, :func:`perfsuite.judge.family.correct`) runs over
     every check compared, decided or not.
     """
     if not checks:
         return []
     p_values = [pairs.p for pairs, _, _ in checks]
-    significant = stats.correct(p_values, alpha, len(p_values), correction)
+    significant = family.correct(p_values, alpha, len(p_values), correction)
     rejected = sum(significant)
     # The threshold the next rejection has to pass (BH's at rank k+1; Holm's likewise).
     m = len(p_values)

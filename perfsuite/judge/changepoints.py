@@ -21,7 +21,7 @@ bad night read as two changes (a dip and a recovery).  The steps, on log values:
    neighbours retested, until every one left passes.
 4. **Family.**  The p-values of every candidate of every series of a profile (and, for a
    series with none, its best split's) form one family, corrected with the run verdict's
-   rule (:func:`perfsuite.judge.stats.correct`, Benjamini-Hochberg by default).  A change is
+   rule (:func:`perfsuite.judge.family.correct`, Benjamini-Hochberg by default).  A change is
    reported when it survives the correction and its size is at least the minimum effect.
 
 ``lab/history_bench.py`` measures this against Apache Otava and asv on their own test series
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfsuite.judge import stats
+from perfsuite.judge import family, stats
 
 OUTLIER_Z = 4.0  # robust spreads from both neighbourhoods that set a point aside
 NEIGHBOURS = 3  # points each side whose median a point is compared with
@@ -275,8 +275,8 @@ def significant(
     correction: str = stats.DEFAULT_CORRECTION,
 ) -> list[list[Change]]:
     """The changes of each series that survive the profile's family correction."""
-    family = [p for s in scans for p in s.p_values]
-    passed = iter(stats.correct(family, alpha, correction=correction) if family else [])
+    p_values = [p for s in scans for p in s.p_values]
+    passed = iter(family.correct(p_values, alpha, correction=correction) if p_values else [])
     out: list[list[Change]] = []
     for s in scans:
         flags = [next(passed) for _ in s.p_values]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.judge import outcome, speed, stats, waivers
+from perfsuite.judge import family, outcome, speed, stats, waivers
 from perfsuite.measure import readings
 from perfsuite.measure.redaction import redact
 from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
@@ -36,11 +36,11 @@ class Row:
     a_median: float
     b_median: float
     comparison: stats.Comparison
-    decision: stats.Decision
+    decision: family.Decision
     machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
     noise_flags: tuple[NoiseFlag, ...] = ()  # noise flags that keep a change "noisy"
-    judged_against_bound: str = ""  # "slower"/"faster": see stats.decide
+    judged_against_bound: str = ""  # "slower"/"faster": see family.decide
     # With judged_against_bound: the link state B was measured in.
     bound_because: NoiseFlag | None = None
 
@@ -247,8 +247,8 @@ def compare_runs(
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[i]], rb.higher_is_better)
         flag = speed.guard(judged[i][2], tol, raw)
         flags += [flag] if flag else []
-        members.append(stats.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
-    decided = stats.decide_family(members, alpha=alpha, correction=correction)
+        members.append(family.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
+    decided = family.decide_family(members, alpha=alpha, correction=correction)
     rows = [
         Row(
             node_id,
@@ -394,7 +394,7 @@ def compared_record(
             results.append(fresh.with_outcome(outcome.of(fresh)))
             continue
         c = row.comparison
-        verdict = stats.verdict_of(
+        verdict = family.verdict_of(
             c,
             row.decision,
             tolerance=_tolerance(r, tolerance),

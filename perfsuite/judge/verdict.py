@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from perfsuite.judge import outcome, speed, stats, waivers
+from perfsuite.judge import family, outcome, speed, stats, waivers
 from perfsuite.judge import tolerances as tolerance_rules
 from perfsuite.measure import readings
 from perfsuite.measure.loop import Measurement, Policy, Reference, Workload, measured_as
@@ -84,7 +84,7 @@ class Judge:
         self.tolerances = tolerances
         self.waivers = waiver_list
         self.today = today
-        self.family = stats.SequentialFamily(1, settings.alpha, settings.correction)
+        self.family = family.SequentialFamily(1, settings.alpha, settings.correction)
 
     @cached_property
     def prior(self) -> stats.Prior:
@@ -96,7 +96,7 @@ class Judge:
     def set_family(self, node_ids: list[str]) -> int:
         """Size the family: the selected checks that have a baseline to compare with."""
         m = sum(1 for node_id in node_ids if self.baseline.get(node_id) is not None)
-        self.family = stats.SequentialFamily(m, self.settings.alpha, self.settings.correction)
+        self.family = family.SequentialFamily(m, self.settings.alpha, self.settings.correction)
         return m
 
     @property
@@ -264,7 +264,7 @@ class Judge:
     ) -> BaselineVerdict:
         """The baseline verdict of a check's samples against the runs it is compared with."""
         sessions = self._sessions(entry) if entry is not None else None
-        baseline = stats.baseline_verdict(
+        baseline = family.baseline_verdict(
             against.judged,
             against.runs,
             higher_is_better=workload.higher_is_better,
@@ -521,7 +521,7 @@ def finalize(
     # nothing significant is taken back.
     size = len(judged)
     members = [
-        stats.Member(
+        family.Member(
             stats.comparison_of(r.baseline, len(r.samples)),
             tolerance=r.baseline.tolerance or 0.0,
             noise_flags=r.baseline.noise_flags,
@@ -529,7 +529,7 @@ def finalize(
         )
         for _, r in judged
     ]
-    decided = stats.decide_family(members, alpha=alpha, correction=correction, size=size)
+    decided = family.decide_family(members, alpha=alpha, correction=correction, size=size)
     changed = []
     for (i, r), (decision, significant) in zip(judged, decided, strict=True):
         b = r.baseline

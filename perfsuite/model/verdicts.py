@@ -149,7 +149,7 @@ class NoiseFlag:
 
 
 class Because(StrEnum):
-    """What a baseline verdict rests on (decided by ``stats.decide``, worded by ``explain``)."""
+    """What a baseline verdict rests on (decided by ``family.decide``, worded by ``explain``)."""
 
     NO_BASELINE = "no-baseline"  # new: the baseline holds no runs of this check
     UNIT_CHANGED = "unit-changed"  # new: the baseline measured the check in another unit
