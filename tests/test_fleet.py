@@ -17,7 +17,7 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.errors import PerfsuiteError
-from perfsuite.fleet import aggregate, judge
+from perfsuite.fleet import aggregate, digests, judge
 from perfsuite.fleet import run as fleet_run
 from perfsuite.fleet.node import REPORT_PREFIX
 from perfsuite.fleet.status import NodeStatus
@@ -321,11 +321,11 @@ def test_holm_threshold_steps_down() -> None:
 def test_a_stale_digest_is_not_used(tmp_path: Path) -> None:
     fleet(tmp_path, 4)
     (path,) = (tmp_path / "records" / "node00").rglob("*.json")
-    aggregate.write_digest(path)
-    digest = json.loads(aggregate.digest_path(path).read_text())
+    digests.write_digest(path)
+    digest = json.loads(digests.digest_path(path).read_text())
     digest["columns"]["median"][0] = 1.0  # a figure no record holds
     digest["record"]["size"] += 1  # ... from another version of the record
-    aggregate.digest_path(path).write_text(json.dumps(digest))
+    digests.digest_path(path).write_text(json.dumps(digest))
     (m,) = aggregate.load(tmp_path, workers=1)
     assert np.nanmin(m.values) > 1.0
 
@@ -627,8 +627,8 @@ def test_the_digest_names_the_taint_from_the_noise_facts(tmp_path: Path) -> None
             result("test_e", 1.0, noise={**quiet(), "foreign_cores": 3.0}),  # unflagged
         ],
     )
-    c = aggregate.digest(path)["columns"]
-    taint = aggregate.Taint
+    c = digests.digest(path)["columns"]
+    taint = digests.Taint
     assert c["taint"] == [0, taint.FOREIGN_LOAD, taint.FOREIGN_LOAD | taint.GPU_THROTTLED,
                           taint.OTHER, 0]  # fmt: skip
     assert c["foreign_cores"] == [0.01, 0.4, 0.9, 0.01, 3.0]
@@ -651,18 +651,18 @@ def test_a_digest_of_an_older_version_is_rebuilt(tmp_path: Path) -> None:
     """A version-2 digest knows no taint: the record is read again, its digest replaced."""
     fleet(tmp_path, 6, slow={4: 0.6}, noisy={4: loaded()})
     (path,) = (tmp_path / "records" / "node04").rglob("*.json")
-    aggregate.write_digest(path)
-    old = json.loads(aggregate.digest_path(path).read_text())
+    digests.write_digest(path)
+    old = json.loads(digests.digest_path(path).read_text())
     old["schema_version"] = 2
     for name in ("taint", "foreign_cores", "throttle"):
         del old["columns"][name]
-    aggregate.digest_path(path).write_text(json.dumps(old))
+    digests.digest_path(path).write_text(json.dumps(old))
     (m,) = aggregate.load(tmp_path, workers=1)
     row = [u.label for u in m.units].index("node04")
     assert m.tainted[row].all() and not np.delete(m.tainted, row, axis=0).any()
-    again = json.loads(aggregate.digest_path(path).read_text())
-    assert again["schema_version"] == aggregate.DIGEST_VERSION == 3
-    assert again["columns"]["taint"] == [int(aggregate.Taint.FOREIGN_LOAD)] * 3
+    again = json.loads(digests.digest_path(path).read_text())
+    assert again["schema_version"] == digests.DIGEST_VERSION == 3
+    assert again["columns"]["taint"] == [int(digests.Taint.FOREIGN_LOAD)] * 3
 
 
 def test_the_page_marks_tainted_cells_and_lists_the_rerun(tmp_path: Path) -> None:

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from perfsuite.fleet import judge as fj
-from perfsuite.fleet.aggregate import Matrix, Taint, Unit
+from perfsuite.fleet.aggregate import Matrix, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
+from perfsuite.fleet.digests import Taint
 from perfsuite.fleet.rerun import (
     AGAIN,
     CONFIRMATIONS,
