@@ -35,13 +35,14 @@ def fleet_report_command(args: argparse.Namespace) -> int:
         else _fleet_path("--html", args.html)
     )
     check_outputs(directory, confirm, drain, html)
+    from perfsuite.fleet.drain import drain_list
     from perfsuite.report import fleet as report
     from perfsuite.report import fleet_page
 
     rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
     fleet = assess(directory, rule, confirm=confirm)
     try:
-        write_json_atomic(drain, report.drain_list(fleet))
+        write_json_atomic(drain, drain_list(fleet))
         if html is not None:
             write_text_atomic(html, fleet_page.page(fleet))
     except OSError as exc:

@@ -87,6 +87,11 @@ class Taint(enum.IntFlag):
 ALL_TAINTS = int(Taint.FOREIGN_LOAD | Taint.GPU_THROTTLED | Taint.OTHER)
 
 
+def throttle_reasons(mask: int) -> list[str]:
+    """The names of the NVML throttle reasons in ``mask`` (noise.THROTTLE_BITS)."""
+    return [name for bit, name in noise.THROTTLE_BITS.items() if mask & bit]
+
+
 def digest_path(record: Path) -> Path:
     """Where a record's digest lives: ``RUN.fleet.json`` beside ``RUN.json``."""
     return record.with_name(record.name[: -len(".json")] + DIGEST_SUFFIX)
