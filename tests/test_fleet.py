@@ -20,6 +20,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, digests, judge
 from perfsuite.fleet import run as fleet_run
 from perfsuite.fleet.node import REPORT_PREFIX
+from perfsuite.fleet.options import MANIFEST, Options
 from perfsuite.fleet.status import NodeStatus
 from perfsuite.judge import outcome
 from perfsuite.model import (
@@ -453,7 +454,7 @@ def test_sbatch_script_runs_one_task_per_node(
     (tmp_path / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    options = fleet_run.Options(tmp_path / "d", ("suites/", "-k", "gemm"), nodes=3, timeout_s=60)
+    options = Options(tmp_path / "d", ("suites/", "-k", "gemm"), nodes=3, timeout_s=60)
     p = fleet_run.plan(options)
     assert p.kind == "sbatch" and p.tasks == 3
     assert not (tmp_path / "d").exists()  # written by run, once everything is checked
@@ -707,9 +708,9 @@ def test_unconfirmed_flags_say_so_and_print_the_rerun(
     The rerun command has the first run's own options, on the candidates only.
     """
     fleet(tmp_path, 8, slow={2: 0.7, 5: 0.6}, noisy={5: loaded()})
-    asked = fleet_run.Options(tmp_path, ("suites/", "-k", "triad or gemm"), timeout_s=600,
+    asked = Options(tmp_path, ("suites/", "-k", "triad or gemm"), timeout_s=600,
                               launcher_args=("--partition=cpu",))  # fmt: skip
-    write_json_atomic(tmp_path / "nodes" / fleet_run.MANIFEST, asked.to_dict())
+    write_json_atomic(tmp_path / "nodes" / MANIFEST, asked.to_dict())
     code, drain = report(tmp_path)
     out = capsys.readouterr().out
     assert code == 1 and drained(drain) == ["node02"] and drained(drain, "rerun") == ["node05"]
@@ -1023,7 +1024,7 @@ def test_nodelist_inside_an_allocation_is_srun_w(
     (tmp_path / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "64"}
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    options = Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
     p = fleet_run.plan(options, env)
     assert p.nodes == 2 and p.tasks == 2
     assert p.command[:8] == ("srun", "--kill-on-bad-exit=0", "--ntasks-per-node=1", "-N", "2",
@@ -1037,7 +1038,7 @@ def test_nodelist_outside_one_is_in_the_batch_script(
     (tmp_path / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    options = Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
     p = fleet_run.plan(options)
     script = dict(p.files)[tmp_path / "d" / "nodes" / "fleet.sbatch"]
     assert p.nodes == 2 and "#SBATCH --nodes=2" in script
@@ -1049,13 +1050,13 @@ def test_nodelist_picks_lines_of_the_hostfile(
 ) -> None:
     monkeypatch.setattr(fleet_run, "_mpiexec", lambda: "mpiexec")
     (tmp_path / "hosts").write_text("n01.cluster:4\nn03.cluster\nn17.cluster # gpu\n")
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+    options = Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
                                 nodelist=("n17", "n03.cluster"))  # fmt: skip
     p = fleet_run.plan(options)
     picked = tmp_path / "d" / "nodes" / "hostfile"
     assert dict(p.files)[picked] == "n03.cluster\nn17.cluster\n"
     assert p.command[:7] == ("mpiexec", "-f", str(picked), "-ppn", "1", "-n", "2")
-    bad = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+    bad = Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
                             nodelist=("n99",))  # fmt: skip
     with pytest.raises(PerfsuiteError, match="n99 not in the hostfile"):
         fleet_run.plan(bad)

@@ -26,7 +26,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
 from perfsuite.fleet.digests import digest_path
 from perfsuite.fleet.labels import FleetError, check_output
-from perfsuite.fleet.run import Options, read_manifest
+from perfsuite.fleet.options import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
 from perfsuite.judge import outcome
 from perfsuite.store.files import same_file

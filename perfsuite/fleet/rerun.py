@@ -16,7 +16,7 @@ from pathlib import Path
 from perfsuite.fleet import judge as fj
 from perfsuite.fleet.aggregate import CONFIRM_DIR, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
-from perfsuite.fleet.run import DEFAULT_TIMEOUT_S
+from perfsuite.fleet.options import DEFAULT_TIMEOUT_S
 
 
 def slow_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.SlowUnit]]:
