@@ -33,7 +33,7 @@ from test_bad_input import fifo
 from test_fleet import SCATTER, fleet, result, write_record
 
 from perfsuite.cli import build_parser, main
-from perfsuite.fleet import aggregate
+from perfsuite.fleet import digests
 from perfsuite.judge import outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,14 +100,14 @@ def poisoned_digest(**fields: Any) -> Setup:
     def setup(root: Path) -> None:
         healthy(root)
         (record,) = (root / "fleet" / "records" / "node01").rglob("*[0-9].json")
-        d = aggregate.digest(record)
+        d = digests.digest(record)
         for key, value in fields.items():
-            if key in aggregate.COLUMNS:
+            if key in digests.COLUMNS:
                 d["columns"][key] = [value] * len(d["columns"][key])
             else:
                 d[key] = value
         # json.dumps writes NaN as a bare word, as a hostile file would hold it
-        aggregate.digest_path(record).write_text(json.dumps(d))
+        digests.digest_path(record).write_text(json.dumps(d))
 
     return setup
 
@@ -115,7 +115,7 @@ def poisoned_digest(**fields: Any) -> Setup:
 def digest_rebuilt(project: Path, output: str) -> None:
     """Every digest left in the fleet is well formed again (made anew from its record)."""
     for path in (project / "fleet" / "records").rglob("*.fleet.json"):
-        aggregate.check_digest(json.loads(path.read_text()))
+        digests.check_digest(json.loads(path.read_text()))
 
 
 def text(name: str, content: str | bytes) -> Setup:

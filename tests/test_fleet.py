@@ -17,9 +17,10 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.errors import PerfsuiteError
-from perfsuite.fleet import aggregate, judge
+from perfsuite.fleet import aggregate, digests, judge
 from perfsuite.fleet import run as fleet_run
 from perfsuite.fleet.node import REPORT_PREFIX
+from perfsuite.fleet.options import MANIFEST, Options
 from perfsuite.fleet.status import NodeStatus
 from perfsuite.judge import outcome
 from perfsuite.model import (
@@ -321,11 +322,11 @@ def test_holm_threshold_steps_down() -> None:
 def test_a_stale_digest_is_not_used(tmp_path: Path) -> None:
     fleet(tmp_path, 4)
     (path,) = (tmp_path / "records" / "node00").rglob("*.json")
-    aggregate.write_digest(path)
-    digest = json.loads(aggregate.digest_path(path).read_text())
+    digests.write_digest(path)
+    digest = json.loads(digests.digest_path(path).read_text())
     digest["columns"]["median"][0] = 1.0  # a figure no record holds
     digest["record"]["size"] += 1  # ... from another version of the record
-    aggregate.digest_path(path).write_text(json.dumps(digest))
+    digests.digest_path(path).write_text(json.dumps(digest))
     (m,) = aggregate.load(tmp_path, workers=1)
     assert np.nanmin(m.values) > 1.0
 
@@ -453,7 +454,7 @@ def test_sbatch_script_runs_one_task_per_node(
     (tmp_path / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    options = fleet_run.Options(tmp_path / "d", ("suites/", "-k", "gemm"), nodes=3, timeout_s=60)
+    options = Options(tmp_path / "d", ("suites/", "-k", "gemm"), nodes=3, timeout_s=60)
     p = fleet_run.plan(options)
     assert p.kind == "sbatch" and p.tasks == 3
     assert not (tmp_path / "d").exists()  # written by run, once everything is checked
@@ -627,8 +628,8 @@ def test_the_digest_names_the_taint_from_the_noise_facts(tmp_path: Path) -> None
             result("test_e", 1.0, noise={**quiet(), "foreign_cores": 3.0}),  # unflagged
         ],
     )
-    c = aggregate.digest(path)["columns"]
-    taint = aggregate.Taint
+    c = digests.digest(path)["columns"]
+    taint = digests.Taint
     assert c["taint"] == [0, taint.FOREIGN_LOAD, taint.FOREIGN_LOAD | taint.GPU_THROTTLED,
                           taint.OTHER, 0]  # fmt: skip
     assert c["foreign_cores"] == [0.01, 0.4, 0.9, 0.01, 3.0]
@@ -651,18 +652,18 @@ def test_a_digest_of_an_older_version_is_rebuilt(tmp_path: Path) -> None:
     """A version-2 digest knows no taint: the record is read again, its digest replaced."""
     fleet(tmp_path, 6, slow={4: 0.6}, noisy={4: loaded()})
     (path,) = (tmp_path / "records" / "node04").rglob("*.json")
-    aggregate.write_digest(path)
-    old = json.loads(aggregate.digest_path(path).read_text())
+    digests.write_digest(path)
+    old = json.loads(digests.digest_path(path).read_text())
     old["schema_version"] = 2
     for name in ("taint", "foreign_cores", "throttle"):
         del old["columns"][name]
-    aggregate.digest_path(path).write_text(json.dumps(old))
+    digests.digest_path(path).write_text(json.dumps(old))
     (m,) = aggregate.load(tmp_path, workers=1)
     row = [u.label for u in m.units].index("node04")
     assert m.tainted[row].all() and not np.delete(m.tainted, row, axis=0).any()
-    again = json.loads(aggregate.digest_path(path).read_text())
-    assert again["schema_version"] == aggregate.DIGEST_VERSION == 3
-    assert again["columns"]["taint"] == [int(aggregate.Taint.FOREIGN_LOAD)] * 3
+    again = json.loads(digests.digest_path(path).read_text())
+    assert again["schema_version"] == digests.DIGEST_VERSION == 3
+    assert again["columns"]["taint"] == [int(digests.Taint.FOREIGN_LOAD)] * 3
 
 
 def test_the_page_marks_tainted_cells_and_lists_the_rerun(tmp_path: Path) -> None:
@@ -707,9 +708,9 @@ def test_unconfirmed_flags_say_so_and_print_the_rerun(
     The rerun command has the first run's own options, on the candidates only.
     """
     fleet(tmp_path, 8, slow={2: 0.7, 5: 0.6}, noisy={5: loaded()})
-    asked = fleet_run.Options(tmp_path, ("suites/", "-k", "triad or gemm"), timeout_s=600,
+    asked = Options(tmp_path, ("suites/", "-k", "triad or gemm"), timeout_s=600,
                               launcher_args=("--partition=cpu",))  # fmt: skip
-    write_json_atomic(tmp_path / "nodes" / fleet_run.MANIFEST, asked.to_dict())
+    write_json_atomic(tmp_path / "nodes" / MANIFEST, asked.to_dict())
     code, drain = report(tmp_path)
     out = capsys.readouterr().out
     assert code == 1 and drained(drain) == ["node02"] and drained(drain, "rerun") == ["node05"]
@@ -1023,7 +1024,7 @@ def test_nodelist_inside_an_allocation_is_srun_w(
     (tmp_path / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "64"}
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    options = Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
     p = fleet_run.plan(options, env)
     assert p.nodes == 2 and p.tasks == 2
     assert p.command[:8] == ("srun", "--kill-on-bad-exit=0", "--ntasks-per-node=1", "-N", "2",
@@ -1037,7 +1038,7 @@ def test_nodelist_outside_one_is_in_the_batch_script(
     (tmp_path / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
+    options = Options(tmp_path / "d", ("suites/",), nodelist=("n03", "n17"))
     p = fleet_run.plan(options)
     script = dict(p.files)[tmp_path / "d" / "nodes" / "fleet.sbatch"]
     assert p.nodes == 2 and "#SBATCH --nodes=2" in script
@@ -1049,13 +1050,13 @@ def test_nodelist_picks_lines_of_the_hostfile(
 ) -> None:
     monkeypatch.setattr(fleet_run, "_mpiexec", lambda: "mpiexec")
     (tmp_path / "hosts").write_text("n01.cluster:4\nn03.cluster\nn17.cluster # gpu\n")
-    options = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+    options = Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
                                 nodelist=("n17", "n03.cluster"))  # fmt: skip
     p = fleet_run.plan(options)
     picked = tmp_path / "d" / "nodes" / "hostfile"
     assert dict(p.files)[picked] == "n03.cluster\nn17.cluster\n"
     assert p.command[:7] == ("mpiexec", "-f", str(picked), "-ppn", "1", "-n", "2")
-    bad = fleet_run.Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
+    bad = Options(tmp_path / "d", ("suites/",), hostfile=tmp_path / "hosts",
                             nodelist=("n99",))  # fmt: skip
     with pytest.raises(PerfsuiteError, match="n99 not in the hostfile"):
         fleet_run.plan(bad)

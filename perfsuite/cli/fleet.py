@@ -35,13 +35,14 @@ def fleet_report_command(args: argparse.Namespace) -> int:
         else _fleet_path("--html", args.html)
     )
     check_outputs(directory, confirm, drain, html)
+    from perfsuite.fleet.drain import drain_list
     from perfsuite.report import fleet as report
     from perfsuite.report import fleet_page
 
     rule = judge.Rule(alpha=args.alpha, tolerance=args.tolerance, min_spread=args.min_spread)
     fleet = assess(directory, rule, confirm=confirm)
     try:
-        write_json_atomic(drain, report.drain_list(fleet))
+        write_json_atomic(drain, drain_list(fleet))
         if html is not None:
             write_text_atomic(html, fleet_page.page(fleet))
     except OSError as exc:
@@ -53,13 +54,14 @@ def fleet_report_command(args: argparse.Namespace) -> int:
 
 def fleet_run_command(args: argparse.Namespace) -> int:
     from perfsuite.fleet import run as fleet_run
+    from perfsuite.fleet.options import Options
     from perfsuite.measure import processes
 
     try:
         with processes.interruptible():
             if args.nodelist is not None and not args.nodelist:
                 raise fleet_run.FleetError("--nodelist '': name the hosts, or leave it out")
-            options = fleet_run.Options(
+            options = Options(
                 directory=_fleet_path("--dir", args.dir),
                 pytest_args=tuple(args.pytest_args) or ("suites/",),
                 nodes=args.nodes,
@@ -82,11 +84,11 @@ def fleet_run_command(args: argparse.Namespace) -> int:
 
 
 def _fleet_seconds(what: str) -> Any:
-    """An argparse type: seconds above 0, finite, at most a week (fleet.run.MAX_TIMEOUT_S)."""
+    """An argparse type: seconds above 0, finite, at most a week (fleet.options.MAX_TIMEOUT_S)."""
 
     def parse(text: str) -> float:
         from perfsuite.fleet.labels import FleetError
-        from perfsuite.fleet.run import parse_seconds
+        from perfsuite.fleet.options import parse_seconds
 
         try:
             return parse_seconds(what, text)

@@ -24,8 +24,9 @@ import numpy as np
 
 from perfsuite.errors import PerfsuiteError
 from perfsuite.fleet import aggregate, judge
+from perfsuite.fleet.digests import digest_path
 from perfsuite.fleet.labels import FleetError, check_output
-from perfsuite.fleet.run import Options, read_manifest
+from perfsuite.fleet.options import Options, read_manifest
 from perfsuite.fleet.status import NodeStatus, read_statuses
 from perfsuite.judge import outcome
 from perfsuite.store.files import same_file
@@ -351,7 +352,7 @@ def _inputs(folders: tuple[Path, ...]) -> list[Path]:
         if not folder.is_dir():
             continue
         records = aggregate.record_paths(folder)
-        found += records + [aggregate.digest_path(r) for r in records]
+        found += records + [digest_path(r) for r in records]
         found += sorted((folder / aggregate.NODES_DIR).glob("*"))
         asked = read_manifest(folder)
         if asked is not None and asked.hostfile is not None:

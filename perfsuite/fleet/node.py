@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.fleet.aggregate import DIGEST_SUFFIX, write_digest
+from perfsuite.fleet.digests import DIGEST_SUFFIX, write_digest
 from perfsuite.fleet.labels import from_host, is_label
 from perfsuite.fleet.status import NodeStatus, log_path, status_path
 from perfsuite.measure import processes

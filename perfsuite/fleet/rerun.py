@@ -3,7 +3,8 @@
 One run's flags are unconfirmed: its candidates (slow nodes) and the nodes slow only at
 readings their own runs flagged are run again, into ``DIR/confirm``, then ``confirm-2``;
 after a rerun, those it left unsettled and those confirmed by fewer than
-:data:`CONFIRMATIONS` reruns.  The report words these; this module only chooses them.
+:data:`CONFIRMATIONS` reruns.  A rerun's verdict on a candidate is led by one of its checks
+(:func:`lead_check`).  The report words these; this module only chooses them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from perfsuite.fleet import judge as fj
 from perfsuite.fleet.aggregate import CONFIRM_DIR, Unit
 from perfsuite.fleet.assess import Fleet, ProfileFleet
-from perfsuite.fleet.run import DEFAULT_TIMEOUT_S
+from perfsuite.fleet.options import DEFAULT_TIMEOUT_S
 
 
 def slow_rows(fleet: Fleet) -> list[tuple[ProfileFleet, fj.SlowUnit]]:
@@ -105,3 +106,26 @@ def rechecked_rows(fleet: Fleet, *verdicts: fj.Verdict) -> list[tuple[ProfileFle
     """The candidates of every profile whose rerun gave one of ``verdicts``, worst first."""
     rows = [(p, r) for p in fleet.profiles for r in p.verdict_of(*verdicts)]
     return sorted(rows, key=lambda pr: (math.isnan(pr[1].worst_ratio), pr[1].worst_ratio))
+
+
+# The cell that gives a candidate its verdict.
+_LEAD = {
+    fj.Verdict.CONFIRMED: fj.Recheck.CONFIRMED,
+    fj.Verdict.RERUN: fj.Recheck.RERUN,
+    fj.Verdict.MISSING: fj.Recheck.MISSING,
+    fj.Verdict.UNJUDGED: fj.Recheck.UNJUDGED,
+}
+
+
+def lead_check(p: ProfileFleet, r: fj.Rechecked) -> int:
+    """The check that gives the candidate its verdict (its worst, when cleared)."""
+    c = p.confirmation
+    assert c is not None
+    cell = _LEAD.get(r.verdict)
+    found = [k for k in r.checks if cell is None or c.state[r.unit, k] == cell]
+    return found[0]
+
+
+def lead_first(r: fj.Rechecked, lead: int) -> list[int]:
+    """A candidate's checks, the one that gives its verdict first."""
+    return [lead, *(k for k in r.checks if k != lead)]

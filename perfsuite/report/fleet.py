@@ -1,8 +1,9 @@
-"""The fleet's reports in words: the terminal list of slow nodes, and the drain list.
+"""The fleet's reports in words: the terminal list of slow nodes, and each drain entry's reason.
 
 Every sentence about a fleet verdict is written here, from the typed results of
 :mod:`perfsuite.fleet.assess`; :mod:`perfsuite.report.fleet_page` draws the page with them,
-and :mod:`perfsuite.fleet.rerun` chooses the nodes to rerun and their commands.
+:mod:`perfsuite.fleet.rerun` chooses the nodes to rerun and their commands, and
+:mod:`perfsuite.fleet.drain` lists them for schedulers (``drain.json``).
 
 Nodes whose slow-looking readings their own runs flagged (foreign load, a throttled GPU) are
 never drained: they are listed to rerun, in the terminal, on the page and in the drain
@@ -16,21 +17,22 @@ listed to rerun again.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from perfsuite.fleet import judge as fj
-from perfsuite.fleet.aggregate import Matrix, Taint, Unit
+from perfsuite.fleet.aggregate import Matrix
 from perfsuite.fleet.assess import Fleet, ProfileFleet
+from perfsuite.fleet.digests import Taint, throttle_reasons
 from perfsuite.fleet.rerun import (
     AGAIN,
     CONFIRMATIONS,
     confirm_again,
+    lead_check,
+    lead_first,
     node_name,
     rechecked_rows,
     rerun_commands,
@@ -39,21 +41,13 @@ from perfsuite.fleet.rerun import (
     slow_rows,
 )
 from perfsuite.fleet.status import NodeStatus, where
-from perfsuite.measure import noise
 from perfsuite.model import BASELINE_VERDICTS, FLOOR_VERDICTS
 from perfsuite.report.terminal import format_table, short_id
 
-DRAIN_VERSION = 1
 # Slow nodes the terminal names, worst first (all of them are in the drain list).
 TERMINAL_ROWS = 40
 _FAIL = FLOOR_VERDICTS.index("fail")
 _REGRESSED = BASELINE_VERDICTS.index("regressed")
-# How the drain list names each kind of taint.
-TAINT_NAMES = {
-    Taint.FOREIGN_LOAD: "foreign-load",
-    Taint.GPU_THROTTLED: "gpu-throttled",
-    Taint.OTHER: "other",
-}
 
 
 @dataclass(frozen=True)
@@ -73,15 +67,6 @@ def times(ratio: float) -> str:
     return f"{ratio:.2f}x"
 
 
-def _finite(x: float) -> float | None:
-    """A number for JSON: None for NaN."""
-    return float(x) if math.isfinite(x) else None
-
-
-def _throttle_reasons(mask: int) -> list[str]:
-    return [name for bit, name in noise.THROTTLE_BITS.items() if mask & bit]
-
-
 def taint_text(p: ProfileFleet, unit: int, col: int) -> str:
     """Why the unit's own run flagged its reading of a check, in words."""
     return _taint_words(p.matrix, unit, col)
@@ -95,7 +80,7 @@ def _taint_words(m: Matrix, unit: int, col: int) -> str:
         amount = f" ({cores:.2f} cores of other work or steal)" if math.isfinite(cores) else ""
         words.append(f"under foreign load{amount}")
     if Taint.GPU_THROTTLED in taint:
-        reasons = _throttle_reasons(int(m.throttle[unit, col]))
+        reasons = throttle_reasons(int(m.throttle[unit, col]))
         words.append("a GPU throttled" + (f" ({', '.join(reasons)})" if reasons else ""))
     if Taint.OTHER in taint:
         words.append("another noise flag of its run (see its record)")
@@ -244,23 +229,6 @@ def _verdict_text(fleet: Fleet, word: str, parts: list[str]) -> str:
 
 # Confirmation: the commands that rerun the candidates, and what their rerun made of them.
 
-# How the drain list names what a rerun made of a candidate cell.
-RECHECK_NAMES = {
-    fj.Recheck.MISSING: "missing",
-    fj.Recheck.UNJUDGED: "unjudged",
-    fj.Recheck.CLEARED: "cleared",
-    fj.Recheck.CONFIRMED: "confirmed",
-    fj.Recheck.TAINTED: "tainted",
-    fj.Recheck.RERUN: "rerun",
-}
-# The cell that gives a candidate its verdict.
-_LEAD = {
-    fj.Verdict.CONFIRMED: fj.Recheck.CONFIRMED,
-    fj.Verdict.RERUN: fj.Recheck.RERUN,
-    fj.Verdict.MISSING: fj.Recheck.MISSING,
-    fj.Verdict.UNJUDGED: fj.Recheck.UNJUDGED,
-}
-
 
 def rerun_advice(fleet: Fleet) -> str:
     n = len(rerun_hosts(fleet))
@@ -333,19 +301,6 @@ def judged_by(r: fj.Rechecked) -> str:
     if r.verdict != fj.Verdict.CONFIRMED and r.confirmations:
         return f"{text} (after {counted(r.confirmations, 'confirmation')})"
     return text
-
-
-def lead_check(p: ProfileFleet, r: fj.Rechecked) -> int:
-    """The check that gives the candidate its verdict (its worst, when cleared)."""
-    c = p.confirmation
-    assert c is not None
-    cell = _LEAD.get(r.verdict)
-    found = [k for k in r.checks if cell is None or c.state[r.unit, k] == cell]
-    return found[0]
-
-
-def lead_first(r: fj.Rechecked, lead: int) -> list[int]:
-    return [lead, *(k for k in r.checks if k != lead)]
 
 
 def _rerun_words(p: ProfileFleet, unit: int, col: int) -> str:
@@ -430,114 +385,6 @@ def _confirmed_lines(fleet: Fleet) -> list[str]:
     if not any(p.rechecked for p in fleet.profiles):
         lines.append("nothing to confirm: the first run flagged no node and asked none to rerun")
     return lines
-
-
-def _confirm_check(p: ProfileFleet, unit: int, col: int) -> dict[str, Any]:
-    m, j, c, a = p.matrix, p.judgement, p.confirmation, p.again
-    assert c is not None and a is not None
-
-    def reading(src: Matrix, ratio: float, z: float) -> dict[str, Any]:
-        taint = Taint(int(src.taint[unit, col]))
-        return {
-            "value": _finite(float(src.values[unit, col])),
-            "ratio": _finite(round(ratio, 4)),
-            "z": _finite(round(z, 2)),
-            "taint": [name for kind, name in TAINT_NAMES.items() if kind in taint],
-        }
-
-    return {
-        "check": m.checks[col].id,
-        "unit": m.checks[col].unit,
-        "higher_is_better": m.checks[col].higher_is_better,
-        "fleet_median": _finite(float(j.median[col])),
-        "state": RECHECK_NAMES[fj.Recheck(int(c.state[unit, col]))],
-        "first": reading(m, float(j.ratio[unit, col]), float(j.z[unit, col])),
-        "rerun": reading(a, float(c.ratio[unit, col]), float(c.z[unit, col])),
-    }
-
-
-def _rechecked_entry(fleet: Fleet, p: ProfileFleet, r: fj.Rechecked) -> dict[str, Any]:
-    m, j, c = p.matrix, p.judgement, p.confirmation
-    assert c is not None and p.again is not None
-    unit = m.units[r.unit]
-    lead = lead_check(p, r)
-    name = short_id(m.checks[lead].id)
-    first, again = float(j.ratio[r.unit, lead]), float(c.ratio[r.unit, lead])
-    was = f"{first:.2f}x in the first run" if math.isfinite(first) else "tainted in the first run"
-    more = f"; and {len(r.checks) - 1} more checks" if len(r.checks) > 1 else ""
-    if r.verdict == fj.Verdict.CONFIRMED:
-        reason = (
-            f"slow, confirmed by a rerun: {name} at {again:.2f}x the fleet median "
-            f"(z {float(c.z[r.unit, lead]):.1f}), {was}"
-        )
-    elif r.verdict == fj.Verdict.CLEARED:
-        rerun = f"{again:.2f}x" if math.isfinite(again) else "within the tolerance"
-        reason = f"not confirmed: {name} at {rerun} the fleet median in the rerun, {was}"
-    elif r.verdict == fj.Verdict.RERUN:
-        reason = (
-            f"rerun again: {name} at {again:.2f}x the fleet median in the rerun, measured "
-            f"{_taint_words(p.again, r.unit, lead)}"
-        )
-    else:
-        reason = f"rerun again: {name}: {_rerun_words(p, r.unit, lead)}"
-    remeasured = p.remeasured is not None and bool(p.remeasured[r.unit])
-    return {
-        **_unit_fields(unit, m.profile),
-        "reason": reason + more,
-        "confirmed": r.verdict == fj.Verdict.CONFIRMED,
-        "checks": [
-            _confirm_check(p, r.unit, k) for k in (lead, *(k for k in r.checks if k != lead))
-        ],
-        "record": unit.record,
-        "rerun_record": p.again.units[r.unit].record if remeasured else "",
-        "judged_by": {
-            "rerun": r.step,
-            "directory": str(fleet.confirm[r.step - 1]),
-            "confirmations": r.confirmations,
-        },
-    }
-
-
-def _unit_fields(unit: Unit, profile: str) -> dict[str, Any]:
-    """The fields that name a drain entry's node (and GPU) and its profile."""
-    return {
-        "node": unit.node,
-        "label": unit.label,
-        "host": unit.host,
-        "gpu_index": unit.gpu_index,
-        "gpu_serial": unit.gpu_serial,
-        "profile": profile,
-    }
-
-
-def _failed_entry(f: NodeStatus, again: bool) -> dict[str, Any]:
-    return {
-        "node": f.node,
-        "label": f.label,
-        "host": f.host,
-        "gpu_index": None,
-        "gpu_serial": "",
-        "profile": "",
-        "reason": f"failed{' in the rerun' if again else ''}: {f.failed}",
-        "confirmed": None,
-        "checks": [],
-        "record": f.record,
-        "task": f.task,
-        "log": f.log,
-    }
-
-
-def confirmation(fleet: Fleet) -> dict[str, Any]:
-    """The drain list's ``confirmation``: whether a rerun confirmed it, and how to rerun."""
-    return {
-        "confirmed": fleet.confirmed,
-        "directories": [str(d) for d in fleet.confirm],
-        "nodelist": rerun_hosts(fleet),
-        "confirm_again": sorted(
-            {node_name(p.matrix.units[r.unit]) for p, r in confirm_again(fleet)}
-        ),
-        "commands": rerun_commands(fleet),
-    }
 
 
 def terminal_lines(fleet: Fleet, drain: str = "", page: str = "") -> list[str]:
@@ -632,109 +479,58 @@ def _first_run_lines(fleet: Fleet) -> list[str]:
     return lines
 
 
-def _rerun_entry(p: ProfileFleet, r: fj.RerunUnit) -> dict[str, Any]:
+# Each drain entry's ``reason`` (perfsuite.fleet.drain lists the entries).
+
+
+def slow_reason(check_id: str, ratio: float, z: float, more: int) -> str:
+    """A slow unit's reason, from its worst check's ratio and z (as the entry rounds them)."""
+    return (
+        f"slow, unconfirmed: {short_id(check_id)} at {ratio:.2f}x the fleet median (z {z:.1f})"
+        + (f" and {more} more checks" if more else "")
+    )
+
+
+def rerun_reason(p: ProfileFleet, r: fj.RerunUnit) -> str:
+    """Why a unit is to rerun: its worst reading its own run flagged, and what flagged it."""
     m, j = p.matrix, p.judgement
-    unit = m.units[r.unit]
-    checks = []
-    for c in r.checks:
-        taint = Taint(int(m.taint[r.unit, c]))
-        checks.append(
-            {
-                "check": m.checks[c].id,
-                "unit": m.checks[c].unit,
-                "higher_is_better": m.checks[c].higher_is_better,
-                "value": float(m.values[r.unit, c]),
-                "fleet_median": _finite(float(j.median[c])),
-                "ratio": _finite(round(float(j.ratio[r.unit, c]), 4)),
-                "taint": [name for kind, name in TAINT_NAMES.items() if kind in taint],
-                "foreign_cores": _finite(float(m.foreign_cores[r.unit, c])),
-                "throttle_reasons": _throttle_reasons(int(m.throttle[r.unit, c])),
-            }
-        )
     first = r.checks[0]
     worst = (
         f"{short_id(m.checks[first].id)} at {j.ratio[r.unit, first]:.2f}x the fleet median"
         if math.isfinite(r.worst_ratio)
         else f"{short_id(m.checks[first].id)} cannot be judged without it"
     )
-    return {
-        **_unit_fields(unit, m.profile),
-        "reason": (
-            f"rerun: {worst}, measured {taint_text(p, r.unit, first)}"
-            + (f"; and {len(checks) - 1} more checks" if len(checks) > 1 else "")
-        ),
-        "checks": checks,
-        "record": unit.record,
-    }
+    more = len(r.checks) - 1
+    return f"rerun: {worst}, measured {taint_text(p, r.unit, first)}" + (
+        f"; and {more} more checks" if more else ""
+    )
 
 
-def drain_list(fleet: Fleet) -> dict[str, Any]:
-    """What schedulers act on: each node to drain, with the reason (as NHC gives them).
-
-    Unconfirmed (no rerun judged), ``drain`` holds one run's flags, each ``"confirmed":
-    false``, and ``confirmation`` the commands that rerun them and judge the rerun.  With
-    reruns, ``drain`` holds the confirmed ones, and ``not_confirmed`` those the rerun did not
-    confirm.  ``rerun`` lists the nodes to measure again instead: slow only at readings their
-    own runs flagged, or (with reruns) left unsettled by them.  Failed tasks, of the first
-    run or a rerun, are drained.
-    """
-    if fleet.confirmed:
-        drain = [
-            _rechecked_entry(fleet, p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CONFIRMED)
-        ]
-        cleared = [
-            _rechecked_entry(fleet, p, r) for p, r in rechecked_rows(fleet, fj.Verdict.CLEARED)
-        ]
-        again = rechecked_rows(fleet, fj.Verdict.RERUN, fj.Verdict.MISSING, fj.Verdict.UNJUDGED)
-        rerun = [_rechecked_entry(fleet, p, r) for p, r in again]
+def rechecked_reason(p: ProfileFleet, r: fj.Rechecked, lead: int) -> str:
+    """What a rerun made of a candidate, at the check that gives its verdict (``lead``)."""
+    m, j, c = p.matrix, p.judgement, p.confirmation
+    assert c is not None and p.again is not None
+    name = short_id(m.checks[lead].id)
+    first, again = float(j.ratio[r.unit, lead]), float(c.ratio[r.unit, lead])
+    was = f"{first:.2f}x in the first run" if math.isfinite(first) else "tainted in the first run"
+    more = f"; and {len(r.checks) - 1} more checks" if len(r.checks) > 1 else ""
+    if r.verdict == fj.Verdict.CONFIRMED:
+        reason = (
+            f"slow, confirmed by a rerun: {name} at {again:.2f}x the fleet median "
+            f"(z {float(c.z[r.unit, lead]):.1f}), {was}"
+        )
+    elif r.verdict == fj.Verdict.CLEARED:
+        rerun = f"{again:.2f}x" if math.isfinite(again) else "within the tolerance"
+        reason = f"not confirmed: {name} at {rerun} the fleet median in the rerun, {was}"
+    elif r.verdict == fj.Verdict.RERUN:
+        reason = (
+            f"rerun again: {name} at {again:.2f}x the fleet median in the rerun, measured "
+            f"{_taint_words(p.again, r.unit, lead)}"
+        )
     else:
-        drain = [_slow_entry(p, s) for p, s in slow_rows(fleet)]
-        cleared = []
-        rerun = [_rerun_entry(p, r) for p, r in rerun_rows(fleet)]
-    drain += [_failed_entry(f, again=False) for f in fleet.failed]
-    drain += [_failed_entry(f, again=True) for f in fleet.failed_again]
-    return {
-        "schema_version": DRAIN_VERSION,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "directory": str(fleet.directory),
-        "rule": {
-            "alpha": fleet.rule.alpha,
-            "tolerance": fleet.rule.tolerance,
-            "min_spread": fleet.rule.min_spread,
-            "correction": "holm",
-        },
-        "confirmation": confirmation(fleet),
-        "drain": drain,
-        "not_confirmed": cleared,
-        "rerun": rerun,
-    }
+        reason = f"rerun again: {name}: {_rerun_words(p, r.unit, lead)}"
+    return reason + more
 
 
-def _slow_entry(p: ProfileFleet, s: fj.SlowUnit) -> dict[str, Any]:
-    m, j = p.matrix, p.judgement
-    unit = m.units[s.unit]
-    checks = [
-        {
-            "check": m.checks[c].id,
-            "unit": m.checks[c].unit,
-            "higher_is_better": m.checks[c].higher_is_better,
-            "value": float(m.values[s.unit, c]),
-            "fleet_median": float(j.median[c]),
-            "ratio": round(float(j.ratio[s.unit, c]), 4),
-            "z": round(float(j.z[s.unit, c]), 2),
-        }
-        for c in s.checks
-    ]
-    worst = checks[0]
-    worst_id = m.checks[s.checks[0]].id
-    return {
-        **_unit_fields(unit, m.profile),
-        "reason": (
-            f"slow, unconfirmed: {short_id(worst_id)} at {worst['ratio']:.2f}x the fleet "
-            f"median (z {worst['z']:.1f})"
-            + (f" and {len(checks) - 1} more checks" if len(checks) > 1 else "")
-        ),
-        "confirmed": False,
-        "checks": checks,
-        "record": unit.record,
-    }
+def failed_reason(f: NodeStatus, again: bool) -> str:
+    """A failed task's reason: what failed, in the first run or a rerun."""
+    return f"failed{' in the rerun' if again else ''}: {f.failed}"

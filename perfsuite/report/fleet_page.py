@@ -15,15 +15,13 @@ import numpy as np
 
 from perfsuite.fleet import judge as fj
 from perfsuite.fleet.assess import Fleet, ProfileFleet
-from perfsuite.fleet.rerun import rechecked_rows, rerun_commands
+from perfsuite.fleet.rerun import lead_check, lead_first, rechecked_rows, rerun_commands
 from perfsuite.report.fleet import (
     cell_words,
     confirm_line,
     counted,
     health,
     judged_by,
-    lead_check,
-    lead_first,
     pair_words,
     profile_line,
     rerun_advice,
