@@ -633,7 +633,7 @@ def test_the_bare_reference_says_whether_the_machine_or_the_check_moved() -> Non
 def test_a_change_measured_in_another_mode_than_the_baseline_runs_says_so() -> None:
     from dataclasses import replace
 
-    from perfsuite.judge.verdict import measured_unlike
+    from perfsuite.judge.against import measured_unlike
     from perfsuite.model import BaselineVerdict
     from perfsuite.model.baseline import BaselineEntry, BaselineRun
     from perfsuite.report.explain import mode_tag
@@ -895,7 +895,7 @@ def test_a_change_measured_with_other_sample_lengths_than_the_baseline_says_so(
     """The length a baseline run asked for (its run policy) survives the check's measured one."""
     from dataclasses import replace
 
-    from perfsuite.judge.verdict import measured_unlike
+    from perfsuite.judge.against import measured_unlike
     from perfsuite.model import BaselineVerdict
     from perfsuite.report.explain import mode_tag
     from perfsuite.store.baseline import BaselineStore
@@ -973,7 +973,7 @@ def _timed_entry(*timers: str) -> BaselineEntry:
 
 def test_a_check_timed_unlike_every_baseline_run_is_flagged_with_both_timers() -> None:
     """MPI's C loop against a baseline of mpi4py's calls: flagged, never judged alike."""
-    from perfsuite.judge.verdict import timer_unlike
+    from perfsuite.judge.against import timer_unlike
     from perfsuite.model import FlagKind
     from perfsuite.report.explain import flag_words
 
@@ -995,7 +995,7 @@ def test_a_check_timed_unlike_every_baseline_run_is_flagged_with_both_timers() -
     ],
 )
 def test_a_check_timed_like_a_baseline_run_is_not_flagged(now: str, then: tuple[str, ...]) -> None:
-    from perfsuite.judge.verdict import timer_unlike
+    from perfsuite.judge.against import timer_unlike
 
     assert timer_unlike(now, _timed_entry(*then)) is None
 

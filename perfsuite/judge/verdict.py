@@ -11,36 +11,29 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from perfsuite.judge import family, outcome, speed, stats, waivers
+from perfsuite.judge import against, family, outcome, speed, stats, waivers
 from perfsuite.judge import tolerances as tolerance_rules
 from perfsuite.measure import readings
-from perfsuite.measure.loop import Measurement, Policy, Reference, Workload, measured_as
+from perfsuite.measure.loop import Measurement, Policy, Reference, Workload
 from perfsuite.measure.sources import ChildSource
 from perfsuite.model import (
     BareReference,
-    BaselineFacts,
     BaselineLimit,
     BaselineVerdict,
     Because,
-    FlagKind,
     FloorBecause,
     FloorVerdict,
-    LinkSubset,
-    MachineChange,
     MeasuringPolicy,
-    ModeDifference,
-    NoiseFlag,
-    ReferenceChange,
     Result,
     Undetectable,
     Why,
 )
-from perfsuite.model.baseline import Baseline, BaselineEntry, bare_reference_value, same_direction
+from perfsuite.model.baseline import Baseline, BaselineEntry, same_direction
 from perfsuite.model.rules import Tolerances, Waiver
 
 if TYPE_CHECKING:  # types only: the judge is handed both, and reads no file
@@ -258,27 +251,27 @@ class Judge:
         node_id: str,
         workload: Workload,
         entry: BaselineEntry | None,
-        against: _Against,
+        compared: against.Against,
         plan: Plan,
         n: int,
     ) -> BaselineVerdict:
         """The baseline verdict of a check's samples against the runs it is compared with."""
         sessions = self._sessions(entry) if entry is not None else None
         baseline = family.baseline_verdict(
-            against.judged,
-            against.runs,
+            compared.judged,
+            compared.runs,
             higher_is_better=workload.higher_is_better,
             tolerance=plan.tolerance,
             baseline_run_id=entry.run_id if entry else "",
             family=self.family,
             alpha=self.settings.alpha,
-            noise_flags=against.noise_flags,
+            noise_flags=compared.noise_flags,
             prior=self.prior,
             # a link-state subset of a baseline that has enough runs is not a young one
             cautious=sessions is None or sessions < stats.MIN_RUNS,
             sessions=sessions,
-            judged_against_bound=against.bound,
-            bound_because=against.bound_because,
+            judged_against_bound=compared.bound,
+            bound_because=compared.bound_because,
         )
         stored = self.baseline.get(node_id)
         if entry is None and stored is not None:  # a changed unit is another measurement
@@ -286,8 +279,8 @@ class Judge:
         if entry is None:
             return baseline
         baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, n))
-        if against.runs is not against.every_run:  # the median in the check's own unit
-            medians = [statistics.median(r) for r in against.compared or entry.run_samples]
+        if compared.runs is not compared.every_run:  # the median in the check's own unit
+            medians = [statistics.median(r) for r in compared.compared or entry.run_samples]
             baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
         return baseline
 
@@ -327,7 +320,7 @@ class Judge:
         noise["cv"] = summary.cv
         bare = BareReference.read(measurement.bare)
         measured_flags = tuple(noise.pop("flags", ()))
-        unlike = timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
+        unlike = against.timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
         recorded_machine = None
         if machine is not None:
             host = readings.follows_host(workload.params) and not workload.ratio
@@ -335,7 +328,7 @@ class Judge:
                 **machine,
                 "component": readings.component_for(workload.unit) if host else None,
             }
-        against = _against(
+        compared = against.against(
             workload,
             values,
             entry,
@@ -343,7 +336,7 @@ class Judge:
             plan.tolerance,
             [*measured_flags, *([unlike] if unlike else [])],
         )
-        baseline = self._baseline(node_id, workload, entry, against, plan, len(values))
+        baseline = self._baseline(node_id, workload, entry, compared, plan, len(values))
         result = Result(
             id=node_id,
             check=workload.check,
@@ -361,7 +354,7 @@ class Judge:
             noise=noise,
             waiver=self._waiver(node_id, baseline),
             source=measurement.source,
-            facts=_facts(entry, against, bare, policy),
+            facts=against.facts(entry, compared, bare, policy),
             noise_flags=measured_flags,
             timer=measurement.timer,
             tolerance_from=plan.tolerance_from,
@@ -388,91 +381,6 @@ def recorded_policy(
         call_seconds=measurement.call_seconds,
         work_per_sample=workload.work.amount * measurement.calls,
         overhead_fraction=measurement.overhead_fraction,
-    )
-
-
-@dataclass
-class _Against:
-    """What a check's samples are compared with, and what the comparison had to allow for."""
-
-    judged: Sequence[float]  # the check's samples, per unit of machine speed where adjusted
-    runs: Sequence[Sequence[float]] | None  # the baseline runs, likewise
-    compared: Sequence[Sequence[float]] | None  # those runs in the check's own unit
-    every_run: Sequence[Sequence[float]] | None  # every run of the entry, as stored
-    noise_flags: list[NoiseFlag]
-    bound: str = ""  # unlike every baseline run: judged against the runs that bound it
-    bound_because: NoiseFlag | None = None
-    link: LinkSubset | None = None
-    machine_change: MachineChange | None = None
-
-
-def _against(
-    workload: Workload,
-    values: Sequence[float],
-    entry: BaselineEntry | None,
-    machine: dict[str, Any] | None,
-    tolerance: float,
-    noise_flags: list[NoiseFlag],
-) -> _Against:
-    """The baseline runs a check is compared with, and how.
-
-    Like with like in the CPUs' link state, and both sides per unit of the machine's speed
-    where the probe moved.
-    """
-    runs = entry.run_samples if entry else None
-    against = _Against(values, runs, runs, runs, noise_flags)
-    if machine is None or entry is None:
-        return against
-    machines: list[Any] = entry.machines
-    if readings.follows_link(workload.params):
-        same, flag, way = speed.link_runs(
-            values,
-            entry.run_samples,
-            machine,
-            machines,
-            params=workload.params,
-            higher_is_better=workload.higher_is_better,
-            tolerance=tolerance,
-        )
-        if way:  # unlike any baseline run: judged against the runs that bound it
-            against.bound, against.bound_because = way, flag
-        elif flag:
-            against.noise_flags = [*against.noise_flags, flag]
-        if same is not None:  # like with like, or the runs that bound it
-            against.runs = against.compared = [entry.run_samples[i] for i in same]
-            machines = [machines[i] for i in same]
-            against.link = LinkSubset(len(same), len(entry.runs), way or "", flag if way else None)
-    change = speed.machine_change(machine, machines)
-    if change is not None:
-        hib = workload.higher_is_better
-        against.machine_change = MachineChange(
-            str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
-        )
-        raw = speed.raw_ratio(values, against.runs or [], hib)
-        against.judged = speed.adjust(values, change["now"], hib)
-        against.runs = speed.adjust_runs(against.runs or [], change["rates"], hib)
-        flag = speed.guard(change, tolerance, raw)
-        against.noise_flags = [*against.noise_flags, flag] if flag else against.noise_flags
-    return against
-
-
-def _facts(
-    entry: BaselineEntry | None, against: _Against, bare: BareReference | None, policy: Policy
-) -> BaselineFacts:
-    """What a baseline verdict rests on besides its figures, for the report to explain."""
-    reference = bare_reference_value(bare)
-    reference_change = None
-    if entry is not None and reference is not None and entry.references:
-        # The same operation measured bare beside the check, now and in the baseline runs.
-        reference_change = ReferenceChange(
-            reference / statistics.geometric_mean(entry.references), len(entry.references)
-        )
-    return BaselineFacts(
-        machine_change=against.machine_change,
-        link_state=against.link,
-        reference_change=reference_change,
-        measured_unlike_baseline=measured_unlike(policy.to_dict(), entry),
-        baseline_span_s=baseline_span(entry),
     )
 
 
@@ -563,74 +471,7 @@ def finalize(
     return out, changed
 
 
-def baseline_span(entry: BaselineEntry | None) -> float | None:
-    """Seconds from a baseline entry's first accepted run to its last (None under two)."""
-    if entry is None or len(entry.runs) < 2:
-        return None
-    times = stats.timestamps([run.created for run in entry.runs])
-    return None if times is None else max(times) - min(times)
-
-
 def reference_moved(check_ratio: float, reference_ratio: float) -> bool:
     """Whether the bare reference moved the check's way, at least half as far (log scale)."""
     same_way = (check_ratio < 1) == (reference_ratio < 1)
     return same_way and abs(math.log(reference_ratio)) >= 0.5 * abs(math.log(check_ratio))
-
-
-# One clock under two names: pytest-benchmark's loop times with perf_counter too.
-SAME_CLOCK = frozenset({"perf_counter", "pytest-benchmark"})
-
-
-def timer_unlike(timer: str, entry: BaselineEntry | None) -> NoiseFlag | None:
-    """A flag when every baseline run timed this check another way, or None.
-
-    The MPI allreduce times the collective in a C loop where the rank can build one, and
-    mpi4py's calls where it cannot; at 8 B those differ by about a microsecond a call, so a
-    baseline timed one way is no measure of a run timed the other.  Runs that recorded no
-    timer, and the two names of the one clock, are alike.
-    """
-    if entry is None or not timer:
-        return None
-    timers = {str(r.policy["timer"]) for r in entry.runs if r.policy.get("timer")}
-    if not timers or timer in timers or (timers | {timer}) <= SAME_CLOCK:
-        return None
-    return NoiseFlag(
-        FlagKind.TIMER_UNLIKE_BASELINE, timer=timer, baseline_timers=tuple(sorted(timers))
-    )
-
-
-def measured_unlike(
-    policy: Mapping[str, Any], entry: BaselineEntry | None
-) -> ModeDifference | None:
-    """How this run's measurement differs from every baseline run's, or None.
-
-    Mode and warm-up: quick mode once warmed each check up for a fifth of full mode's time
-    (it now takes the same warm-up, and older records keep theirs).  A check that speeds up
-    as it runs (clocks, caches, a library's autotuning) can then read differently in the two
-    modes with nothing changed: on an H100, the fp16 GEMM 7860x64x2560 read 206-209 TFLOP/s
-    in quick runs and 250 in full runs, minutes apart, where the other shapes agreed.
-    Sample length (``--perf-sample-seconds``): within a quick run on an H100 the power-capped
-    GEMMs' 0.1 s samples followed the controller's course (bf16 720, 621, 627, 674, 681
-    TFLOP/s), which longer samples may average out.
-    """
-    if entry is None:
-        return None
-    modes = {str(r.policy.get("mode")) for r in entry.runs if r.policy.get("mode")}
-    warmups = {r.policy.get("warmup_seconds") for r in entry.runs}
-    lengths = {r.policy.get("sample_target") for r in entry.runs}
-    lengths = {x for x in lengths if isinstance(x, int | float)}
-    mode, warmup = str(policy.get("mode", "")), policy.get("warmup_seconds")
-    length = policy.get("sample_seconds")
-    alike = {measured_as(m) for m in modes}
-    like_mode = not modes or (measured_as(mode) in alike and warmup in warmups)
-    like_length = not lengths or length in lengths
-    if like_mode and like_length:
-        return None
-    return ModeDifference(
-        mode=mode,
-        warmup_seconds=float(warmup) if isinstance(warmup, int | float) else None,
-        baseline_modes=tuple(sorted(modes)),
-        baseline_warmup_seconds=tuple(sorted(w for w in warmups if isinstance(w, int | float))),
-        sample_seconds=float(length) if isinstance(length, int | float) else None,
-        baseline_sample_seconds=tuple(sorted(float(x) for x in lengths if x is not None)),
-    )
