@@ -26,14 +26,13 @@ from perfsuite.ab import (
     unfingerprinted,
 )
 from perfsuite.ab import stacks as stacks_mod
+from perfsuite.ab.launch import SideCommand, process_runner
 from perfsuite.ab.rounds import (
     Plan,
     RoundRunner,
     Session,
-    SideCommand,
     SideRun,
     one_then_the_other,
-    process_runner,
     run_rounds,
     verdict,
 )
