@@ -1,7 +1,8 @@
 """perfsuite's command-line options and ini keys, and their translation into settings.
 
-Every option is also an ini key (``--perf-quick`` is ``perf_quick``); a bad value is a
-usage error that names the option and says what it expects.
+Every option is also an ini key (``--perf-quick`` is ``perf_quick``), one row each in
+:mod:`perfsuite.option_table`; a bad value is a usage error that names the option and says
+what it expects.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from typing import Any
 import pytest
 
 from perfsuite.judge import outcome, stats
-from perfsuite.measure import allocator
-from perfsuite.model.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
+from perfsuite.model.baseline import MAX_WINDOW, MIN_WINDOW
+from perfsuite.option_table import MAX_MODEL_FLOPS, MAX_RANKS, MIN_MODEL_FLOPS, OPTIONS
 from perfsuite.settings import (
-    DEFAULT_TOLERANCE,
     MAX_SAMPLE_SECONDS,
     MAX_SAMPLES,
     MIN_SAMPLES,
@@ -24,331 +24,8 @@ from perfsuite.settings import (
     duration,
 )
 
-# Training FLOPs per sample a model may have: from a toy to far past today's largest.
-MIN_MODEL_FLOPS, MAX_MODEL_FLOPS = 1.0, 1e20
-MAX_RANKS = 65_536  # ranks a collective check launches
 # Options whose empty value has a message of its own (the others share one).
 _OWN_EMPTY_MESSAGE = frozenset({"perf_hw", "perf_baseline_dir", "perf_report_dir"})
-
-
-def _flag(help_text: str) -> dict[str, Any]:
-    return {"action": "store_const", "const": True, "help": help_text}
-
-
-# (flag, ini key, argparse kwargs, ini type, default)
-OPTIONS: list[tuple[str, str, dict[str, Any], str, Any]] = [
-    (
-        "--hw",
-        "perf_hw",
-        {"metavar": "NAME|auto", "help": "hardware profile to judge against (default: auto)"},
-        "string",
-        "auto",
-    ),
-    (
-        "--perf-backend",
-        "perf_backend",
-        {
-            "metavar": "NAMES",
-            "help": "run only these backends, comma-separated, e.g. torch or numpy,tensorflow "
-            "(default: every registered backend; `perfsuite backends` lists them)",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-baseline-dir",
-        "perf_baseline_dir",
-        {
-            "metavar": "DIR",
-            "help": "baselines directory, one folder per profile (default: baselines)",
-        },
-        "string",
-        "baselines",
-    ),
-    (
-        "--perf-save-baseline",
-        "perf_save_baseline",
-        _flag(
-            "add this run to the baseline (failed, regressed, loaded and quick-mode results "
-            "are refused)"
-        ),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-force-baseline",
-        "perf_force_baseline",
-        _flag("with --perf-save-baseline: also save results it would refuse"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-baseline-runs",
-        "perf_baseline_runs",
-        {
-            "metavar": "K",
-            "help": f"accepted runs a baseline keeps per check, {MIN_WINDOW} to {MAX_WINDOW} "
-            f"(default: the window the baseline was written with, {DEFAULT_WINDOW} for a "
-            "new one)",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-baseline-window",
-        "perf_baseline_window",
-        {
-            "metavar": "DURATION",
-            "help": "baseline runs accepted within this time of each other (30m, 1800s, 1h) "
-            "count as one session, and a baseline is judged with a cautious run-to-run spread "
-            f"until it has runs from {stats.MIN_RUNS} sessions; 0 counts each run as its own "
-            "(default: 30m)",
-        },
-        "string",
-        "30m",
-    ),
-    (
-        "--perf-malloc-threshold",
-        "perf_malloc_threshold",
-        {
-            "metavar": "MIB",
-            "help": "pin glibc's mmap threshold to this many MiB in every pytest process, so "
-            "framework temporaries are allocated alike in every run (0: glibc's own policy; "
-            f"default: {allocator.DEFAULT_MIB})",
-        },
-        "string",
-        str(allocator.DEFAULT_MIB),
-    ),
-    (
-        "--perf-quick",
-        "perf_quick",
-        _flag("quick mode: a smoke of every check, fewer repetitions and cases"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-full",
-        "perf_full",
-        _flag(
-            "full mode: every size, shape and layer of each sweep, each beside its bare "
-            "reference (default: one representative of each family, no bare references)"
-        ),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-fidelity",
-        "perf_fidelity",
-        _flag(
-            "sample each check's bare reference beside it in quick and default mode too "
-            "(full mode always does): the fidelity section, at about twice the time per check"
-        ),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-samples",
-        "perf_samples",
-        {
-            "metavar": "N",
-            "help": (
-                f"repetitions per check, fixed, {MIN_SAMPLES} to {MAX_SAMPLES} (default: the "
-                "mode's, raised where the baseline needs more)"
-            ),
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-sample-seconds",
-        "perf_sample_seconds",
-        {
-            "metavar": "SECONDS",
-            "help": (
-                "each sample repeats the operation (up to 100,000 calls) to last at least "
-                f"this long, more than 0 and at most {MAX_SAMPLE_SECONDS:g} (default: the "
-                "mode's, 0.2 s, quick 0.1 s); longer samples may average over a GPU's power "
-                "management, at the cost of time"
-            ),
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-tolerance",
-        "perf_tolerance",
-        {
-            "metavar": "FRACTION",
-            "help": f"default regression tolerance (default: {DEFAULT_TOLERANCE})",
-        },
-        "string",
-        str(DEFAULT_TOLERANCE),
-    ),
-    (
-        "--perf-alpha",
-        "perf_alpha",
-        {
-            "metavar": "ALPHA",
-            "help": "significance level of a run's regression tests (default: 0.05)",
-        },
-        "string",
-        "0.05",
-    ),
-    (
-        "--perf-correction",
-        "perf_correction",
-        {
-            "metavar": "fdr|holm",
-            "help": "correction for a run's many comparisons: fdr (Benjamini-Hochberg, false "
-            "discovery rate <= alpha) or holm (family-wise error <= alpha) (default: fdr)",
-        },
-        "string",
-        "fdr",
-    ),
-    (
-        "--perf-fail-on",
-        "perf_fail_on",
-        {
-            "metavar": "OUTCOMES",
-            "help": (
-                "outcomes that fail the session, comma-separated from "
-                f"{', '.join(outcome.CHOOSABLE)} (default: fail,regressed)"
-            ),
-        },
-        "string",
-        "fail,regressed",
-    ),
-    (
-        "--perf-report-dir",
-        "perf_report_dir",
-        {"metavar": "DIR", "help": "where run records go, per profile (default: reports)"},
-        "string",
-        "reports",
-    ),
-    (
-        "--perf-markdown",
-        "perf_markdown",
-        {
-            "metavar": "FILE",
-            "help": "append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-html",
-        "perf_html",
-        {
-            "metavar": "yes|no",
-            "help": "write the HTML report next to the run record (default: yes)",
-        },
-        "string",
-        "yes",
-    ),
-    (
-        "--perf-allow-missing-device",
-        "perf_allow_missing_device",
-        _flag("judge against a named GPU profile even when no GPU is visible"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-allow-empty",
-        "perf_allow_empty",
-        _flag("let a session pass when perf checks were selected but none measured"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-launcher",
-        "perf_launcher",
-        {
-            "metavar": "COMMAND",
-            "help": "how collective checks start ranks; {ranks} is the rank count "
-            "(default: 'mpiexec -n {ranks}'; e.g. 'srun -n {ranks} --mpi=pmi2')",
-        },
-        "string",
-        "mpiexec -n {ranks}",
-    ),
-    (
-        "--perf-ranks",
-        "perf_ranks",
-        {
-            "metavar": "N[,N...]",
-            "help": f"rank counts for collective checks, each 2 to {MAX_RANKS} (default: 2)",
-        },
-        "string",
-        "2",
-    ),
-    (
-        "--perf-oversubscribe",
-        "perf_oversubscribe",
-        _flag("allow more local ranks than CPUs (latencies then include scheduling)"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-launch-timeout",
-        "perf_launch_timeout",
-        {
-            "metavar": "SECONDS",
-            "help": "kill a launch (all its ranks) after this long, more than 0 and less "
-            "than 1e6 (default: 300)",
-        },
-        "string",
-        "300",
-    ),
-    (
-        "--perf-model-flops",
-        "perf_model_flops",
-        {
-            "metavar": "FLOP",
-            "help": "training FLOPs per sample of your model, for the input-pipeline compute "
-            f"limit, {MIN_MODEL_FLOPS:g} to {MAX_MODEL_FLOPS:g} (default: ResNet-50 at "
-            "224x224, 2.46e10)",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-model",
-        "perf_model",
-        {
-            "metavar": "FILE.keras",
-            "help": "a saved Keras model whose training FLOPs (3 x forward, counted) set the "
-            "input-pipeline compute limit",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-data-dir",
-        "perf_data_dir",
-        {
-            "metavar": "DIR",
-            "help": "cache of the input-pipeline dataset (default: ~/.cache/perfsuite/datasets)",
-        },
-        "string",
-        "",
-    ),
-    (
-        "--perf-benchmark-table",
-        "perf_benchmark_table",
-        _flag("also print pytest-benchmark's own timing table (hidden by default)"),
-        "bool",
-        False,
-    ),
-    (
-        "--perf-profile-dir",
-        "perf_profile_dir",
-        {
-            "metavar": "DIR",
-            "help": "extra directory of hardware profile TOML files (default: none)",
-        },
-        "string",
-        "",
-    ),
-]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -545,16 +222,38 @@ def refuse_empty_values(config: pytest.Config) -> None:
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
-    """Translate options and ini keys into :class:`Settings`; bad values are usage errors."""
+    """Translate options and ini keys into :class:`Settings`; bad values are usage errors.
+
+    The groups are read in the order of the settings' fields, so the first bad value is
+    the one reported.
+    """
     check_benchmark_options(config)
     refuse_empty_values(config)
+    values = _Values(config)
+    return Settings(
+        **_where(values),
+        **_baseline(values),
+        **_measuring(values),
+        **_judging(values),
+        **_output(values),
+        **_inputs(values),
+        **_collectives(values),
+    )
 
-    def option(ini: str) -> Any:
-        value = config.getoption(ini)
-        return config.getini(ini) if value is None else value
 
-    def path(ini: str) -> Path:
-        text = str(option(ini)).strip()
+class _Values:
+    """Each option's value: the flag given on the command line, else its ini key."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def __call__(self, ini: str) -> Any:
+        value = self.config.getoption(ini)
+        return self.config.getini(ini) if value is None else value
+
+    def path(self, ini: str) -> Path:
+        """A folder, relative to pytest's root unless absolute; empty is refused."""
+        text = str(self(ini)).strip()
         if not text:
             flag = "--" + ini.replace("_", "-")
             raise pytest.UsageError(
@@ -562,52 +261,63 @@ def settings_from_config(config: pytest.Config) -> Settings:
                 "option out for its default"
             )
         p = Path(text)
-        return p if p.is_absolute() else config.rootpath / p
+        return p if p.is_absolute() else self.config.rootpath / p
 
-    samples_raw = str(option("perf_samples")).strip()
-    sample_seconds_raw = str(option("perf_sample_seconds")).strip()
-    model_flops = option("perf_model_flops")
-    data_dir = option("perf_data_dir")
-    model = option("perf_model")
-    markdown = option("perf_markdown")
-    profile_dir = option("perf_profile_dir")
+
+def _where(option: _Values) -> dict[str, Any]:
+    """The hardware profile, and the folders of baselines, run records and profiles."""
     hw = str(option("perf_hw")).strip()
     if not hw:
         raise pytest.UsageError(
             "--hw: empty profile name (an unset CI variable?); name a profile or use --hw=auto"
         )
-    return Settings(
-        hw=hw,
-        baseline_dir=path("perf_baseline_dir"),
-        report_dir=path("perf_report_dir"),
-        profile_dirs=(path("perf_profile_dir"),) if profile_dir else (),
-        save_baseline=bool(option("perf_save_baseline")),
-        force_baseline=bool(option("perf_force_baseline")),
-        baseline_runs=_parse(
+    profile_dir = option("perf_profile_dir")
+    return {
+        "hw": hw,
+        "baseline_dir": option.path("perf_baseline_dir"),
+        "report_dir": option.path("perf_report_dir"),
+        "profile_dirs": (option.path("perf_profile_dir"),) if profile_dir else (),
+    }
+
+
+def _baseline(option: _Values) -> dict[str, Any]:
+    """Saving to the baseline, its window of runs and its sessions."""
+    return {
+        "save_baseline": bool(option("perf_save_baseline")),
+        "force_baseline": bool(option("perf_force_baseline")),
+        "baseline_runs": _parse(
             "--perf-baseline-runs",
             option("perf_baseline_runs"),
             lambda text: _count(MIN_WINDOW, MAX_WINDOW)(text) if text else None,
             f"a whole number from {MIN_WINDOW} to {MAX_WINDOW}",
         ),
-        baseline_window_s=_parse(
+        "baseline_window_s": _parse(
             "--perf-baseline-window",
             option("perf_baseline_window"),
             duration,
             "a duration of 0 or more: 30m, 1800s, 1h",
         ),
-        malloc_threshold=_parse(
+    }
+
+
+def _measuring(option: _Values) -> dict[str, Any]:
+    """How the checks measure: the allocator, the mode, the backends, the samples."""
+    samples_raw = str(option("perf_samples")).strip()
+    sample_seconds_raw = str(option("perf_sample_seconds")).strip()
+    return {
+        "malloc_threshold": _parse(
             "--perf-malloc-threshold",
             option("perf_malloc_threshold"),
             _count(0, 2**62),  # past allocator.MAX_MIB: Settings says why glibc refuses it
             "a whole number of MiB >= 0",
         ),
-        quick=bool(option("perf_quick")),
-        full=bool(option("perf_full")),
-        fidelity=bool(option("perf_fidelity")),
-        backends=_parse(
+        "quick": bool(option("perf_quick")),
+        "full": bool(option("perf_full")),
+        "fidelity": bool(option("perf_fidelity")),
+        "backends": _parse(
             "--perf-backend", option("perf_backend"), _backend_names, "registered backend names"
         ),
-        samples=(
+        "samples": (
             _parse(
                 "--perf-samples",
                 samples_raw,
@@ -617,7 +327,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             if samples_raw
             else None
         ),
-        sample_seconds=(
+        "sample_seconds": (
             _parse(
                 "--perf-sample-seconds",
                 sample_seconds_raw,
@@ -627,36 +337,58 @@ def settings_from_config(config: pytest.Config) -> Settings:
             if sample_seconds_raw
             else None
         ),
-        tolerance=_parse(
+    }
+
+
+def _judging(option: _Values) -> dict[str, Any]:
+    """The tolerance, the family's significance and correction, what fails the session."""
+    return {
+        "tolerance": _parse(
             "--perf-tolerance",
             option("perf_tolerance"),
             _fraction,
             "a fraction between 0 and 1 (e.g. 0.05)",
         ),
-        alpha=_parse(
+        "alpha": _parse(
             "--perf-alpha",
             option("perf_alpha"),
             _fraction,
             "a significance level between 0 and 1",
         ),
-        correction=_parse(
+        "correction": _parse(
             "--perf-correction",
             option("perf_correction"),
             _correction,
             f"one of {', '.join(stats.CORRECTIONS)}",
         ),
-        fail_on=_parse(
+        "fail_on": _parse(
             "--perf-fail-on",
             option("perf_fail_on"),
             outcome.parse_fail_on,
             f"a comma-separated list of {', '.join(outcome.CHOOSABLE)}",
         ),
-        html=_parse("--perf-html", option("perf_html"), _yes_no, "yes or no"),
-        markdown=Path(markdown) if markdown else None,
-        allow_missing_device=bool(option("perf_allow_missing_device")),
-        allow_empty=bool(option("perf_allow_empty")),
-        benchmark_table=bool(option("perf_benchmark_table")),
-        model_flops=(
+    }
+
+
+def _output(option: _Values) -> dict[str, Any]:
+    """What the session writes and prints, and what it lets pass."""
+    markdown = option("perf_markdown")
+    return {
+        "html": _parse("--perf-html", option("perf_html"), _yes_no, "yes or no"),
+        "markdown": Path(markdown) if markdown else None,
+        "allow_missing_device": bool(option("perf_allow_missing_device")),
+        "allow_empty": bool(option("perf_allow_empty")),
+        "benchmark_table": bool(option("perf_benchmark_table")),
+    }
+
+
+def _inputs(option: _Values) -> dict[str, Any]:
+    """The input-pipeline checks: the model's FLOPs, its file, the dataset's cache."""
+    model_flops = option("perf_model_flops")
+    data_dir = option("perf_data_dir")
+    model = option("perf_model")
+    return {
+        "model_flops": (
             _parse(
                 "--perf-model-flops",
                 model_flops,
@@ -666,17 +398,23 @@ def settings_from_config(config: pytest.Config) -> Settings:
             if str(model_flops).strip()
             else None
         ),
-        data_dir=Path(str(data_dir)).expanduser() if str(data_dir).strip() else None,
-        model_path=Path(str(model)).expanduser() if str(model).strip() else None,
-        launcher=_launcher(str(option("perf_launcher"))),
-        ranks=_parse(
+        "data_dir": Path(str(data_dir)).expanduser() if str(data_dir).strip() else None,
+        "model_path": Path(str(model)).expanduser() if str(model).strip() else None,
+    }
+
+
+def _collectives(option: _Values) -> dict[str, Any]:
+    """The collective checks: how ranks are launched, how many, for how long."""
+    return {
+        "launcher": _launcher(str(option("perf_launcher"))),
+        "ranks": _parse(
             "--perf-ranks",
             option("perf_ranks"),
             _counts,
             f"rank counts from 2 to {MAX_RANKS}, e.g. 2 or 2,4",
         ),
-        oversubscribe=bool(option("perf_oversubscribe")),
-        launch_timeout=_parse(
+        "oversubscribe": bool(option("perf_oversubscribe")),
+        "launch_timeout": _parse(
             "--perf-launch-timeout", option("perf_launch_timeout"), _seconds, "seconds > 0"
         ),
-    )
+    }

@@ -1,7 +1,7 @@
 """Property-based fuzzing of what ``perfsuite ab`` reads of a side (issue 63, must-be-true 9).
 
 A side is a process of another stack; its files are input.  After a side ends, ab reads its
-folder (:func:`perfsuite.ab.rounds.read_side`: the run record, else the trace of the checks it
+folder (:func:`perfsuite.ab.launch.read_side`: the run record, else the trace of the checks it
 started), and after round 1 its output's error line (:func:`perfsuite.ab.run.error_line`).
 Hypothesis mutates a valid side record (a value of another kind at any place in its JSON
 tree, or the key removed), cuts it short or replaces it with bytes, and writes traces of
@@ -26,7 +26,7 @@ import test_fuzz_loaders as loaders
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfsuite.ab import rounds
+from perfsuite.ab import launch
 from perfsuite.ab import run as ab_run
 
 # The record, its mutations and the hostile values of the stored-file fuzzing, plus NaN and
@@ -48,11 +48,11 @@ def _side_folder(tmp: Path, record: bytes | None, trace: bytes) -> Path:
         (where / "records" / "cpu").mkdir(parents=True)
         (where / "records" / "cpu" / "run.json").write_bytes(record)
     where.mkdir(parents=True, exist_ok=True)
-    (where / rounds.TRACE_FILE).write_bytes(trace)
+    (where / launch.TRACE_FILE).write_bytes(trace)
     return where
 
 
-def _assert_valid(got: rounds.SideReading) -> None:
+def _assert_valid(got: launch.SideReading) -> None:
     """What the rounds rely on in a reading."""
     assert isinstance(got.failed, str) and "\n" not in got.failed
     assert all(ch.isprintable() for ch in got.failed), repr(got.failed)
@@ -101,7 +101,7 @@ def test_a_mutated_side_record_reads_as_evidence_or_the_sides_failure(
 ) -> None:
     record = json.dumps(mutated(where, value, delete), allow_nan=True).encode()
     folder = _side_folder(tmp_path, record, trace)
-    _assert_valid(rounds.read_side(folder, returncode, returncode is None, 8.0))
+    _assert_valid(launch.read_side(folder, returncode, returncode is None, 8.0))
 
 
 @settings(
@@ -122,7 +122,7 @@ def test_a_side_that_wrote_garbage_or_nothing_reads_as_its_failure(
     tmp_path: Path, record: bytes | None, trace: bytes, returncode: int | None
 ) -> None:
     folder = _side_folder(tmp_path, record, trace)
-    got = rounds.read_side(folder, returncode, returncode is None, 8.0)
+    got = launch.read_side(folder, returncode, returncode is None, 8.0)
     _assert_valid(got)
     if record is None or returncode is None:
         assert got.failed  # no record, or killed: never evidence
@@ -131,7 +131,7 @@ def test_a_side_that_wrote_garbage_or_nothing_reads_as_its_failure(
 @settings(max_examples=FUZZ_EXAMPLES * 3, deadline=None)
 @given(text=st.text(max_size=300))
 def test_a_trace_names_only_started_unfinished_printable_checks(text: str) -> None:
-    named = rounds.unfinished(text)
+    named = launch.unfinished(text)
     assert all(isinstance(n, str) and n and n.isprintable() for n in named)
     assert len(set(named)) == len(named)
     started = {

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
@@ -234,118 +234,52 @@ def _bisect(
     run_id, _ = new_run_id()
     workdir = options.output_dir / run_id
     workdir.mkdir(parents=True, exist_ok=True)
-    search = Search(options.package, [str(v) for v in releases])
+    bisection = _Bisection(options, releases, workdir, run_ab, say, resolve)
+    search = bisection.search
     say(
         f"bisect {options.package}: {len(releases)} releases from {releases[0]} to "
         f"{releases[-1]}: {', '.join(search.releases)}"
     )
     started = time.monotonic()
-    record = workdir / "bisect.json"
-    built: set[str] = set()
-
-    def environment(version: Version) -> str | None:
-        """The release's stack spec, or None (skipped, with the reason kept)."""
-        spec = _spec(options.package, version, options.with_requirements)
-        if str(version) in search.skipped:
-            return None
-        if str(version) not in built:
-            try:
-                stack = resolve(spec, options.ab.cache)
-            except PerfsuiteError as exc:
-                search.skipped[str(version)] = str(exc)
-                say(f"skip {version}: {exc}")
-                return None
-            built.add(str(version))
-            search.builds.append(
-                {
-                    "release": str(version),
-                    "seconds": round(stack.built_s, 1),
-                    "cached": stack.cached,
-                }
-            )
-            how = "cached" if stack.cached else f"built in {stack.built_s:.0f} s"
-            say(f"environment {options.package}=={version}: {how}")
-        return spec
-
-    def step(a: Version, b: Version, selection: tuple[str, ...] | None) -> Step | None:
-        spec_a, spec_b = environment(a), environment(b)
-        if spec_a is None or spec_b is None:
-            return None
-        say(f"step {len(search.steps) + 1}: {a} (A) against {b} (B)")
-        opts = dataclasses.replace(
-            options.ab,
-            a=spec_a,
-            b=spec_b,
-            selection=selection,
-            output_dir=workdir,
-            run_id=f"step-{len(search.steps) + 1:02d}-{a}-vs-{b}",
-        )
-        number = len(search.steps) + 1
-        result = (run_ab or ab_run.run)(opts)
-        if result.session.incomplete:
-            # Interrupted inside this step: its verdicts are unfinished, so it neither
-            # regressed nor cleared anything, and no release is skipped for it.
-            search.steps.append(
-                Step(
-                    str(a),
-                    str(b),
-                    (),
-                    tuple(sorted(c.id for c in result.checks)),
-                    {c.id: (c.verdict, c.ratio) for c in result.checks},
-                    str(result.record),
-                    result.session.seconds,
-                    len(result.session.order),
-                    interrupted=True,
-                )
-            )
-            search.incomplete = (
-                f"interrupted inside step {number} ({b} against {a}: {result.session.incomplete})"
-            )
-            say(f"  step {number} interrupted: {result.session.incomplete}")
-            raise KeyboardInterrupt
-        outcome_ = result
-        failed_b = [r for r in outcome_.session.runs if r.side == "B" and r.failed]
-        ran_b = [r for r in outcome_.session.runs if r.side == "B"]
-        if ran_b and len(failed_b) == len(ran_b):
-            why = f"{b} does not run: {failed_b[-1].failed}; {failed_b[-1].output_tail[-300:]}"
-            search.skipped[str(b)] = why
-            say(f"skip {b}: {why}")
-        verdicts = {c.id: (c.verdict, c.ratio) for c in outcome_.checks}
-        regressed = tuple(sorted(c.id for c in outcome_.checks if c.verdict == "regressed"))
-        undecided = tuple(sorted(c.id for c in outcome_.checks if c.verdict == "unknown"))
-        if selection is not None and not regressed and str(b) not in search.skipped:
-            # Past step 1, a release whose focus checks are not all decided is neither good
-            # nor bad: counting it good could name the wrong release.
-            missing = [c for c in selection if verdicts.get(c, ("unknown", None))[0] == "unknown"]
-            if missing:
-                why = f"{len(missing)} focus checks undecided within the budget"
-                search.skipped[str(b)] = why
-                say(f"skip {b}: {why}")
-        done = Step(
-            str(a),
-            str(b),
-            regressed,
-            undecided,
-            verdicts,
-            str(outcome_.record),
-            outcome_.session.seconds,
-            len(outcome_.session.order),
-            search.skipped.get(str(b), ""),
-        )
-        search.steps.append(done)
-        say(
-            f"  {b} against {a}: "
-            + (
-                f"{len(regressed)} regressed: {', '.join(regressed[:4])}"
-                if regressed
-                else "none regressed"
-            )
-        )
-        write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
-        return done
-
     try:
-        first = step(releases[0], releases[-1], None)
+        bisection.find()
+    except KeyboardInterrupt:
+        if not search.incomplete:  # between steps: building the next one's environments
+            search.incomplete = (
+                f"interrupted before step {len(search.steps) + 1} (building its environments)"
+            )
+    finally:
+        search.seconds = time.monotonic() - started
+        bisection.save()
+        write_text_atomic(workdir / "bisect.html", page(search))
+    return search
+
+
+@dataclass
+class _Bisection:
+    """One search under way: the releases' environments, its steps, the record after each."""
+
+    options: BisectOptions
+    releases: list[Version]
+    workdir: Path
+    run_ab: Callable[[ab_run.Options], Outcome] | None
+    say: Callable[[str], None]
+    resolve: Callable[[str, Path | None], stacks.Stack]
+    search: Search = field(init=False)
+    built: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.search = Search(self.options.package, [str(v) for v in self.releases])
+
+    def save(self) -> None:
+        """Write the record of the search so far."""
+        record = self.workdir / "bisect.json"
+        write_text_atomic(record, json.dumps(self.search.to_dict(), indent=1) + "\n")
+
+    def find(self) -> None:
+        """Step 1 over the whole selection, then the binary search on the checks it regressed."""
+        releases, search = self.releases, self.search
+        first = self.step(releases[0], releases[-1], None)
         if first is None or first.skipped:
             raise PerfsuiteError(
                 f"bisect: the good or bad end cannot be judged: "
@@ -358,39 +292,149 @@ def _bisect(
             )
         search.focus = first.regressed
         if search.focus:
-            lo, hi = 0, len(releases) - 1
-            search.evidence = 0
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                verdict = None
-                # A skipped release: try its neighbours inside the interval, nearest first.
-                for cand in sorted(range(lo + 1, hi), key=lambda i: (abs(i - mid), i)):
-                    verdict = step(releases[lo], releases[cand], search.focus)
-                    if verdict is not None and not verdict.skipped:
-                        mid = cand
-                        break
-                    verdict = None
-                if verdict is None:
-                    # Every release in between was skipped: the first bad one lies in (lo, hi].
-                    search.range = (str(releases[lo]), str(releases[hi]))
+            self.narrow()
+
+    def narrow(self) -> None:
+        """Halve the releases between the last good and the first bad until they are neighbours."""
+        releases, search = self.releases, self.search
+        lo, hi = 0, len(releases) - 1
+        search.evidence = 0
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            verdict = None
+            # A skipped release: try its neighbours inside the interval, nearest first.
+            for cand in sorted(range(lo + 1, hi), key=lambda i: (abs(i - mid), i)):
+                verdict = self.step(releases[lo], releases[cand], search.focus)
+                if verdict is not None and not verdict.skipped:
+                    mid = cand
                     break
-                if verdict.regressed:
-                    hi, search.evidence = mid, len(search.steps) - 1
-                else:
-                    lo = mid
-            if not search.range:
-                search.first_bad = str(releases[hi])
-                search.last_good = str(releases[lo])
-    except KeyboardInterrupt:
-        if not search.incomplete:  # between steps: building the next one's environments
-            search.incomplete = (
-                f"interrupted before step {len(search.steps) + 1} (building its environments)"
+                verdict = None
+            if verdict is None:
+                # Every release in between was skipped: the first bad one lies in (lo, hi].
+                search.range = (str(releases[lo]), str(releases[hi]))
+                break
+            if verdict.regressed:
+                hi, search.evidence = mid, len(search.steps) - 1
+            else:
+                lo = mid
+        if not search.range:
+            search.first_bad = str(releases[hi])
+            search.last_good = str(releases[lo])
+
+    def environment(self, version: Version) -> str | None:
+        """The release's stack spec, or None (skipped, with the reason kept)."""
+        options, search = self.options, self.search
+        spec = _spec(options.package, version, options.with_requirements)
+        if str(version) in search.skipped:
+            return None
+        if str(version) not in self.built:
+            try:
+                stack = self.resolve(spec, options.ab.cache)
+            except PerfsuiteError as exc:
+                search.skipped[str(version)] = str(exc)
+                self.say(f"skip {version}: {exc}")
+                return None
+            self.built.add(str(version))
+            search.builds.append(
+                {
+                    "release": str(version),
+                    "seconds": round(stack.built_s, 1),
+                    "cached": stack.cached,
+                }
             )
-    finally:
-        search.seconds = time.monotonic() - started
-        write_text_atomic(record, json.dumps(search.to_dict(), indent=1) + "\n")
-        write_text_atomic(workdir / "bisect.html", page(search))
-    return search
+            how = "cached" if stack.cached else f"built in {stack.built_s:.0f} s"
+            self.say(f"environment {options.package}=={version}: {how}")
+        return spec
+
+    def step(self, a: Version, b: Version, selection: tuple[str, ...] | None) -> Step | None:
+        """One A/B of B against A on ``selection`` (None: all), kept; None when one is skipped."""
+        spec_a, spec_b = self.environment(a), self.environment(b)
+        if spec_a is None or spec_b is None:
+            return None
+        number = len(self.search.steps) + 1
+        self.say(f"step {number}: {a} (A) against {b} (B)")
+        opts = dataclasses.replace(
+            self.options.ab,
+            a=spec_a,
+            b=spec_b,
+            selection=selection,
+            output_dir=self.workdir,
+            run_id=f"step-{number:02d}-{a}-vs-{b}",
+        )
+        result = (self.run_ab or ab_run.run)(opts)
+        if result.session.incomplete:
+            self.interrupted(a, b, number, result)
+        done = self.judged(a, b, selection, result)
+        self.search.steps.append(done)
+        regressed = done.regressed
+        self.say(
+            f"  {b} against {a}: "
+            + (
+                f"{len(regressed)} regressed: {', '.join(regressed[:4])}"
+                if regressed
+                else "none regressed"
+            )
+        )
+        self.save()
+        return done
+
+    def interrupted(self, a: Version, b: Version, number: int, result: Outcome) -> NoReturn:
+        """Keep a step interrupted inside its A/B, and end the search."""
+        # Its verdicts are unfinished, so it neither regressed nor cleared anything, and no
+        # release is skipped for it.
+        search = self.search
+        search.steps.append(
+            Step(
+                str(a),
+                str(b),
+                (),
+                tuple(sorted(c.id for c in result.checks)),
+                {c.id: (c.verdict, c.ratio) for c in result.checks},
+                str(result.record),
+                result.session.seconds,
+                len(result.session.order),
+                interrupted=True,
+            )
+        )
+        search.incomplete = (
+            f"interrupted inside step {number} ({b} against {a}: {result.session.incomplete})"
+        )
+        self.say(f"  step {number} interrupted: {result.session.incomplete}")
+        raise KeyboardInterrupt
+
+    def judged(
+        self, a: Version, b: Version, selection: tuple[str, ...] | None, result: Outcome
+    ) -> Step:
+        """A finished step: its verdicts, and B skipped where it does not run or decide."""
+        search = self.search
+        failed_b = [r for r in result.session.runs if r.side == "B" and r.failed]
+        ran_b = [r for r in result.session.runs if r.side == "B"]
+        if ran_b and len(failed_b) == len(ran_b):
+            why = f"{b} does not run: {failed_b[-1].failed}; {failed_b[-1].output_tail[-300:]}"
+            search.skipped[str(b)] = why
+            self.say(f"skip {b}: {why}")
+        verdicts = {c.id: (c.verdict, c.ratio) for c in result.checks}
+        regressed = tuple(sorted(c.id for c in result.checks if c.verdict == "regressed"))
+        undecided = tuple(sorted(c.id for c in result.checks if c.verdict == "unknown"))
+        if selection is not None and not regressed and str(b) not in search.skipped:
+            # Past step 1, a release whose focus checks are not all decided is neither good
+            # nor bad: counting it good could name the wrong release.
+            missing = [c for c in selection if verdicts.get(c, ("unknown", None))[0] == "unknown"]
+            if missing:
+                why = f"{len(missing)} focus checks undecided within the budget"
+                search.skipped[str(b)] = why
+                self.say(f"skip {b}: {why}")
+        return Step(
+            str(a),
+            str(b),
+            regressed,
+            undecided,
+            verdicts,
+            str(result.record),
+            result.session.seconds,
+            len(result.session.order),
+            search.skipped.get(str(b), ""),
+        )
 
 
 def summary_lines(search: Search) -> list[str]:

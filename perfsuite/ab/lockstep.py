@@ -34,17 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsuite.ab.rounds import (
-    SIDES,
-    Launch,
-    RoundRunner,
-    SideCommand,
-    SideRun,
-    collect,
-    kill,
-    launch,
-    side_timeout,
-)
+from perfsuite.ab.launch import Launch, SideCommand, collect, kill, launch, side_timeout
+from perfsuite.ab.rounds import SIDES, RoundRunner, SideRun
 from perfsuite.measure import processes
 
 ENV = "PERFSUITE_AB_TURNS"

@@ -26,14 +26,13 @@ from perfsuite.ab import (
     unfingerprinted,
 )
 from perfsuite.ab import stacks as stacks_mod
+from perfsuite.ab.launch import SideCommand, process_runner
 from perfsuite.ab.rounds import (
     Plan,
     RoundRunner,
     Session,
-    SideCommand,
     SideRun,
     one_then_the_other,
-    process_runner,
     run_rounds,
     verdict,
 )
@@ -256,6 +255,100 @@ def refusing_usage_errors(run_round: RoundRunner) -> RoundRunner:
 def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     say = say or functools.partial(print, flush=True)
     check_options(options)
+    start = _prepare(options, say)
+    say(
+        f"A/B {start.run_id}: at least {options.plan.min_rounds} rounds, at most "
+        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; each round "
+        f"{INTERLEAVE_WORDS[options.plan.interleave]}; record {start.record_path}"
+    )
+
+    def on_round(session: Session) -> None:
+        save(start.outcome(options, session), start.record_path)
+
+    progress = _Progress(options.plan, say)
+    run_round = refusing_usage_errors(_round_runner(options, start, time.monotonic()))
+    try:
+        session = run_rounds(
+            run_round, options.plan, progress, on_round, selection=options.selection
+        )
+    finally:
+        progress.close()
+    stopped = stop_note(session, options.plan)
+    if stopped:
+        start.notes.append(stopped)
+    result = start.outcome(options, session)
+    save(result, start.record_path)
+    if options.html:
+        from perfsuite.report.ab import write_html
+
+        result = write_html(result, start.workdir / "ab.html")
+    return result
+
+
+# How a round runs, for the line that opens the A/B (by ``Plan.interleave``).
+INTERLEAVE_WORDS = {
+    "samples": "both sides at once, taking turns sample by sample",
+    "checks": "both sides at once, taking turns check by check",
+    "processes": "one side's process, then the other's",
+}
+
+
+@dataclass
+class _Start:
+    """What an A/B knows before its first round: both stacks, where it writes, the notes."""
+
+    run_id: str
+    created: str
+    stacks: dict[str, stacks_mod.Stack]
+    same: bool
+    workdir: Path
+    extra: tuple[str, ...]  # the pytest arguments perfsuite adds on both sides
+    commands: dict[str, SideCommand]
+    before: dict[str, dict[str, Any]]  # each side's fingerprint from the preflight
+    notes: list[str]
+
+    @property
+    def pins(self) -> tuple[Sequence[str], Sequence[str]]:
+        """Each side's pinned requirements (a built stack's)."""
+        return (self.stacks["A"].requirements, self.stacks["B"].requirements)
+
+    @property
+    def record_path(self) -> Path:
+        """The A/B's record, rewritten after each round."""
+        return self.workdir / "ab.json"
+
+    def outcome(self, options: Options, session: Session) -> Outcome:
+        """The A/B as it stands after ``session``'s rounds."""
+        checks, only_in, unhealthy = gather(session.states, session.runs)
+        broken = broken_by_b(session.runs)
+        # The sides' own records know more (a loaded framework's CUDA build): prefer them.
+        fa = first_environment(session.runs, "A") or self.before["A"]
+        fb = first_environment(session.runs, "B") or self.before["B"]
+        return Outcome(
+            self.run_id,
+            self.created,
+            self.stacks,
+            {"A": fa, "B": fb},
+            side_diff(fa, fb, options.a_env, options.b_env, self.pins),
+            self.same,
+            options.plan,
+            options.pytest_args,
+            self.extra,
+            session,
+            checks,
+            only_in,
+            unhealthy,
+            broken,
+            options.fail_on,
+            decide_exit(checks, session.incomplete, options.fail_on, broken),
+            self.record_path,
+            None,
+            tuple(self.notes),
+        )
+
+
+def _prepare(options: Options, say: Callable[[str], None]) -> _Start:
+    """Resolve both stacks, make the run's folder, and fingerprint each side before a round."""
     stacks = {}
     for side, spec, env in (("A", options.a, options.a_env), ("B", options.b, options.b_env)):
         try:
@@ -280,98 +373,34 @@ def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     workdir.mkdir(parents=True, exist_ok=True)
     extra = side_args(options, workdir)
     commands = {
-        "A": SideCommand(
-            stacks["A"].python, options.pytest_args, dict(options.a_env), options.side_timeout_s
-        ),
-        "B": SideCommand(
-            stacks["B"].python, options.pytest_args, dict(options.b_env), options.side_timeout_s
-        ),
+        side: SideCommand(
+            stacks[side].python, options.pytest_args, dict(env), options.side_timeout_s
+        )
+        for side, env in (("A", options.a_env), ("B", options.b_env))
     }
-    record_path = workdir / "ab.json"
     before = {side: preflight_fingerprint(commands[side]) for side in ("A", "B")}
+    start = _Start(run_id, created, stacks, same, workdir, tuple(extra), commands, before, notes)
     from perfsuite.report.ab import diff_lines
 
-    pins = (stacks["A"].requirements, stacks["B"].requirements)
-    first_diff = side_diff(before["A"], before["B"], options.a_env, options.b_env, pins)
+    first_diff = side_diff(before["A"], before["B"], options.a_env, options.b_env, start.pins)
     for line in diff_lines(first_diff, unfingerprinted(before)):
         say(line)
+    return start
 
-    def outcome_of(session: Session) -> Outcome:
-        checks, only_in, unhealthy = gather(session.states, session.runs)
-        broken = broken_by_b(session.runs)
-        # The sides' own records know more (a loaded framework's CUDA build): prefer them.
-        fa = first_environment(session.runs, "A") or before["A"]
-        fb = first_environment(session.runs, "B") or before["B"]
-        return Outcome(
-            run_id,
-            created,
-            stacks,
-            {"A": fa, "B": fb},
-            side_diff(fa, fb, options.a_env, options.b_env, pins),
-            same,
-            options.plan,
-            options.pytest_args,
-            tuple(extra),
-            session,
-            checks,
-            only_in,
-            unhealthy,
-            broken,
-            options.fail_on,
-            decide_exit(checks, session.incomplete, options.fail_on, broken),
-            record_path,
-            None,
-            tuple(notes),
-        )
 
-    def on_round(session: Session) -> None:
-        result = outcome_of(session)
-        save(result, record_path)
-
-    how = {
-        "samples": "both sides at once, taking turns sample by sample",
-        "checks": "both sides at once, taking turns check by check",
-        "processes": "one side's process, then the other's",
-    }[options.plan.interleave]
-    say(
-        f"A/B {run_id}: at least {options.plan.min_rounds} rounds, at most "
-        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; each round {how}; "
-        f"record {record_path}"
-    )
-    progress = _Progress(options.plan, say)
-    started = time.monotonic()
+def _round_runner(options: Options, start: _Start, started: float) -> RoundRunner:
+    """How each round runs its two sides: in lockstep, or one process after the other."""
 
     def seconds_left() -> float:
         return options.plan.budget_s - (time.monotonic() - started)
 
+    extra = list(start.extra)
     if options.plan.interleave in ("samples", "checks"):
         from perfsuite.ab.lockstep import lockstep_runner
 
         per_sample = options.plan.interleave == "samples"
-        run_round = lockstep_runner(commands, workdir, extra, seconds_left, per_sample)
-    else:
-        run_round = one_then_the_other(process_runner(commands, workdir, extra, seconds_left))
-    run_round = refusing_usage_errors(run_round)
-    try:
-        session = run_rounds(
-            run_round,
-            options.plan,
-            progress,
-            on_round,
-            selection=options.selection,
-        )
-    finally:
-        progress.close()
-    stopped = stop_note(session, options.plan)
-    if stopped:
-        notes.append(stopped)
-    result = outcome_of(session)
-    save(result, record_path)
-    if options.html:
-        from perfsuite.report.ab import write_html
-
-        result = write_html(result, workdir / "ab.html")
-    return result
+        return lockstep_runner(start.commands, start.workdir, extra, seconds_left, per_sample)
+    return one_then_the_other(process_runner(start.commands, start.workdir, extra, seconds_left))
 
 
 def stop_note(session: Session, plan: Plan) -> str:

@@ -24,7 +24,7 @@
 * With ``PERFSUITE_AB_TRACE=FILE`` each check's start and normal end are appended to FILE
   as they happen (one JSON line each, written unbuffered): a side that segfaults, is
   killed or hangs writes no run record, and the trace names the check it died in
-  (:func:`perfsuite.ab.rounds.unfinished`).
+  (:func:`perfsuite.ab.launch.unfinished`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.ab.launch import TRACE_ENV
 from perfsuite.ab.lockstep import GRAIN_ENV, ROOT_ENV, WHOLE_SESSION, Turns
-from perfsuite.ab.rounds import TRACE_ENV
 from perfsuite.measure import noise
 from perfsuite.measure.loop import Policy
 from perfsuite.selection import keep_sweeps

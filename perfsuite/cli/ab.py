@@ -149,10 +149,11 @@ def add_bisect_parser(sub: Any) -> None:
 
 
 def _round_options(p: argparse.ArgumentParser, command: str) -> None:
-    """The options of the rounds, shared by ab and bisect (``command``), defaults shown."""
-    from perfsuite.ab import run as ab_run
-    from perfsuite.ab.rounds import INTERLEAVES
+    """The options of the rounds, shared by ab and bisect (``command``), defaults shown.
 
+    The rounds and their judging here, then each side's (:func:`_side_options`) and the
+    output's (:func:`_output_options`), in the order ``--help`` lists them.
+    """
     p.add_argument(
         "--budget",
         default="10m",
@@ -182,6 +183,15 @@ def _round_options(p: argparse.ArgumentParser, command: str) -> None:
         help="smallest change that counts, a fraction such as 0.05 (default: each check's own)",
     )
     add_family_options(p, "significance", verdicts_fail_on, "regressed, improved, unknown")
+    _side_options(p)
+    _output_options(p, command)
+
+
+def _side_options(p: argparse.ArgumentParser) -> None:
+    """How each side runs: its variables, samples, time limit, and the turns they take."""
+    from perfsuite.ab import run as ab_run
+    from perfsuite.ab.rounds import INTERLEAVES
+
     p.add_argument(
         "--a-env",
         action="append",
@@ -230,6 +240,10 @@ def _round_options(p: argparse.ArgumentParser, command: str) -> None:
         "two readings are a second apart; processes: one side's process runs its checks, then "
         "the other's (default: samples)",
     )
+
+
+def _output_options(p: argparse.ArgumentParser, command: str) -> None:
+    """Where the records and environments go, and the pytest arguments of both sides."""
     output_dir = "reports/bisect" if command == "bisect" else "reports/ab"
     p.add_argument(
         "--output-dir",
