@@ -184,37 +184,12 @@ class Perf:
         if seen:
             context = {**workload.context, "framework_warnings": seen}
             workload = dataclasses.replace(workload, context=context)
-        guards = noise.assess(
-            before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
-        )
-        guards = noise.on_device(
-            guards,
-            str(workload.params.get("device", "cpu")),
-            measurement.overhead_fraction,
-            measurement.median_call_seconds,
-            graph=measurement.launch == "graph",
-            host_memory=workload.host_memory,
-        )
+        guards = self._noise_guards(before, workload, measurement)
         noise_s += lap()
         if machine is not None:
             machine = probe.combine(machine, self._machine_reading())
         probe_s += lap()
-        # a ratio's samples are no durations: its ranks' time is all in the measurement
-        samples_s = 0.0 if workload.ratio else sum(measurement.seconds)
-        phases = {  # where this check's time went (seconds; see lab/phases.py)
-            "build": build_s,
-            "probe": probe_s,
-            "noise": noise_s,
-            "warmup": measurement.warmup_s,
-            "samples": samples_s,
-            # between samples, while the other side of ``perfsuite ab`` had the machine
-            "waiting": measurement.waited_s,
-            # the bare reference's samples, calibration and the loop's own overhead
-            "reference_and_overhead": max(
-                0.0, measure_s - measurement.warmup_s - samples_s - measurement.waited_s
-            ),
-        }
-
+        phases = _phases(workload, measurement, build_s, probe_s, noise_s, measure_s)
         result = judge.judge(
             self._item.nodeid,
             workload,
@@ -228,6 +203,31 @@ class Perf:
         result = self._session.explained(result)
         phases["judge"] = lap()
         result = dataclasses.replace(result, phases={k: round(v, 4) for k, v in phases.items()})
+        self._publish(result, benchmark)
+        if result.outcome in self._session.settings.fail_on:
+            _fail(outcome.failure_text(result))
+        if result.outcome == "waived":
+            pytest.xfail(result.message)
+        return result
+
+    def _noise_guards(
+        self, before: noise.Snapshot, workload: Workload, measurement: Measurement
+    ) -> dict[str, Any]:
+        """The noise facts of the measurement: the machine's load across it, the device's signs."""
+        guards = noise.assess(
+            before, self._noise_snapshot(), _outside_tree_cpu(workload, measurement)
+        )
+        return noise.on_device(
+            guards,
+            str(workload.params.get("device", "cpu")),
+            measurement.overhead_fraction,
+            measurement.median_call_seconds,
+            graph=measurement.launch == "graph",
+            host_memory=workload.host_memory,
+        )
+
+    def _publish(self, result: Result, benchmark: Any) -> None:
+        """Put the result where pytest and pytest-benchmark (when it timed) report it from."""
         self._item.stash[RESULT_KEY] = result
         best = stats.best(result.samples, result.higher_is_better)
         # On the item, so every report of the test carries them (JUnit XML reads teardown's).
@@ -252,11 +252,6 @@ class Perf:
                     "perfsuite_outcome": result.outcome,
                 }
             )
-        if result.outcome in self._session.settings.fail_on:
-            _fail(outcome.failure_text(result))
-        if result.outcome == "waived":
-            pytest.xfail(result.message)
-        return result
 
 
 @contextlib.contextmanager
@@ -284,6 +279,32 @@ def framework_warnings(into: list[str]) -> Iterator[None]:
                     into.append(text)
     for w in own:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _phases(
+    workload: Workload,
+    measurement: Measurement,
+    build_s: float,
+    probe_s: float,
+    noise_s: float,
+    measure_s: float,
+) -> dict[str, float]:
+    """Where a check's time went, in seconds, by phase (see lab/phases.py)."""
+    # a ratio's samples are no durations: its ranks' time is all in the measurement
+    samples_s = 0.0 if workload.ratio else sum(measurement.seconds)
+    return {
+        "build": build_s,
+        "probe": probe_s,
+        "noise": noise_s,
+        "warmup": measurement.warmup_s,
+        "samples": samples_s,
+        # between samples, while the other side of ``perfsuite ab`` had the machine
+        "waiting": measurement.waited_s,
+        # the bare reference's samples, calibration and the loop's own overhead
+        "reference_and_overhead": max(
+            0.0, measure_s - measurement.warmup_s - samples_s - measurement.waited_s
+        ),
+    }
 
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 from perfsuite.judge import stats
 from perfsuite.model import Result, RunRecord
+from perfsuite.report import pop_chart
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,6 @@ def _svg(fig: Any) -> str:
 
 def _plain_log(ax: Any, axis: str = "both") -> None:
     """Log-axis tick labels as plain numbers (the default ones are math text, off here)."""
-    import math
-
     from matplotlib.ticker import FuncFormatter
 
     def plain(value: float, _: int) -> str:
@@ -154,25 +153,45 @@ def roofline(ctx: ChartContext) -> str | None:
         return None
     ceilings = section.get("ceilings", {})
     compute = ceilings.get("compute_tflops", {})
-    bandwidth = ceilings.get("bandwidth_gbs")
-    slope_note = ""
-    if not bandwidth:  # no datasheet figure (a CPU host): the bandwidth this run measured
-        measured = [
-            _best(r)
-            for r in ctx.record.results
-            if r.check == "memory_bandwidth" and r.params.get("device") == "cpu"
-        ]
-        if measured:
-            bandwidth = max(measured)
-            slope_note = " (measured in this run; the profile has none)"
+    bandwidth, slope_note = _roofline_bandwidth(ctx.record, ceilings.get("bandwidth_gbs"))
     fig = _figure(11.0, 5.0)
     ax = fig.add_subplot()
     ais = [p["ai"] for p in points]
     lo, hi = min(ais) / 4, max(ais) * 4
     if bandwidth and compute:  # keep the ridge point, where the slope meets the roof, in view
         lo = min(lo, max(compute.values()) * 1000 / bandwidth / 4)
-    estimated = set(ceilings.get("estimated", ()))
-    # One line and one label per ceiling: precisions with the same peak (fp16 and bf16) share.
+    _roofs(ax, compute, set(ceilings.get("estimated", ())), hi / 1.15)
+    if bandwidth:
+        top = max(compute.values()) if compute else max(p["achieved_tflops"] for p in points)
+        _slope(ax, bandwidth, slope_note, lo, top)
+    ghost = None
+    if ctx.baseline is not None:
+        ghost = (ctx.baseline.derived.get("roofline") or {}).get("points") or []
+    _roofline_points(ax, points, ghost)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)", ylabel="TFLOP/s")
+    ax.set_xlim(lo, hi)
+    _plain_log(ax)
+    ax.legend(fontsize=10, loc="lower right")
+    return _svg(fig)
+
+
+def _roofline_bandwidth(record: RunRecord, datasheet: float | None) -> tuple[float | None, str]:
+    """The slope's bandwidth and its note: the profile's, else the best this run measured."""
+    if datasheet:
+        return datasheet, ""
+    # No datasheet figure (a CPU host): the bandwidth this run measured, if it did.
+    measured = [
+        _best(r)
+        for r in record.results
+        if r.check == "memory_bandwidth" and r.params.get("device") == "cpu"
+    ]
+    if not measured:
+        return datasheet, ""
+    return max(measured), " (measured in this run; the profile has none)"
+
+
+def _roofs(ax: Any, compute: dict[str, float], estimated: set[str], right: float) -> None:
+    """One line and one label per compute ceiling; precisions of one peak (fp16, bf16) share."""
     shared: dict[tuple[float, bool], list[str]] = {}
     for precision, peak in compute.items():
         shared.setdefault((peak, f"compute.{precision}_tflops" in estimated), []).append(precision)
@@ -180,24 +199,25 @@ def roofline(ctx: ChartContext) -> str | None:
         ax.axhline(peak, ls=":" if est else "-", lw=1, color="0.4")
         ax.annotate(
             f"{'/'.join(precisions)} {peak:.3g}{' (est.)' if est else ''}",
-            (hi / 1.15, peak),
+            (right, peak),
             ha="right",
             va="bottom",
             fontsize=10,
         )
-    if bandwidth:
-        top = max(compute.values()) if compute else max(p["achieved_tflops"] for p in points)
-        xs = [lo, top * 1000 / bandwidth]
-        ax.plot(xs, [x * bandwidth / 1000 for x in xs], color="0.4", lw=1)
-        ax.annotate(
-            f"{bandwidth:.4g} GB/s{slope_note}",
-            (lo * 1.15, lo * bandwidth / 1000),
-            fontsize=10,
-            va="bottom",
-        )
-    styles = {"gemm": ("s", "C0"), "conv_roofline": ("o", "C1")}  # marker, colour
-    if ctx.baseline is not None:
-        ghost = (ctx.baseline.derived.get("roofline") or {}).get("points") or []
+
+
+def _slope(ax: Any, bandwidth: float, note: str, lo: float, top: float) -> None:
+    """The bandwidth slope, from the left edge up to the highest roof."""
+    xs = [lo, top * 1000 / bandwidth]
+    ax.plot(xs, [x * bandwidth / 1000 for x in xs], color="0.4", lw=1)
+    ax.annotate(
+        f"{bandwidth:.4g} GB/s{note}", (lo * 1.15, lo * bandwidth / 1000), fontsize=10, va="bottom"
+    )
+
+
+def _roofline_points(ax: Any, points: list[Any], ghost: list[Any] | None) -> None:
+    """The baseline's points as hollow grey ghosts (if any), then this run's by check."""
+    if ghost is not None:
         ax.scatter(
             [p["ai"] for p in ghost],
             [p["achieved_tflops"] for p in ghost],
@@ -206,6 +226,7 @@ def roofline(ctx: ChartContext) -> str | None:
             edgecolors="0.7",
             label="baseline",
         )
+    styles = {"gemm": ("s", "C0"), "conv_roofline": ("o", "C1")}  # marker, colour
     for check, (marker, colour) in styles.items():
         # Filled: the working set is past the last-level cache, so the slope bounds it.
         # Hollow: it fits in that cache and runs from it; the memory slope does not bound it.
@@ -228,11 +249,6 @@ def roofline(ctx: ChartContext) -> str | None:
                 + (", fits in the cache (hollow)" if resident else ""),
                 zorder=3,
             )
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)", ylabel="TFLOP/s")
-    ax.set_xlim(lo, hi)
-    _plain_log(ax)
-    ax.legend(fontsize=10, loc="lower right")
-    return _svg(fig)
 
 
 def _bars(
@@ -520,26 +536,6 @@ def fidelity(ctx: ChartContext) -> str | None:
     return _svg(fig)
 
 
-# POP's tree, top to bottom: (metric, label, depth).  Scaling efficiency sits outside it.
-# Input efficiency (1 - the input-wait share) is a factor of communication efficiency.
-POP_TREE = (
-    ("global_efficiency", "Global efficiency", 0),
-    ("parallel_efficiency", "Parallel efficiency", 1),
-    ("load_balance", "Load balance", 2),
-    ("communication_efficiency", "Communication efficiency", 2),
-    ("input_efficiency", "Input efficiency", 3),
-    ("computation_scalability", "Computation scalability", 1),
-    ("scaling_efficiency", "Scaling efficiency (samples/s per rank)", 0),
-)
-
-
-def _pop_colour(value: float, worth_a_look: float) -> str:
-    """POP's traffic light: green from the rule of thumb up, amber below it, red far below."""
-    if value >= worth_a_look:
-        return "#9bd39b"
-    return "#f3d27a" if value >= worth_a_look - 0.2 else "#ef9a8f"
-
-
 @chart(
     "scaling",
     "POP scaling efficiency",
@@ -556,51 +552,9 @@ def scaling(ctx: ChartContext) -> str | None:
     fig = _figure(11.0, 3.6 * len(series) + 0.8)
     axes = fig.subplots(len(series), 2, squeeze=False, width_ratios=(1.25, 1))
     for (table_ax, line_ax), s in zip(axes, series, strict=True):
-        rows = s["rows"]
-        ranks = [int(r["ranks"]) for r in rows]
         title = f"{s['backend']} {s['device']}, {s['mode']} scaling"
-        cell = {"ha": "center", "va": "center", "fontsize": 9}
-        for y, (metric, _, _) in enumerate(POP_TREE):
-            for x, row in enumerate(rows):
-                value = row.get(metric)
-                if value is None:
-                    continue
-                table_ax.add_patch(
-                    _rectangle((x, y), _pop_colour(float(value), look), bool(row.get("reference")))
-                )
-                table_ax.text(x + 0.5, y + 0.5, _pop_cell(metric, float(value)), **cell)
-        table_ax.set_xlim(-0.02, len(rows) + 0.02)
-        table_ax.set_ylim(len(POP_TREE), 0)
-        table_ax.set_xticks([x + 0.5 for x in range(len(rows))], [f"{n} rank(s)" for n in ranks])
-        table_ax.xaxis.tick_top()
-        # The tree as indented row labels, left-aligned (no-break spaces: SVG collapses others)
-        table_ax.set_yticks(
-            [y + 0.5 for y in range(len(POP_TREE))],
-            [
-                ("\u00a0" * 5 * depth + "└ " if depth else "") + label
-                for _, label, depth in POP_TREE
-            ],
-        )
-        longest = max(len(label) + 6 * depth for _, label, depth in POP_TREE)
-        table_ax.tick_params(axis="y", length=0, pad=6.2 * longest)
-        for tick in table_ax.get_yticklabels():
-            tick.set_horizontalalignment("left")
-        for spine in table_ax.spines.values():
-            spine.set_visible(False)
-        table_ax.set_title(title, fontsize=11, loc="left")
-        for metric, label, depth in POP_TREE:
-            values = [math.nan if r.get(metric) is None else r[metric] for r in rows]
-            style = ("-", "--", ":", ":")[depth]
-            line_ax.plot(
-                ranks, values, "o" + style, label=label.split(" (")[0], lw=2.4 - 0.6 * depth
-            )
-        line_ax.axhline(look, color="0.3", lw=1, ls="-.")
-        line_ax.set_xticks(ranks, [str(n) for n in ranks])
-        line_ax.set_xlabel("ranks", fontsize=11)
-        line_ax.set_ylabel("efficiency (1 is ideal)", fontsize=11)
-        line_ax.set_ylim(0, max(1.1, *(float(r.get(m) or 0) for r in rows for m, _, _ in POP_TREE)))
-        line_ax.grid(True, alpha=0.3)
-        line_ax.set_title(f"dash-dot: {look:g} (POP: below it, worth a look)", fontsize=10)
+        pop_chart.table(table_ax, s["rows"], look, title)
+        pop_chart.efficiencies(line_ax, s["rows"], look)
     axes[0][1].legend(fontsize=9, loc="lower left")
     fig.suptitle(
         "Global = parallel x computation scalability; parallel = load balance x communication "
@@ -610,18 +564,3 @@ def scaling(ctx: ChartContext) -> str | None:
         fontsize=9, x=0.01, ha="left",
     )  # fmt: skip
     return _svg(fig)
-
-
-def _pop_cell(metric: str, value: float) -> str:
-    """A cell's text; input efficiency also shows its input-wait share (1 - the efficiency)."""
-    if metric == "input_efficiency":
-        return f"{value:.2f}\n({1 - value:.0%} wait)"
-    return f"{value:.2f}"
-
-
-def _rectangle(xy: tuple[float, float], colour: str, reference: bool) -> Any:
-    from matplotlib.patches import Rectangle
-
-    return Rectangle(
-        xy, 1, 1, facecolor=colour, edgecolor="white", lw=2, hatch="//" if reference else None
-    )

@@ -292,11 +292,56 @@ def link_note(link: LinkSubset) -> str:
 def explain(result: Result, profile: str = "") -> str:
     """One line on why a result has its outcome (empty for a plain pass)."""
     kind = outcome.of(result)
-    floor, base = result.floor, result.baseline
+    base = result.baseline
     parts = []
     for e in result.expectations:
         if not e.passed:
             parts.append(f"{e.name}: {e.detail}")
+    parts.extend(_floor_parts(result, profile))
+    if base.verdict == "regressed" and base.ratio is not None:
+        parts.append(
+            f"regression: median {result.summary.median:.4g} {result.unit} against baseline "
+            f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, "
+            f"{base.confidence:.0%} CI [{base.ci_low:.3f}, {base.ci_high:.3f}], "
+            f"p={base.p_value:.2g}, tolerance {base.tolerance:.0%}, "
+            f"{base.baseline_runs} baseline run(s))"
+        )
+    elif base.verdict == "noisy":
+        parts.append(f"noisy: {verdict_reason(base, result.unit)}")
+    change = result.facts.machine_change
+    if change is not None and base.verdict in CHANGED:
+        parts.append(
+            f"judged per unit of machine speed (the framework-free {change.component} "
+            f"probe ran {_signed_percent(change.ratio)} against the baseline runs)"
+        )
+    link = result.facts.link_state
+    if link is not None and base.verdict in CHANGED:
+        parts.append(link_note(link))
+    reference_ratio = _reference_ratio(result)
+    if reference_ratio is not None and base.ratio is not None:
+        parts.append(reference_note(base.ratio, reference_ratio))
+    unlike = mode_tag(result)
+    if unlike:
+        parts.append(
+            f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
+            "differently in the two modes; rerun in the baseline's mode to confirm"
+        )
+    blind = cannot_detect_note(base)
+    if blind:
+        parts.append(blind)
+    if kind == "waived":
+        parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
+    return "; ".join(parts)
+
+
+def _floor_parts(result: Result, profile: str) -> list[str]:
+    """What the floor says: a miss, or a best value above the estimated peak it was judged by.
+
+    A check may word its own miss (``floor_fail_text`` in its context); a plain pass says
+    nothing.
+    """
+    floor = result.floor
+    parts: list[str] = []
     framing = result.context.get("floor_fail_text")
     if (
         floor.verdict == "fail"
@@ -340,40 +385,7 @@ def explain(result: Result, profile: str = "") -> str:
                 "less work than counted (a Winograd convolution)"
             )
         )
-    if base.verdict == "regressed" and base.ratio is not None:
-        parts.append(
-            f"regression: median {result.summary.median:.4g} {result.unit} against baseline "
-            f"{base.baseline_median:.4g} {result.unit} (ratio {base.ratio:.3f}, "
-            f"{base.confidence:.0%} CI [{base.ci_low:.3f}, {base.ci_high:.3f}], "
-            f"p={base.p_value:.2g}, tolerance {base.tolerance:.0%}, "
-            f"{base.baseline_runs} baseline run(s))"
-        )
-    elif base.verdict == "noisy":
-        parts.append(f"noisy: {verdict_reason(base, result.unit)}")
-    change = result.facts.machine_change
-    if change is not None and base.verdict in CHANGED:
-        parts.append(
-            f"judged per unit of machine speed (the framework-free {change.component} "
-            f"probe ran {_signed_percent(change.ratio)} against the baseline runs)"
-        )
-    link = result.facts.link_state
-    if link is not None and base.verdict in CHANGED:
-        parts.append(link_note(link))
-    reference_ratio = _reference_ratio(result)
-    if reference_ratio is not None and base.ratio is not None:
-        parts.append(reference_note(base.ratio, reference_ratio))
-    unlike = mode_tag(result)
-    if unlike:
-        parts.append(
-            f"{unlike}: a check whose speed depends on how long it ran before its samples reads "
-            "differently in the two modes; rerun in the baseline's mode to confirm"
-        )
-    blind = cannot_detect_note(base)
-    if blind:
-        parts.append(blind)
-    if kind == "waived":
-        parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
-    return "; ".join(parts)
+    return parts
 
 
 def machine_note(results: Sequence[Result], quiet_within: float = 0.05) -> str:

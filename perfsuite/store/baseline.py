@@ -338,37 +338,9 @@ class BaselineStore:
             run_policies: dict[str, Any] = data["run_policies"]
             window = self.window or data["window"] or DEFAULT_WINDOW
             for result in chosen:
-                raw = entries.get(result.id)
-                if isinstance(raw, memoryview):
-                    raw = parse_json(bytes(raw).decode("utf-8", "replace"), str(path), "baseline")
-                old = _entry(path, result.id, raw, run_policies) if raw is not None else None
-                if old is not None:
-                    same_direction(
-                        result.id,
-                        (f"{path}: the baseline", old),
-                        (f"run {run_id}", result),
-                        "refusing to merge (file left untouched)",
-                    )
-                keep: list[dict[str, Any]] = []
-                if old is not None and old.unit == result.unit:
-                    keep = [
-                        {
-                            **r.to_dict(),
-                            # Runs whose policy is stored once keep only their own facts.
-                            "policy": (
-                                _own_policy(r.policy) if r.run_id in run_policies else r.policy
-                            ),
-                        }
-                        for r in old.runs
-                        if r.run_id != run_id
-                    ]
                 run = BaselineRun(run_id, created, tuple(result.samples), _result_policy(result))
-                entries[result.id] = {
-                    "metric": result.metric,
-                    "unit": result.unit,
-                    "higher_is_better": result.higher_is_better,
-                    "runs": [*keep, run.to_dict()][-window:],
-                }
+                stored = entries.get(result.id)
+                entries[result.id] = _merged(path, result, stored, run, run_policies, window)
             for result in chosen:  # what is written must read back
                 _entry(path, result.id, entries[result.id], run_policies)
             used = _run_ids(entries.values())
@@ -423,6 +395,49 @@ class BaselineStore:
             "run_policies": data.get("run_policies", {}),
             "window": data.get("window"),  # None for a file without one (schema 1)
         }
+
+
+def _merged(
+    path: Path,
+    result: Result,
+    stored: Any,
+    run: BaselineRun,
+    run_policies: Mapping[str, Any],
+    window: int,
+) -> dict[str, Any]:
+    """A check's entry with ``run`` added: its stored runs kept, the newest ``window`` in all.
+
+    ``stored``: the entry as the file holds it (an unparsed line, an object, or None).  A run
+    of the same id is replaced; a stored entry in another unit is started afresh; one in the
+    same unit that counts the other way round (higher against lower is better) is refused.
+    """
+    if isinstance(stored, memoryview):
+        stored = parse_json(bytes(stored).decode("utf-8", "replace"), str(path), "baseline")
+    old = _entry(path, result.id, stored, run_policies) if stored is not None else None
+    if old is not None:
+        same_direction(
+            result.id,
+            (f"{path}: the baseline", old),
+            (f"run {run.run_id}", result),
+            "refusing to merge (file left untouched)",
+        )
+    keep: list[dict[str, Any]] = []
+    if old is not None and old.unit == result.unit:
+        keep = [
+            {
+                **r.to_dict(),
+                # Runs whose policy is stored once keep only their own facts.
+                "policy": _own_policy(r.policy) if r.run_id in run_policies else r.policy,
+            }
+            for r in old.runs
+            if r.run_id != run.run_id
+        ]
+    return {
+        "metric": result.metric,
+        "unit": result.unit,
+        "higher_is_better": result.higher_is_better,
+        "runs": [*keep, run.to_dict()][-window:],
+    }
 
 
 # The layout a baseline is written in: still one JSON document, but each check's entry on a
