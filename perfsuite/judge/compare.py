@@ -249,7 +249,25 @@ def compare_runs(
         flags += [flag] if flag else []
         members.append(family.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
     decided = family.decide_family(members, alpha=alpha, correction=correction)
-    rows = [
+    bound_flags = {i: bound[1] for i, bound in bounds.items()}
+    rows = _rows(common, b_results, runs, judged, members, decided, bound_flags)
+    a_ids = {r.id for record in before for r in record.results}
+    only_a = sorted(a_ids - set(common))
+    only_b = sorted(set(b_results) - set(common))
+    return rows, only_a, only_b
+
+
+def _rows(
+    common: Sequence[str],
+    b_results: Mapping[str, Result],
+    runs: Mapping[str, list[Result]],
+    judged: Mapping[str, tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]],
+    members: Sequence[family.Member],
+    decided: Sequence[tuple[family.Decision, bool]],
+    bound_flags: Mapping[str, NoiseFlag | None],
+) -> list[Row]:
+    """Each compared check's row: its medians, comparison, decision and flags."""
+    return [
         Row(
             node_id,
             b_results[node_id].unit,
@@ -261,14 +279,10 @@ def compare_runs(
             bool(sig),
             tuple(member.noise_flags),
             member.judged_against_bound,
-            bounds.get(node_id, ("", None))[1],
+            bound_flags.get(node_id),
         )
         for node_id, member, (decision, sig) in zip(common, members, decided, strict=True)
     ]
-    a_ids = {r.id for record in before for r in record.results}
-    only_a = sorted(a_ids - set(common))
-    only_b = sorted(set(b_results) - set(common))
-    return rows, only_a, only_b
 
 
 def _runs_before(
