@@ -120,7 +120,7 @@ def test_bimodal_rounds_in_an_a_a_are_no_regression() -> None:
         return list(steps + 0.02 * rng.standard_normal(n))
 
     alarms = trials = 0
-    for _ in range(200):
+    for _ in range(100):  # 30,600 verdicts
         for n in range(3, 9):
             family = [(paired.summarize(check_rounds(n, i < 12)), True, 0.05) for i in range(51)]
             judged = paired.judge_family(family)

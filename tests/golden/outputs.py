@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,25 +24,29 @@ from perfsuite.cli import main
 HERE = Path(__file__).resolve().parent
 RECORDS = HERE / "records"
 EXPECTED = HERE / "expected"
-H100 = sorted((RECORDS / "h100-sxm").glob("*.json"))
 
 
-def commands(out: Path) -> dict[str, list[str]]:
-    """Each output's name and the command that makes it (``out``: where files go)."""
-    cpu, dev = RECORDS / "cpu-amd-epyc-2c", RECORDS / "devcpu"
+def commands(out: Path, records: Path) -> dict[str, list[str]]:
+    """Each output's name and the command that makes it (``out``: where files go).
+
+    ``records``: a copy of the golden records (``fleet report`` writes its digests beside
+    them, and the repository's files are never written).
+    """
+    cpu, dev = records / "cpu-amd-epyc-2c", records / "devcpu"
+    h100 = sorted((records / "h100-sxm").glob("*.json"))
     return {
         "compare-cpu": ["compare", str(cpu / "run-a-tf220.json"), str(cpu / "run-b-tf221.json"),
                         "--html", str(out / "compare-cpu.html")],
-        "compare-h100": ["compare", *map(str, H100)],
+        "compare-h100": ["compare", *map(str, h100)],
         "report-cpu": ["report", str(dev / "report-run.json"), "--baseline",
-                       str(dev / "report-baseline.json"), "--report-dir", str(RECORDS),
+                       str(dev / "report-baseline.json"), "--report-dir", str(records),
                        "-o", str(out / "report-cpu.html")],
-        "report-h100": ["report", str(H100[0]), "--report-dir", str(RECORDS),
+        "report-h100": ["report", str(h100[0]), "--report-dir", str(records),
                         "-o", str(out / "report-h100.html")],
-        "history-h100": ["history", "--report-dir", str(RECORDS), "--profile", "h100-sxm"],
-        "history-h200": ["history", "--report-dir", str(RECORDS), "--profile", "h200"],
-        "history-cpu": ["history", "--report-dir", str(RECORDS), "--profile", "cpu-amd-epyc-2c"],
-        "fleet-report": ["fleet", "report", str(RECORDS / "fleet"), "--drain",
+        "history-h100": ["history", "--report-dir", str(records), "--profile", "h100-sxm"],
+        "history-h200": ["history", "--report-dir", str(records), "--profile", "h200"],
+        "history-cpu": ["history", "--report-dir", str(records), "--profile", "cpu-amd-epyc-2c"],
+        "fleet-report": ["fleet", "report", str(records / "fleet"), "--drain",
                          str(out / "drain.json"), "--html", str(out / "fleet.html")],
     }  # fmt: skip
 
@@ -58,9 +63,9 @@ VARIES = (
 )
 
 
-def normalised(text: str, out: Path) -> str:
+def normalised(text: str, out: Path, records: Path) -> str:
     """The text with the paths and times that differ between runs named, not spelled."""
-    text = text.replace(str(out), "<OUT>").replace(str(RECORDS), "<RECORDS>")
+    text = text.replace(str(records), "<RECORDS>").replace(str(out), "<OUT>")
     for pattern, name in VARIES:
         text = pattern.sub(name, text)
     return text
@@ -69,7 +74,9 @@ def normalised(text: str, out: Path) -> str:
 def outputs(out: Path) -> dict[str, str]:
     """Every output, by file name: each command's exit status, stdout and stderr, and files."""
     made: dict[str, str] = {}
-    for name, argv in commands(out).items():
+    records = out.parent / f"{out.name}-records"
+    shutil.copytree(RECORDS, records, ignore=shutil.ignore_patterns("*.fleet.json"))
+    for name, argv in commands(out, records).items():
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(argv)
@@ -77,9 +84,10 @@ def outputs(out: Path) -> dict[str, str]:
             f"$ perfsuite {' '.join(argv)}\nexit {code}\n--- stdout\n{stdout.getvalue()}"
             f"--- stderr\n{stderr.getvalue()}",
             out,
+            records,
         )
     for path in sorted(out.iterdir()):
-        made[path.name] = normalised(path.read_text(), out)
+        made[path.name] = normalised(path.read_text(), out, records)
     return made
 
 
