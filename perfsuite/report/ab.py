@@ -232,7 +232,7 @@ def summary_lines(result: Outcome) -> list[str]:
 
 
 def _forest_svg(result: Outcome) -> str:
-    from perfsuite.report.charts import _figure, _svg
+    from perfsuite.report.charts import figure, svg
 
     checks = [c for c in result.worst_first() if c.judged is not None]
     if not checks:
@@ -241,7 +241,7 @@ def _forest_svg(result: Outcome) -> str:
             "measured under foreign load): nothing to plot. The table says why for each.</p>"
         )
     height = max(2.5, 0.32 * len(checks) + 1.2)
-    fig = _figure(11.0, height)
+    fig = figure(11.0, height)
     ax, strip = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
     last_round = max(1, len(result.session.order))
     dots = None
@@ -279,7 +279,7 @@ def _forest_svg(result: Outcome) -> str:
 
         bar = fig.colorbar(dots, ax=strip, label="round", fraction=0.08)
         bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return _svg(fig)
+    return svg(fig)
 
 
 def page(result: Outcome) -> str:

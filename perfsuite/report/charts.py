@@ -68,29 +68,31 @@ def render_all(ctx: ChartContext) -> list[dict[str, str]]:
             try:
                 with warnings.catch_warnings():  # matplotlib's advice is not the reader's
                     warnings.simplefilter("ignore")
-                    svg = c.draw(ctx)
+                    drawn = c.draw(ctx)
             except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
                 # A record read from disk whose derived section is not in the shape this
                 # perfsuite writes (another version, a hand edit): the chart is left out and
                 # says why; the verdicts, which never read derived sections, stand.
                 reason = html.escape(f"{type(exc).__name__}: {exc}"[:200])
-                svg = (
+                drawn = (
                     '<p class="chart-error">Not drawn: the record\'s data for it is '
                     f"malformed ({reason}).</p>"
                 )
-            if svg:
-                out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": svg})
+            if drawn:
+                out.append({"key": c.key, "title": c.title, "answers": c.answers, "svg": drawn})
     return out
 
 
-def _figure(width: float = 11.0, height: float = 4.0) -> Any:
+def figure(width: float = 11.0, height: float = 4.0) -> Any:
+    """A matplotlib figure for the report's pages (no pyplot state)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig
 
 
-def _svg(fig: Any) -> str:
+def svg(fig: Any) -> str:
+    """A figure as inline SVG, without a timestamp, so that a page is the same each time."""
     import matplotlib
 
     buf = io.StringIO()
@@ -154,7 +156,7 @@ def roofline(ctx: ChartContext) -> str | None:
     ceilings = section.get("ceilings", {})
     compute = ceilings.get("compute_tflops", {})
     bandwidth, slope_note = _roofline_bandwidth(ctx.record, ceilings.get("bandwidth_gbs"))
-    fig = _figure(11.0, 5.0)
+    fig = figure(11.0, 5.0)
     ax = fig.add_subplot()
     ais = [p["ai"] for p in points]
     lo, hi = min(ais) / 4, max(ais) * 4
@@ -172,7 +174,7 @@ def roofline(ctx: ChartContext) -> str | None:
     ax.set_xlim(lo, hi)
     _plain_log(ax)
     ax.legend(fontsize=10, loc="lower right")
-    return _svg(fig)
+    return svg(fig)
 
 
 def _roofline_bandwidth(record: RunRecord, datasheet: float | None) -> tuple[float | None, str]:
@@ -258,7 +260,7 @@ def _bars(
     unit: str,
     baselines: Sequence[float | None] = (),
 ) -> str:
-    fig = _figure(11.0, max(2.4, 0.34 * len(labels) + 1.2))
+    fig = figure(11.0, max(2.4, 0.34 * len(labels) + 1.2))
     ax = fig.add_subplot()
     y = range(len(labels))
     ax.barh(list(y), values, color="#4a78b5")
@@ -275,7 +277,7 @@ def _bars(
     marks += ["red tick: profile peak"] if any(peaks) else []
     marks += ["diamond: baseline median"] if marked else []
     ax.set_xlabel(f"{unit} ({'; '.join(marks)})")
-    return _svg(fig)
+    return svg(fig)
 
 
 def _against_peak(ctx: ChartContext, check: str, unit: str) -> str | None:
@@ -315,14 +317,14 @@ def knobs(ctx: ChartContext) -> str | None:
         for variant, speedup in by_variant.items():
             labels.append(f"{device} {variant}")
             values.append(speedup)
-    fig = _figure(11.0, max(2.2, 0.34 * len(labels) + 1.2))
+    fig = figure(11.0, max(2.2, 0.34 * len(labels) + 1.2))
     ax = fig.add_subplot()
     ax.barh(range(len(labels)), values, color=["#2e8b57" if v >= 1 else "#c0392b" for v in values])
     ax.axvline(1.0, color="0.3", lw=1)
     ax.set_yticks(range(len(labels)), labels, fontsize=10)
     ax.invert_yaxis()
     ax.set_xlabel("speedup over the plain training step (x)")
-    return _svg(fig)
+    return svg(fig)
 
 
 def sparkline(values: Sequence[float], width: int = 90, height: int = 18) -> str:
@@ -354,7 +356,7 @@ def allreduce(ctx: ChartContext) -> str | None:
     curves = [c for c in curves if c.get("points")]
     if not curves:
         return None
-    fig = _figure(11.0, 4.8)
+    fig = figure(11.0, 4.8)
     lat_ax, bw_ax = fig.subplots(1, 2)
     for curve in curves:
         label = f"{curve['backend']} {curve['device']} x{curve['ranks']}"
@@ -402,7 +404,7 @@ def allreduce(ctx: ChartContext) -> str | None:
     fig.legend(fontsize=10, loc="outside lower center", ncols=min(3, len(curves)))
     lat_ax.set_title("latency (dotted: alpha-beta fit; dashed: baseline; x: binding)", fontsize=11)
     bw_ax.set_title("bus bandwidth = S/t x 2(n-1)/n", fontsize=11)
-    return _svg(fig)
+    return svg(fig)
 
 
 @chart(
@@ -418,7 +420,7 @@ def input_pipeline(ctx: ChartContext) -> str | None:
     if not configs:
         return None
     configs = sorted(configs, key=lambda c: c["samples_s"])
-    fig = _figure(11.0, max(3.0, 0.42 * len(configs) + 1.4))
+    fig = figure(11.0, max(3.0, 0.42 * len(configs) + 1.4))
     ax = fig.add_subplot()
     labels = [c["config"] for c in configs]
     values = [c["samples_s"] for c in configs]
@@ -440,7 +442,7 @@ def input_pipeline(ctx: ChartContext) -> str | None:
     ax.set_xlabel("samples/s after the first batch (log scale)", fontsize=11)
     ax.tick_params(axis="x", labelsize=10)
     ax.margins(x=0.15)
-    return _svg(fig)
+    return svg(fig)
 
 
 FOREST_RIGHT = 100.0  # % : the forest plot's axis ends here (a ratio of 2)
@@ -469,7 +471,7 @@ def changes(ctx: ChartContext) -> str | None:
         return None
     rows.sort(key=lambda r: r.baseline.ratio or 1.0)
     height = max(2.4, 0.3 * len(rows) + 1.3)
-    fig = _figure(11.0, height)
+    fig = figure(11.0, height)
     ax = fig.add_subplot()
     tolerance = max((r.baseline.tolerance or 0.0) for r in rows)
     if tolerance:
@@ -503,7 +505,7 @@ def changes(ctx: ChartContext) -> str | None:
     ax.set_xlim(right=right * 1.05)
     ax.tick_params(axis="x", labelsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    return _svg(fig)
+    return svg(fig)
 
 
 @chart(
@@ -516,7 +518,7 @@ def fidelity(ctx: ChartContext) -> str | None:
     rows = list((ctx.record.derived.get("fidelity") or {}).get("checks", []))
     if not rows:
         return None
-    fig = _figure(11.0, max(2.4, 0.27 * len(rows) + 1.2))
+    fig = figure(11.0, max(2.4, 0.27 * len(rows) + 1.2))
     ax = fig.add_subplot()
     # A check whose reference could not be built keeps its row, marked no-reference.
     values = [c["fidelity"] or 0.0 for c in rows]
@@ -533,7 +535,7 @@ def fidelity(ctx: ChartContext) -> str | None:
     ax.invert_yaxis()
     ax.set_xlabel("check ÷ bare reference (green: within 0.9-1.1)", fontsize=11)
     ax.margins(x=0.12)
-    return _svg(fig)
+    return svg(fig)
 
 
 @chart(
@@ -549,7 +551,7 @@ def scaling(ctx: ChartContext) -> str | None:
     if not series:
         return None
     look = float(section.get("worth_a_look_below", 0.8))
-    fig = _figure(11.0, 3.6 * len(series) + 0.8)
+    fig = figure(11.0, 3.6 * len(series) + 0.8)
     axes = fig.subplots(len(series), 2, squeeze=False, width_ratios=(1.25, 1))
     for (table_ax, line_ax), s in zip(axes, series, strict=True):
         title = f"{s['backend']} {s['device']}, {s['mode']} scaling"
@@ -563,4 +565,4 @@ def scaling(ctx: ChartContext) -> str | None:
         "reference run.",
         fontsize=9, x=0.01, ha="left",
     )  # fmt: skip
-    return _svg(fig)
+    return svg(fig)

@@ -63,7 +63,7 @@ def heat_map_svg(p: ProfileFleet) -> str:
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.patches import Rectangle
 
-    from perfsuite.report.charts import _figure, _svg
+    from perfsuite.report.charts import figure, svg
 
     m, j = p.matrix, p.judgement
     rows, cols = _heat_order(p)
@@ -74,7 +74,7 @@ def heat_map_svg(p: ProfileFleet) -> str:
     labels = [short_id(m.checks[c].id)[:40] for c in cols]
     height = max(2.5, 0.22 * len(rows) + 1.2 + 0.08 * max((len(t) for t in labels), default=0))
     width = min(16.0, max(7.0, 0.28 * len(cols) + 4.0))
-    fig = _figure(width, height)
+    fig = figure(width, height)
     ax = fig.subplots()
     image = ax.imshow(
         np.ma.masked_invalid(data),
@@ -101,12 +101,12 @@ def heat_map_svg(p: ProfileFleet) -> str:
         "grey, hatched: flagged by its own run, left out; o: to rerun",
         fontsize=10,
     )
-    return _svg(fig)
+    return svg(fig)
 
 
 def strip_svg(p: ProfileFleet, col: int) -> str:
     """Every unit's figure over the fleet median at one check; flagged ones in red."""
-    from perfsuite.report.charts import _figure, _svg
+    from perfsuite.report.charts import figure, svg
 
     m, j = p.matrix, p.judgement
     ratio = j.ratio[:, col]
@@ -116,7 +116,7 @@ def strip_svg(p: ProfileFleet, col: int) -> str:
     flagged = j.flagged[have, col]
     tainted = j.tainted[have, col]
     plain = ~flagged & ~tainted
-    fig = _figure(11.0, 1.9)
+    fig = figure(11.0, 1.9)
     ax = fig.subplots()
     many = have.size > 2000
     ax.scatter(ratio[have][plain], jitter[plain], s=6 if many else 14, color="#7f8c8d",
@@ -135,7 +135,7 @@ def strip_svg(p: ProfileFleet, col: int) -> str:
         f"({j.median[col]:.4g} {m.checks[col].unit}); dashed: the tolerance; hollow: flagged "
         "by its own run, left out"
     )
-    return _svg(fig)
+    return svg(fig)
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from perfsuite import __version__
 from perfsuite.judge import trends as hist
 from perfsuite.model import RunRecord
-from perfsuite.report.charts import _figure, _svg
+from perfsuite.report.charts import figure, svg
 from perfsuite.report.html import _environment
 from perfsuite.store import records
 from perfsuite.store.files import write_text_atomic
@@ -31,7 +31,7 @@ def chart(t: hist.Trend) -> str:
     pts = t.series.points
     runs = [p.run for p in pts]
     values = [p.median for p in pts]
-    fig = _figure(11.0, 2.6)
+    fig = figure(11.0, 2.6)
     ax = fig.add_subplot()
     outliers = set(t.outliers)
     ax.plot(runs, values, ".-", color="0.55", lw=0.8, ms=3, zorder=2)
@@ -59,7 +59,7 @@ def chart(t: hist.Trend) -> str:
     ax.set_xlabel("run (of the profile)")
     ax.set_ylabel(t.series.unit)
     ax.grid(alpha=0.3)
-    return _svg(fig)
+    return svg(fig)
 
 
 def _change_rows(t: hist.Trend) -> list[dict[str, Any]]:
