@@ -181,9 +181,6 @@ class Perf:
         measure_s = lap()
         replaced = hook.pytest_perfsuite_measured(workload=workload, measurement=measurement)
         measurement = _hooked(replaced, measurement, "measured")
-        if seen:
-            context = {**workload.context, "framework_warnings": seen}
-            workload = dataclasses.replace(workload, context=context)
         guards = self._noise_guards(before, workload, measurement)
         noise_s += lap()
         if machine is not None:
@@ -199,6 +196,7 @@ class Perf:
             noise=guards,
             machine=machine,
             policy=policy,
+            framework_warnings=seen,
         )
         result = self._session.explained(result)
         phases["judge"] = lap()
@@ -309,7 +307,7 @@ def _phases(
 
 def _outside_tree_cpu(workload: Workload, measurement: Measurement) -> float:
     """CPU seconds the check's ranks reported, when a scheduler started them outside the tree."""
-    if not workload.context.get("ranks_outside_tree"):
+    if not workload.ranks_outside_tree:
         return 0.0
     facts = measurement.source.get("facts") or []
     return float(sum(f.get("rank_cpu_seconds", 0.0) for f in facts if isinstance(f, dict)))

@@ -323,7 +323,7 @@ def test_warns(perf):
     pytester.runpytest().assert_outcomes(passed=1)
     (path,) = (pytester.path / "reports" / "slowgpu").glob("*.json")
     (result,) = json.loads(path.read_text())["results"]
-    assert result["context"]["framework_warnings"] == [
+    assert result["framework_warnings"] == [
         "DeprecationWarning: built with a deprecated option",
         "UserWarning: TensorFloat32 tensor cores available but not enabled",
     ]

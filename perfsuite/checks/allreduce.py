@@ -140,8 +140,12 @@ def unavailable_reason(case: Case, launcher: Launcher) -> str | None:
     return launcher.unavailable_reason()
 
 
-def _launch(case: Case, settings: Settings) -> tuple[ChildSource, dict[str, Any]]:
-    """The launch of the worker's ranks for this case, and what the record says of it."""
+def _launch(case: Case, settings: Settings) -> tuple[ChildSource, dict[str, Any], bool]:
+    """The launch of the worker's ranks for this case, and what the record says of it.
+
+    And whether its ranks run outside this session's process tree (a scheduler's ranks, not
+    mpiexec's children).
+    """
     launcher = Launcher.parse(settings.launcher)
     launcher.check_slots(case.ranks, settings.oversubscribe)
     policy = settings.policy
@@ -174,17 +178,15 @@ def _launch(case: Case, settings: Settings) -> tuple[ChildSource, dict[str, Any]
         "launcher": redact_command(launcher.template),  # as recorded: no credential
         "launcher_program": launcher.executable,
         "ranks": case.ranks,
-        # mpiexec's ranks are this session's descendants; a scheduler's (srun) are not.
-        "ranks_outside_tree": not launcher.is_local_mpiexec,
     }
     if launcher_env:
         context["launcher_env"] = sorted(launcher_env)
-    return source, context
+    return source, context, not launcher.is_local_mpiexec
 
 
 def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Workload:
     """One launch of the worker for this case; its ranks print the samples."""
-    source, context = _launch(case, settings)
+    source, context, outside_tree = _launch(case, settings)
     params = {"backend": case.backend, "device": case.device, "ranks": case.ranks}
     if not case.size:
         fusion_params: dict[str, Any] = {"tensors": FUSION_TENSORS, "total_bytes": FUSION_BYTES}
@@ -206,6 +208,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
                 "baseline, and the report shows the fusion's gain"
             ),
             context=context,
+            ranks_outside_tree=outside_tree,
             source=source,
         )
     params["size"] = case.size
@@ -222,6 +225,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
             higher_is_better=False,
             reference=Reference("interconnect.allreduce_latency_us", 1.0, profile.kind),
             context=context,
+            ranks_outside_tree=outside_tree,
             source=source,
         )
     factor = busbw_factor(case.ranks)
@@ -245,6 +249,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         reference=reference,
         floor_note=_cpu_busbw_note(case.backend) if reference is None else "",
         context=context,
+        ranks_outside_tree=outside_tree,
         source=source,
     )
 

@@ -347,7 +347,6 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         "launcher": redact_command(launcher.template),  # as recorded: no credential
         "launcher_program": launcher.executable,
         "ranks": case.ranks,
-        "ranks_outside_tree": not launcher.is_local_mpiexec,
         "mode": case.mode,
         "batch_per_rank": batch_per_rank(case.mode, case.ranks),
         "global_batch": batch_per_rank(case.mode, case.ranks) * case.ranks,
@@ -375,6 +374,7 @@ def workload(case: Case, settings: Settings, profile: HardwareProfile) -> Worklo
         ),
         context=context,
         source=source,
+        ranks_outside_tree=not launcher.is_local_mpiexec,
     )
 
 

@@ -304,6 +304,7 @@ class Judge:
         noise: dict[str, Any] | None = None,
         machine: dict[str, Any] | None = None,
         policy: Policy | None = None,
+        framework_warnings: Sequence[str] = (),
     ) -> Result:
         """Turn a measurement into a result with its floor and baseline verdicts.
 
@@ -362,6 +363,7 @@ class Judge:
             policy=recorded_policy(policy, measurement, workload, plan),
             bare_reference=bare,
             machine=recorded_machine,
+            framework_warnings=tuple(framework_warnings),
         )
         return result.with_outcome(outcome.of(result))
 

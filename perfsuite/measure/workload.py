@@ -205,6 +205,10 @@ class Workload:
     # memory traffic reaches it, wherever it is timed
     # (see :func:`perfsuite.measure.noise.on_device`).
     host_memory: bool = False
+    # Its work runs in processes a scheduler started outside this session's process tree
+    # (srun's ranks, not mpiexec's children): the noise guard counts the CPU time they
+    # report as the check's own, since it cannot see them as descendants.
+    ranks_outside_tree: bool = False
 
     def value(self, seconds: float, calls: int = 1) -> float:
         """Derive the metric from one sample's duration (``calls`` operations).

@@ -3,8 +3,8 @@
 A check's own description of its workload stays free-form in ``Result.context``, and only
 the report reads it.  What the rooms exchange about the measurement itself is typed here:
 the check's expectations, the bare reference timed beside it, and the measuring policy.
-The timer, the tolerance's source and the machine probe's reading are plain fields of
-:class:`perfsuite.model.Result`.  Before schema 4 all of them lived in ``context``; a record
+The timer, the tolerance's source, the machine probe's reading and the framework's warnings
+are plain fields of :class:`perfsuite.model.Result`.  Before schema 4 all of them lived in ``context``; a record
 of an earlier version is read with them moved out (:func:`perfsuite.model.upgraded`).
 """
 
@@ -23,6 +23,7 @@ MOVED_IN_4: dict[str, type | tuple[type, ...]] = {
     "policy": dict,
     "bare_reference": dict,
     "machine": dict,
+    "framework_warnings": list,
 }
 
 

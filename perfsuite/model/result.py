@@ -197,6 +197,8 @@ class Result:
     policy: MeasuringPolicy | None = None
     bare_reference: BareReference | None = None
     machine: Mapping[str, Any] | None = None
+    # What the framework warned while the check measured (never raised, never judged).
+    framework_warnings: tuple[str, ...] = ()
 
     @property
     def direction(self) -> str:
@@ -211,6 +213,7 @@ class Result:
         data["policy"] = self.policy.to_dict() if self.policy is not None else None
         data["bare_reference"] = self.bare_reference and self.bare_reference.to_dict()
         data["machine"] = dict(self.machine) if self.machine is not None else None
+        data["framework_warnings"] = list(self.framework_warnings)
         data["params"] = dict(self.params)
         data["floor"] = _plain(data["floor"])
         data["baseline"] = _plain(data["baseline"])
@@ -268,6 +271,7 @@ class Result:
             policy=MeasuringPolicy.read(data.get("policy")),
             bare_reference=BareReference.read(data.get("bare_reference")),
             machine=dict(data["machine"]) if isinstance(data.get("machine"), Mapping) else None,
+            framework_warnings=tuple(str(w) for w in data.get("framework_warnings") or ()),
         )
 
     def with_outcome(self, outcome: str, message: str = "") -> Result:
