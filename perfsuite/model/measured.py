@@ -4,8 +4,9 @@ A check's own description of its workload stays free-form in ``Result.context``,
 the report reads it.  What the rooms exchange about the measurement itself is typed here:
 the check's expectations, the bare reference timed beside it, and the measuring policy.
 The timer, the tolerance's source, the machine probe's reading and the framework's warnings
-are plain fields of :class:`perfsuite.model.Result`.  Before schema 4 all of them lived in ``context``; a record
-of an earlier version is read with them moved out (:func:`perfsuite.model.upgraded`).
+are plain fields of :class:`perfsuite.model.Result`.  Before schema 4 all of them lived in
+``context``; a record of an earlier version is read with them moved out
+(:func:`perfsuite.model.upgraded`).
 """
 
 from __future__ import annotations
