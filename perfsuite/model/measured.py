@@ -12,8 +12,10 @@ are plain fields of :class:`perfsuite.model.Result`.  Before schema 4 all of the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from perfsuite.model.verdicts import _known
 
 # The keys of a result's ``context`` that schema 4 made typed fields of the result, with the
 # kind of value the judge wrote under each.
@@ -26,11 +28,6 @@ MOVED_IN_4: dict[str, type | tuple[type, ...]] = {
     "machine": dict,
     "framework_warnings": list,
 }
-
-
-def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass(frozen=True)
