@@ -270,6 +270,7 @@ def _mpi_lines(command: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.smoke
 @needs_mpi
 def test_the_mpi_figure_is_the_collective_beside_an_osu_c_loop(
     tmp_path: Path, record_property: Any

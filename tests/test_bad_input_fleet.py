@@ -653,6 +653,7 @@ def _nothing_left(mark: str, directory: Path, tmp: Path, before: int) -> str:
     return f"processes before {before}, after {len(left)}; temporary files after {len(leftover)}"
 
 
+@pytest.mark.smoke
 @pytest.mark.integration
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=str)
 def test_case06_a_signal_ends_every_process_fleet_run_started(

@@ -116,6 +116,7 @@ def test_knob_speedups() -> None:
     assert knobs.speedups(None, results) == {"tensorflow-cpu": {"xla": 1.5, "amp": 2.0}}
 
 
+@pytest.mark.smoke
 @pytest.mark.integration
 def test_tensorflow_kernels_compute_the_right_thing() -> None:
     pytest.importorskip("tensorflow")

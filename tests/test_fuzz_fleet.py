@@ -32,7 +32,7 @@ from perfsuite.fleet.labels import from_host, is_label, printable
 from perfsuite.fleet.run import FleetError, parse_nodelist, read_hostfile
 from perfsuite.fleet.status import NodeStatus
 
-FUZZ_EXAMPLES = int(os.environ.get("PERFSUITE_FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("PERFSUITE_FUZZ_EXAMPLES", "20"))
 SETTINGS = settings(
     max_examples=FUZZ_EXAMPLES * 3,
     deadline=None,

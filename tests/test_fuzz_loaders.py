@@ -47,9 +47,9 @@ RECORD["results"][0]["noise"] = {"flags": ["under foreign load (1.00 cores)"], "
 RECORD["derived"] = json.loads((FIXTURES / "report-run.json").read_text()).get("derived", {})
 PROFILE = RECORD["hardware_profile"]["name"]
 DEEP = "[" * 5000 + "]" * 5000
-# Examples per loader: 60 by default (the unit tier stays quick); CI runs 300 through the
+# Examples per loader: 20 by default (the unit tier stays quick); CI runs 300 through the
 # variable, and a developer may raise it further.
-FUZZ_EXAMPLES = int(os.environ.get("PERFSUITE_FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("PERFSUITE_FUZZ_EXAMPLES", "20"))
 
 hostile_scalars = st.one_of(
     st.none(),

@@ -10,16 +10,28 @@ to change the output regenerates it (``python -m tests.golden.outputs``) and sho
 from __future__ import annotations
 
 import difflib
+import json
+import os
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests.golden.outputs import EXPECTED, outputs
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return outputs(tmp_path_factory.mktemp("golden"))
+    """The outputs, made once a session: under xdist the first worker makes them (10 s)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return outputs(tmp_path_factory.mktemp("golden"))
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker
+    cache = shared / "golden-outputs.json"
+    with FileLock(str(cache) + ".lock"):
+        if not cache.exists():
+            cache.write_text(json.dumps(outputs(tmp_path_factory.mktemp("golden"))))
+        made: dict[str, str] = json.loads(cache.read_text())
+    return made
 
 
 def test_the_commands_make_the_same_files(made: dict[str, str]) -> None:

@@ -39,6 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / f"{PROFILE}.html"
 
 
+@pytest.mark.smoke
 def test_history_page_renders_without_console_output(tmp_path: Path, site: Path) -> None:
     dom, stderr = chromium(tmp_path, site.as_uri(), "--dump-dom")
     assert console(stderr) == []

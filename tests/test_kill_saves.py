@@ -74,6 +74,7 @@ def _broken(root: Path) -> list[str]:
     return problems
 
 
+@pytest.mark.smoke
 @pytest.mark.integration  # real processes, killed with SIGKILL
 def test_a_writer_killed_mid_save_leaves_every_baseline_file_valid(tmp_path: Path) -> None:
     rng = random.Random(2026)

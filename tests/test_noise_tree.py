@@ -56,6 +56,7 @@ def test_a_child_of_the_session_is_not_foreign_load(session_root: int) -> None:
     assert facts["foreign_cores"] < alone["foreign_cores"] + 0.5, (alone, facts)
 
 
+@pytest.mark.smoke
 def test_a_process_outside_the_tree_is_foreign_load(session_root: int) -> None:
     pid = foreign_burner(4)
     try:

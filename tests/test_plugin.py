@@ -383,6 +383,7 @@ def test_no_torch(perf):
     )
 
 
+@pytest.mark.smoke
 @pytest.mark.integration  # real pytest-xdist worker processes
 def test_results_from_xdist_workers_reach_the_run_record(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")

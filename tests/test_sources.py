@@ -97,6 +97,7 @@ def test_child_samples_are_read_from_json_lines() -> None:
     assert m.source["facts"] == [{"layout": {"hosts": 1, "ranks": 2}}]
 
 
+@pytest.mark.smoke
 @pytest.mark.integration  # a real child process
 def test_a_hung_child_is_killed_with_its_group_and_named() -> None:
     code = (

@@ -68,6 +68,7 @@ def test_matmul_writes_into_its_output_and_restores_tf32() -> None:
     assert torch.backends.cuda.matmul.allow_tf32 is before
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("pass_", ["forward", "input_grad", "filter_grad"])
 def test_conv_passes_match_autograd(pass_: str) -> None:
     spec = ConvSpec(2, 8, 8, 4, 6)
