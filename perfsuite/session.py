@@ -28,8 +28,8 @@ from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
 from perfsuite.judge import outcome
 from perfsuite.judge.verdict import Judge, finalize
-from perfsuite.model import Crash, Result, RunRecord
-from perfsuite.model.baseline import Baseline
+from perfsuite.model import Crash, FlagKind, Result, RunRecord
+from perfsuite.model.baseline import Baseline, paired_ratios
 from perfsuite.report.explain import FLAG_REFUSALS, explained, flags_words
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.store import rules
@@ -55,7 +55,12 @@ def refusals(result: Result, quick: bool) -> list[str]:
     # A waived regression is still one: taken in, it would become the baseline it is judged by.
     if result.baseline.verdict == "regressed":
         why.append("regressed (waived)" if kind == "waived" else "regressed")
+    paired = bool(paired_ratios(result.bare_reference, len(result.samples)))
     for flag in result.noise_flags:
+        # A load the check shared with its bare reference, pair by pair, cancels in their
+        # ratios: kept, with its load, for the verdict that judges by those ratios.
+        if paired and flag.kind is FlagKind.FOREIGN_LOAD:
+            continue
         reason = FLAG_REFUSALS.get(flag.kind, "measured " + flags_words((flag,)))
         if reason not in why:
             why.append(reason)

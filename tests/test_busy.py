@@ -113,9 +113,9 @@ def test_a_baseline_refused_under_load_fails_loudly_on_one_line() -> None:
     ((line, markup),) = baseline_lines(done, results)
     assert line == (
         "perfsuite: baseline NOT saved: 35 of 35 checks refused: 35 measured under foreign "
-        "load (0.60-0.94 cores); rerun on a quieter machine (a change under load: perfsuite "
-        "ab, whose pairs share the load); --perf-force-baseline saves them anyway, and their "
-        "load widens the baseline"
+        "load (0.60-0.94 cores); rerun with --perf-fidelity (each check paired with its bare "
+        "reference, whose ratio the load cancels in, is saved with its load) or on a quieter "
+        "machine; --perf-force-baseline saves them anyway, and their load widens the baseline"
     )
     assert markup.get("red")
 

@@ -21,6 +21,7 @@ from perfsuite.model import (
     BaselineFacts,
     FlagKind,
     LinkSubset,
+    LoadCancelled,
     MachineChange,
     ModeDifference,
     NoiseFlag,
@@ -42,6 +43,7 @@ class Against:
     bound_because: NoiseFlag | None = None
     link: LinkSubset | None = None
     machine_change: MachineChange | None = None
+    load: LoadCancelled | None = None  # judged by the ratios to the paired bare reference
 
 
 def against(
@@ -51,14 +53,21 @@ def against(
     machine: dict[str, Any] | None,
     tolerance: float,
     noise_flags: list[NoiseFlag],
+    ratios: Sequence[float] = (),
 ) -> Against:
     """The baseline runs a check is compared with, and how.
 
-    Like with like in the CPUs' link state, and both sides per unit of the machine's speed
+    Under foreign load (now, or in the baseline runs), by the ratios to the bare reference
+    paired with each sample, where both sides have them (:func:`under_load`).  Otherwise
+    like with like in the CPUs' link state, and both sides per unit of the machine's speed
     where the probe moved.
     """
     runs = entry.run_samples if entry else None
     against = Against(values, runs, runs, runs, noise_flags)
+    if entry is not None:
+        loaded = under_load(entry, values, noise_flags, ratios)
+        if loaded is not None:
+            return loaded
     if machine is None or entry is None:
         return against
     machines: list[Any] = entry.machines
@@ -94,6 +103,43 @@ def against(
     return against
 
 
+def under_load(
+    entry: BaselineEntry,
+    values: Sequence[float],
+    noise_flags: list[NoiseFlag],
+    ratios: Sequence[float],
+) -> Against | None:
+    """The comparison of a check measured under foreign load, or whose baseline runs were.
+
+    A load both sides of a pair shared (the check's sample and its bare reference's, taken
+    one after the other) slows both alike and cancels in their ratio.  So where the check
+    has its pairs' ``ratios`` and baseline runs have theirs, those ratios are compared, and
+    the load is no flag against the verdict (it stays in the record).  Without ratios, a
+    check measured under load keeps its flag (a change beyond the tolerance stays *noisy*);
+    a quiet one is compared with the quiet baseline runs, or, when every run was loaded,
+    with them under their load's flag.  None when nothing was loaded: the usual comparison.
+    """
+    now = [f.cores or 0.0 for f in noise_flags if f.kind is FlagKind.FOREIGN_LOAD]
+    then = [r.load_cores for r in entry.runs if r.load_cores is not None]
+    if not now and not then:
+        return None
+    every = entry.run_samples
+    paired = [r for r in entry.runs if r.pair_ratios]
+    if ratios and paired:
+        kept = [f for f in noise_flags if f.kind is not FlagKind.FOREIGN_LOAD]
+        load = LoadCancelled(max([*now, *then]), len(paired), len(entry.runs))
+        judged_runs = [r.pair_ratios for r in paired]
+        own_unit = [r.samples for r in paired]
+        return Against(list(ratios), judged_runs, own_unit, every, kept, load=load)
+    if now:
+        return None
+    quiet = [r.samples for r in entry.runs if r.load_cores is None]
+    if quiet:
+        return Against(values, quiet, quiet, every, noise_flags)
+    flag = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=max(then))
+    return Against(values, every, every, every, [*noise_flags, flag])
+
+
 def facts(
     entry: BaselineEntry | None, against: Against, bare: BareReference | None, policy: Policy
 ) -> BaselineFacts:
@@ -111,6 +157,7 @@ def facts(
         reference_change=reference_change,
         measured_unlike_baseline=measured_unlike(policy.to_dict(), entry),
         baseline_span_s=baseline_span(entry),
+        load_cancelled=against.load,
     )
 
 

@@ -9,11 +9,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite.errors import PerfsuiteError, StorageError
-from perfsuite.judge import family, outcome, speed, stats, waivers
+from perfsuite.judge import against, family, outcome, speed, stats, waivers
 from perfsuite.measure import readings
 from perfsuite.measure.redaction import redact
-from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Result, RunRecord, Why
-from perfsuite.model.baseline import same_direction
+from perfsuite.model import (
+    BaselineVerdict,
+    Because,
+    LoadCancelled,
+    NoiseFlag,
+    Result,
+    RunRecord,
+    Why,
+)
+from perfsuite.model.baseline import (
+    BaselineEntry,
+    BaselineRun,
+    load_cores,
+    paired_ratios,
+    same_direction,
+)
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -43,6 +57,7 @@ class Row:
     judged_against_bound: str = ""  # "slower"/"faster": see family.decide
     # With judged_against_bound: the link state B was measured in.
     bound_because: NoiseFlag | None = None
+    load: LoadCancelled | None = None  # judged by the ratios to the paired bare reference
 
     @property
     def verdict(self) -> str:
@@ -212,6 +227,10 @@ def compare_runs(
     runs, created = _runs_before(before, b_results)
     common = [i for i in b_results if i in runs]
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
+    # Under foreign load, by the ratios to the paired bare references where both sides have them.
+    loaded = {i: c for i in common if (c := _under_load(b_results[i], runs[i])) is not None}
+    for i, c in loaded.items():
+        judged[i] = (c.judged, list(c.runs or []), None)
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
     kept = {
         i: [
@@ -230,7 +249,8 @@ def compare_runs(
     # A check's A side is young when A has runs of it from too few sessions (before any
     # link-state subset).
     states = {i: stats.sessions_of(created[i], window_s) for i in common}
-    link_flags, bounds = _like_links(common, b_results, runs, judged, kept, tolerance)
+    unloaded = [i for i in common if i not in loaded]
+    link_flags, bounds = _like_links(unloaded, b_results, runs, judged, kept, tolerance)
     members = []
     for i in common:
         rb = b_results[i]
@@ -247,10 +267,13 @@ def compare_runs(
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[i]], rb.higher_is_better)
         flag = speed.guard(judged[i][2], tol, raw)
         flags += [flag] if flag else []
+        if i in loaded:
+            flags = list(loaded[i].noise_flags)
         members.append(family.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
     decided = family.decide_family(members, alpha=alpha, correction=correction)
     bound_flags = {i: bound[1] for i, bound in bounds.items()}
     rows = _rows(common, b_results, runs, judged, members, decided, bound_flags)
+    rows = [replace(row, load=loaded[row.id].load) if row.id in loaded else row for row in rows]
     a_ids = {r.id for record in before for r in record.results}
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
@@ -390,6 +413,27 @@ def _judged_samples(
     )
 
 
+def _under_load(b: Result, a_runs: Sequence[Result]) -> against.Against | None:
+    """B against A's runs under foreign load, as the plugin judges a stored baseline."""
+    entry = BaselineEntry(
+        b.metric,
+        b.unit,
+        b.higher_is_better,
+        tuple(
+            BaselineRun(
+                r.id,
+                "",
+                tuple(r.samples),
+                pair_ratios=paired_ratios(r.bare_reference, len(r.samples)),
+                load_cores=load_cores(r),
+            )
+            for r in a_runs
+        ),
+    )
+    ratios = paired_ratios(b.bare_reference, len(b.samples))
+    return against.under_load(entry, b.samples, list(b.noise_flags), ratios)
+
+
 def compared_record(
     b: RunRecord, rows: list[Row], tolerance: float | None = None, correction: str = ""
 ) -> RunRecord:
@@ -421,6 +465,11 @@ def compared_record(
             judged_against_bound=row.judged_against_bound,
             bound_because=row.bound_because,
         )
-        judged = replace(r, baseline=verdict, waiver=waivers.rejudged(r.waiver, row.verdict))
+        judged = replace(
+            r,
+            baseline=verdict,
+            waiver=waivers.rejudged(r.waiver, row.verdict),
+            facts=replace(r.facts, load_cancelled=row.load),
+        )
         results.append(judged.with_outcome(outcome.of(judged)))
     return replace(b, results=tuple(results))

@@ -33,7 +33,7 @@ from perfsuite.model import (
     Undetectable,
     Why,
 )
-from perfsuite.model.baseline import Baseline, BaselineEntry, same_direction
+from perfsuite.model.baseline import Baseline, BaselineEntry, paired_ratios, same_direction
 from perfsuite.model.rules import Tolerances, Waiver
 
 if TYPE_CHECKING:  # types only: the judge is handed both, and reads no file
@@ -336,6 +336,7 @@ class Judge:
             recorded_machine,
             plan.tolerance,
             [*measured_flags, *([unlike] if unlike else [])],
+            paired_ratios(bare, len(values)),
         )
         baseline = self._baseline(node_id, workload, entry, compared, plan, len(values))
         result = Result(

@@ -11,10 +11,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfsuite.errors import StorageError
 from perfsuite.model.measured import BareReference
+from perfsuite.model.verdicts import FlagKind
+
+if TYPE_CHECKING:
+    from perfsuite.model.result import Result
 
 DEFAULT_WINDOW = 5
 # The runs a baseline may keep per check: every later save rewrites them all, and a judgement
@@ -30,15 +34,25 @@ class BaselineRun:
     created: str
     samples: tuple[float, ...]
     policy: Mapping[str, Any] = field(default_factory=dict)
+    # Each sample over the bare reference sample taken with it (``BareReference.pair_ratios``),
+    # where the check was measured in pairs: the measure a load both shared cancels in.
+    pair_ratios: tuple[float, ...] = ()
+    # Cores of other work (or steal) beside the check while it was measured; None: none seen.
+    load_cores: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
-        return {
+        out: dict[str, Any] = {
             "run_id": self.run_id,
             "created": self.created,
             "samples": list(self.samples),
             "policy": dict(self.policy),
         }
+        if self.pair_ratios:
+            out["pair_ratios"] = list(self.pair_ratios)
+        if self.load_cores is not None:
+            out["load_cores"] = self.load_cores
+        return out
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,26 @@ def same_direction(
             f"{direction_words(first.higher_is_better)}, {b_name} with "
             f"{direction_words(second.higher_is_better)}; one of them is wrong: {refusal}"
         )
+
+
+def paired_ratios(bare: BareReference | None, samples: int) -> tuple[float, ...]:
+    """Each of a check's ``samples`` over its bare reference's sample taken with it, or ().
+
+    Only where the check and its reference were measured in pairs, one ratio a sample: a
+    load both sides of a pair shared cancels in the ratio.
+    """
+    if bare is None or not bare.paired or not bare.pair_ratios:
+        return ()
+    ratios = bare.pair_ratios
+    if len(ratios) != samples or not all(_finite_positive(v) for v in ratios):
+        return ()
+    return tuple(float(v) for v in ratios)
+
+
+def load_cores(result: Result) -> float | None:
+    """The cores of other work the noise guard saw beside a check (None: it saw none)."""
+    cores = [f.cores or 0.0 for f in result.noise_flags if f.kind is FlagKind.FOREIGN_LOAD]
+    return max(cores) if cores else None
 
 
 def bare_reference_value(bare: BareReference | None) -> float | None:

@@ -338,6 +338,30 @@ class ReferenceChange:
 
 
 @dataclass(frozen=True)
+class LoadCancelled:
+    """A check judged by its ratio to the bare reference paired with it, sample by sample.
+
+    Other work beside the check (now, or in the baseline runs) slows both sides of a pair
+    alike, and cancels in their ratio; the raw samples would carry it.
+    """
+
+    cores: float  # the most foreign load seen now or in the runs compared (cores)
+    baseline_runs: int  # the baseline runs compared, each with its pairs' ratios
+    of: int  # the runs the baseline holds for the check
+
+    @classmethod
+    def read(cls, data: Any) -> LoadCancelled | None:
+        """From the record's form; None for anything else."""
+        if not isinstance(data, Mapping) or _number(data.get("cores")) is None:
+            return None
+        return cls(
+            float(data["cores"]),
+            int(_number(data.get("baseline_runs")) or 0),
+            int(_number(data.get("of")) or 0),
+        )
+
+
+@dataclass(frozen=True)
 class ModeDifference:
     """How this run measured unlike every baseline run: its mode, warm-up, sample length."""
 
@@ -377,9 +401,10 @@ class BaselineFacts:
     reference_change: ReferenceChange | None = None
     measured_unlike_baseline: ModeDifference | None = None
     baseline_span_s: float | None = None  # first to last accepted baseline run
+    load_cancelled: LoadCancelled | None = None  # judged by the ratio to its paired reference
 
     NAMES = ("machine_change", "link_state", "reference_change", "measured_unlike_baseline",
-             "baseline_span_s")  # fmt: skip
+             "baseline_span_s", "load_cancelled")  # fmt: skip
 
     def to_context(self) -> dict[str, Any]:
         """The facts that are known, in the record's form."""
@@ -408,4 +433,5 @@ class BaselineFacts:
             reference_change=ReferenceChange.read(context.get("reference_change")),
             measured_unlike_baseline=ModeDifference.read(context.get("measured_unlike_baseline")),
             baseline_span_s=_number(context.get("baseline_span_s")),
+            load_cancelled=LoadCancelled.read(context.get("load_cancelled")),
         )

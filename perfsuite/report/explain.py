@@ -15,6 +15,7 @@ from perfsuite.judge import outcome, stats
 from perfsuite.judge.verdict import CHANGED, reference_moved
 from perfsuite.measure import probe
 from perfsuite.model import (
+    BareReference,
     BaselineLimit,
     BaselineVerdict,
     Because,
@@ -23,6 +24,7 @@ from perfsuite.model import (
     FloorVerdict,
     Limit,
     LinkSubset,
+    LoadCancelled,
     NoiseFlag,
     Result,
     RunRecord,
@@ -317,6 +319,9 @@ def explain(result: Result, profile: str = "") -> str:
     link = result.facts.link_state
     if link is not None and base.verdict in CHANGED:
         parts.append(link_note(link))
+    load = result.facts.load_cancelled
+    if load is not None:
+        parts.append(load_note(load, result.bare_reference))
     reference_ratio = _reference_ratio(result)
     if reference_ratio is not None and base.ratio is not None:
         parts.append(reference_note(base.ratio, reference_ratio))
@@ -533,6 +538,16 @@ def mode_tag(result: Result) -> str:
     )
 
 
+def load_note(load: LoadCancelled, bare: BareReference | None) -> str:
+    """Which measure a check under foreign load was judged by, and why it holds."""
+    what = f" ({bare.what})" if bare is not None and bare.what else ""
+    return (
+        f"judged by its ratio to the bare reference{what} taken with each sample: other work "
+        f"beside it (up to {load.cores:.2f} cores) slowed both sides of a pair alike and "
+        f"cancels in the ratio ({load.baseline_runs} of {load.of} baseline runs paired)"
+    )
+
+
 def _reference_ratio(result: Result) -> float | None:
     """A changed result's bare reference against the baseline runs' references, or None."""
     change = result.facts.reference_change
@@ -560,15 +575,18 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
         return "this run holds no measured check, so nothing passed"
     if verdict.state != "inconclusive":
         return ""
-    under_load = [
-        any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags) for r in verdict.noisy
+    under_load = [  # the load left in the verdict: not cancelled by a paired ratio
+        r.facts.load_cancelled is None
+        and any(f.kind is FlagKind.FOREIGN_LOAD for f in r.noise_flags)
+        for r in verdict.noisy
     ]
     loaded = sum(under_load)
     parts = []
     if loaded:
         parts.append(
-            f"{loaded} measured under foreign load: rerun on a quieter machine, or judge a "
-            "change with perfsuite ab, whose pairs share the load and cancel it"
+            f"{loaded} measured under foreign load: rerun with --perf-fidelity (a check's "
+            "ratio to its paired bare reference cancels the load) or on a quieter machine, "
+            "or judge a change with perfsuite ab, whose pairs share the load"
         )
     rest = len(verdict.noisy) - loaded
     if rest:

@@ -243,8 +243,9 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
         else f"baseline NOT saved: {refused} of {total} checks refused"
     )
     advice = (
-        "rerun on a quieter machine (a change under load: perfsuite ab, whose pairs share the "
-        "load); --perf-force-baseline saves them anyway, and their load widens the baseline"
+        "rerun with --perf-fidelity (each check paired with its bare reference, whose ratio "
+        "the load cancels in, is saved with its load) or on a quieter machine; "
+        "--perf-force-baseline saves them anyway, and their load widens the baseline"
     )
     if load not in reasons:
         advice = "--perf-force-baseline saves them anyway"

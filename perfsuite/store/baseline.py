@@ -36,6 +36,8 @@ from perfsuite.model.baseline import (
     BaselineEntry,
     BaselineRun,
     bare_reference_value,
+    load_cores,
+    paired_ratios,
     same_direction,
 )
 from perfsuite.store.files import (
@@ -109,6 +111,12 @@ def _entry(
             or (probe.LINK in machine and readings.rate(machine, probe.LINK) is None)
         ):
             raise bad(f"run {i} has a machine-probe rate that is not a finite positive number")
+        ratios = run.get("pair_ratios", [])
+        if bad_samples(ratios) or (ratios and len(ratios) != len(values)):
+            raise bad(f"run {i}: 'pair_ratios' is not one finite positive number a sample")
+        load = run.get("load_cores")
+        if load is not None and not (is_number(load) and 0 <= load <= 1e6):
+            raise bad(f"run {i}: 'load_cores' is not a number of cores >= 0, got {load!r:.40}")
         run_id = str(run.get("run_id", ""))
         shared = (run_policies or {}).get(run_id, {})
         runs.append(
@@ -117,6 +125,8 @@ def _entry(
                 str(run.get("created", "")),
                 tuple(float(v) for v in values),
                 _run_policy(shared, policy),
+                tuple(float(v) for v in ratios),
+                None if load is None else float(load),
             )
         )
     return BaselineEntry(raw["metric"], raw["unit"], raw["higher_is_better"], tuple(runs))
@@ -338,7 +348,14 @@ class BaselineStore:
             run_policies: dict[str, Any] = data["run_policies"]
             window = self.window or data["window"] or DEFAULT_WINDOW
             for result in chosen:
-                run = BaselineRun(run_id, created, tuple(result.samples), _result_policy(result))
+                run = BaselineRun(
+                    run_id,
+                    created,
+                    tuple(result.samples),
+                    _result_policy(result),
+                    paired_ratios(result.bare_reference, len(result.samples)),
+                    load_cores(result),
+                )
                 stored = entries.get(result.id)
                 entries[result.id] = _merged(path, result, stored, run, run_policies, window)
             for result in chosen:  # what is written must read back

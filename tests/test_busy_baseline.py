@@ -1,0 +1,239 @@
+"""A stored baseline on a busy machine: saved with its load, judged by a measure it cancels in.
+
+Each check here is measured beside its bare reference, sample by sample (``--perf-fidelity``).
+Other work slows both sides of a pair alike, so their ratio carries no load.  The runs read
+a simulated load through perfsuite's seam (the noise guard's snapshot) and fixed samples
+(``pytest_perfsuite_measured``): no real load, no real clock in what a test asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfsuite.judge import against
+from perfsuite.judge.compare import compare_runs
+from perfsuite.model import (
+    BareReference,
+    FlagKind,
+    LoadCancelled,
+    NoiseFlag,
+)
+from perfsuite.model.baseline import BaselineEntry, BaselineRun, paired_ratios
+from perfsuite.report.explain import load_note
+from perfsuite.store.records import load_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+PAIRED_CHECK = """
+import numpy as np
+from perfsuite.measure.loop import Reference, Workload
+from perfsuite.measure.workload import Bare
+from perfsuite.model import Work
+
+def test_copy(perf):
+    a = np.random.default_rng(0).random(1 << 15)
+    b = np.empty_like(a)
+    perf.measure(Workload(
+        check="toy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
+        work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
+        reference=Reference("memory.bandwidth_gbs", 0.5, "gpu"),
+        bare=Bare("np.copyto, bare", lambda: np.copyto(b, a), 2 * a.nbytes, "GB/s", 1e9),
+    ))
+"""
+
+# The machine as the runs see it: TOY_LOAD cores of other work beside every check, which
+# stretch each pair of samples (the check's and its reference's) by a factor of their own
+# (a load that comes and goes between pairs), and TOY_SLOWER, a slowdown of the check alone.
+LOADED = """
+import dataclasses, itertools, os
+import pytest
+from perfsuite.measure import loop
+from perfsuite.measure.noise import Snapshot
+from perfsuite.slowdown import stretched
+
+LOAD = float(os.environ.get("TOY_LOAD", "0"))
+SLOWER = float(os.environ.get("TOY_SLOWER", "0"))
+READINGS = itertools.count()
+SCATTER = (1.0, 1.01, 0.99, 1.005, 0.995, 1.002, 0.998)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_perfsuite_noise_snapshot(with_gpus):
+    now = float(next(READINGS))
+    return Snapshot(wall=now, busy=now * LOAD, steal=0.0, own=0.0, load=(), cpu_mhz=None)
+
+
+def pytest_perfsuite_measured(workload, measurement):
+    n, calls = len(measurement.seconds), measurement.calls
+    shared = [1 + LOAD * (0.3 + 0.5 * ((i * 3) % 7) / 6) for i in range(n)]
+    seconds = tuple(1e-3 * calls * SCATTER[i % 7] * shared[i] for i in range(n))
+    values = tuple(workload.value(s, calls) for s in seconds)
+    bare = workload.bare
+    if measurement.bare is None:  # without --perf-fidelity: no reference beside it
+        m = dataclasses.replace(measurement, seconds=seconds, values=values)
+        return stretched(m, workload, 1 / (1 - SLOWER)) if SLOWER else m
+    rates = [
+        bare.work * calls / (2e-3 * calls * SCATTER[(i + 3) % 7] * shared[i]) / bare.scale
+        for i in range(n)
+    ]
+    paired = {
+        **measurement.bare, "samples": rates, "value": max(rates), "paired": True,
+        "pair_ratios": loop.pair_ratios(values, rates),
+    }
+    m = dataclasses.replace(measurement, seconds=seconds, values=values, bare=paired)
+    return stretched(m, workload, 1 / (1 - SLOWER)) if SLOWER else m
+"""
+
+
+@pytest.fixture
+def busy(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_copy=PAIRED_CHECK)
+    pytester.makeconftest(LOADED)
+    shutil.copytree(FIXTURES / "profiles", pytester.path / "profiles")
+    pytester.makeini("[pytest]\nperf_profile_dir = profiles\nperf_allow_missing_device = true\n")
+    return pytester
+
+
+# Each save a session of its own, as saves hours apart would be (30 min apart by default).
+WINDOW = ("--perf-baseline-window", "0")
+
+
+def _run(p: pytest.Pytester, mp: pytest.MonkeyPatch, load: float, *args: str, slower: float = 0):
+    mp.setenv("TOY_LOAD", str(load))
+    mp.setenv("TOY_SLOWER", str(slower))
+    return p.runpytest("--hw=slowgpu", "-p", "no:randomly", *WINDOW, *args)
+
+
+def _last(p: pytest.Pytester) -> dict:
+    (path,) = sorted((p.path / "reports" / "slowgpu").glob("*.json"))[-1:]
+    record = json.loads(path.read_text())
+    (result,) = record["results"]
+    return dict(result)
+
+
+def _saved(p: pytest.Pytester, mp: pytest.MonkeyPatch, load: float, times: int = 3) -> dict:
+    for _ in range(times):
+        saved = _run(p, mp, load, "--perf-fidelity", "--perf-save-baseline")
+        assert saved.ret == 0, saved.stdout.str()[-1500:]
+        saved.stdout.fnmatch_lines(["perfsuite: baseline saved: 1 entries"])
+    data = json.loads((p.path / "baselines" / "slowgpu" / "baseline.json").read_text())
+    return dict(data["entries"]["test_copy.py::test_copy"])
+
+
+def test_a_baseline_saved_under_load_keeps_its_pairs_and_its_load(
+    busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = _saved(busy, monkeypatch, load=1.0)
+    assert len(entry["runs"]) == 3
+    for run in entry["runs"]:
+        assert run["load_cores"] == pytest.approx(1.0)
+        assert len(run["pair_ratios"]) == len(run["samples"])
+
+
+def test_under_load_an_unchanged_check_is_ok_and_a_slower_one_regressed_by_its_ratio(
+    busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _saved(busy, monkeypatch, load=1.0)
+    same = _run(busy, monkeypatch, 1.0, "--perf-fidelity")
+    assert same.ret == 0, same.stdout.str()[-1500:]
+    result = _last(busy)
+    assert result["baseline"]["verdict"] == "ok"
+    assert result["noise"]["flags"]  # the load is kept in the record
+    assert result["context"]["load_cancelled"]["baseline_runs"] == 3
+    slower = _run(busy, monkeypatch, 1.0, "--perf-fidelity", slower=0.2)
+    assert slower.ret == 1, slower.stdout.str()[-1500:]
+    result = _last(busy)
+    assert result["baseline"]["verdict"] == "regressed"
+    assert result["baseline"]["ratio"] == pytest.approx(0.8, rel=0.02)
+    slower.stdout.fnmatch_lines(["*judged by its ratio to the bare reference (np.copyto, bare)*"])
+    # perfsuite compare judges the same records by the same measure.
+    paths = sorted((busy.path / "reports" / "slowgpu").glob("*.json"))
+    records = [load_record(p) for p in paths]
+    rows, _, _ = compare_runs(records[:3], records[-1], window_s=0)
+    (row,) = rows
+    assert row.verdict == "regressed" and row.load is not None and row.load.baseline_runs == 3
+    rows, _, _ = compare_runs(records[:3], records[-2], window_s=0)
+    assert [r.verdict for r in rows] == ["ok"]
+
+
+def test_a_quiet_run_against_a_baseline_saved_under_load_is_judged_by_the_ratio_too(
+    busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _saved(busy, monkeypatch, load=1.0)
+    quiet = _run(busy, monkeypatch, 0.0, "--perf-fidelity")
+    assert quiet.ret == 0, quiet.stdout.str()[-1500:]
+    result = _last(busy)
+    # The raw samples run about 1.6 times as fast as the loaded baseline's; the ratio is same.
+    assert result["baseline"]["verdict"] == "ok"
+    assert result["context"]["load_cancelled"]["cores"] == pytest.approx(1.0)
+
+
+def test_without_pairs_a_save_under_load_fails_loudly_and_names_the_option(
+    busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = _run(busy, monkeypatch, 1.0, "--perf-save-baseline")
+    assert refused.ret == 1
+    last = refused.stdout.lines[-1] if "perfsuite: baseline" in refused.stdout.lines[-1] else ""
+    text = last or next(x for x in refused.stdout.lines if "baseline NOT saved" in x)
+    assert "measured under foreign load" in text and "--perf-fidelity" in text
+    assert not (busy.path / "baselines" / "slowgpu" / "baseline.json").exists()
+
+
+# ------------------------------------------------------------------ the parts, pure
+
+
+def _entry(*runs: BaselineRun) -> BaselineEntry:
+    return BaselineEntry("bandwidth", "GB/s", True, runs)
+
+
+def _run_of(samples: tuple[float, ...], ratios: tuple[float, ...] = (), load: float | None = None):
+    return BaselineRun("r", "2026-12-01T00:00:00+00:00", samples, {}, ratios, load)
+
+
+LOAD = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=0.9)
+
+
+def test_nothing_loaded_is_the_usual_comparison() -> None:
+    entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)))
+    assert against.under_load(entry, [10.0], [], [0.5]) is None
+
+
+def test_a_loaded_check_with_pairs_is_judged_by_the_ratios_without_the_load_flag() -> None:
+    entry = _entry(_run_of((10.0, 10.1)), _run_of((6.0, 6.1), (0.5, 0.51), load=1.1))
+    got = against.under_load(entry, [6.0, 6.2], [LOAD], [0.5, 0.52])
+    assert got is not None
+    assert got.judged == [0.5, 0.52] and got.runs == [(0.5, 0.51)]
+    assert got.compared == [(6.0, 6.1)]  # the runs compared, in the check's own unit
+    assert got.noise_flags == [] and got.load == LoadCancelled(1.1, 1, 2)
+
+
+def test_a_loaded_check_without_pairs_keeps_its_flag() -> None:
+    entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)))
+    assert against.under_load(entry, [6.0], [LOAD], []) is None  # the usual path, flagged
+
+
+def test_a_quiet_check_without_pairs_is_compared_with_the_quiet_runs_only() -> None:
+    entry = _entry(_run_of((10.0, 10.1)), _run_of((6.0, 6.1), load=1.0))
+    got = against.under_load(entry, [10.0], [], [])
+    assert got is not None and got.runs == [(10.0, 10.1)] and got.noise_flags == []
+    only_loaded = _entry(_run_of((6.0, 6.1), load=1.0))
+    got = against.under_load(only_loaded, [10.0], [], [])
+    assert got is not None and [f.kind for f in got.noise_flags] == [FlagKind.FOREIGN_LOAD]
+
+
+def test_only_ratios_taken_in_pairs_count() -> None:
+    unpaired = BareReference("ref", 1.0, "GB/s", (1.0, 1.0), paired=False, pair_ratios=(1.0, 1.0))
+    assert paired_ratios(unpaired, 2) == ()
+    paired = BareReference("ref", 1.0, "GB/s", (1.0, 1.0), paired=True, pair_ratios=(0.5, 0.6))
+    assert paired_ratios(paired, 2) == (0.5, 0.6)
+    assert paired_ratios(paired, 3) == ()  # not one a sample
+
+
+def test_the_note_names_the_measure_and_the_load() -> None:
+    note = load_note(LoadCancelled(0.93, 3, 4), BareReference("C STREAM copy"))
+    assert note.startswith("judged by its ratio to the bare reference (C STREAM copy)")
+    assert "0.93 cores" in note and "3 of 4 baseline runs paired" in note
