@@ -113,9 +113,10 @@ def test_a_baseline_refused_under_load_fails_loudly_on_one_line() -> None:
     ((line, markup),) = baseline_lines(done, results)
     assert line == (
         "perfsuite: baseline NOT saved: 35 of 35 checks refused: 35 measured under foreign "
-        "load (0.60-0.94 cores); rerun with --perf-fidelity (each check paired with its bare "
-        "reference, whose ratio the load cancels in, is saved with its load) or on a quieter "
-        "machine; --perf-force-baseline saves them anyway, and their load widens the baseline"
+        "load (0.60-0.94 cores); rerun with --perf-fidelity (a CPU check with a bare "
+        "reference is then paired with it and saved with its load, which cancels in their "
+        "ratio) or on a quieter machine; --perf-force-baseline saves them anyway, and their "
+        "load widens the baseline"
     )
     assert markup.get("red")
 

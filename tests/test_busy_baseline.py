@@ -10,20 +10,29 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from perfsuite.judge import against
 from perfsuite.judge.compare import compare_runs
+from perfsuite.measure.loop import Workload
 from perfsuite.model import (
     BareReference,
+    BaselineFacts,
+    BaselineVerdict,
     FlagKind,
+    FloorVerdict,
     LoadCancelled,
     NoiseFlag,
+    ReferenceChange,
+    Result,
+    Summary,
+    Work,
 )
 from perfsuite.model.baseline import BaselineEntry, BaselineRun, paired_ratios
-from perfsuite.report.explain import load_note
+from perfsuite.report.explain import load_note, load_tag, reference_tag
 from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -197,32 +206,74 @@ def _run_of(samples: tuple[float, ...], ratios: tuple[float, ...] = (), load: fl
 LOAD = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=0.9)
 
 
+def _against(entry: BaselineEntry, values: list[float], flags: list, ratios: list[float]):
+    work = Workload(
+        check="c", params={}, metric="bandwidth", unit="GB/s", work=Work(1.0, "B"), run=print
+    )
+    return against.against(work, values, entry, None, 0.05, flags, ratios)
+
+
 def test_nothing_loaded_is_the_usual_comparison() -> None:
     entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)))
-    assert against.under_load(entry, [10.0], [], [0.5]) is None
+    assert against.load_plan(entry.runs, [], True) is None
+    got = _against(entry, [10.0], [], [0.5])
+    assert got.load is None and got.judged == [10.0] and got.used is None
 
 
 def test_a_loaded_check_with_pairs_is_judged_by_the_ratios_without_the_load_flag() -> None:
     entry = _entry(_run_of((10.0, 10.1)), _run_of((6.0, 6.1), (0.5, 0.51), load=1.1))
-    got = against.under_load(entry, [6.0, 6.2], [LOAD], [0.5, 0.52])
-    assert got is not None
+    got = _against(entry, [6.0, 6.2], [LOAD], [0.5, 0.52])
     assert got.judged == [0.5, 0.52] and got.runs == [(0.5, 0.51)]
     assert got.compared == [(6.0, 6.1)]  # the runs compared, in the check's own unit
     assert got.noise_flags == [] and got.load == LoadCancelled(1.1, 1, 2)
+    assert got.used is not None and len(got.used.runs) == 1  # sessions counted on these
+
+
+def test_the_load_named_is_the_one_of_the_runs_compared() -> None:
+    entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)), _run_of((6.0, 6.1), load=1.7))
+    plan = against.load_plan(entry.runs, [LOAD], True)
+    assert plan is not None and plan.runs == (0,) and plan.load == LoadCancelled(0.9, 1, 2)
 
 
 def test_a_loaded_check_without_pairs_keeps_its_flag() -> None:
     entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)))
-    assert against.under_load(entry, [6.0], [LOAD], []) is None  # the usual path, flagged
+    assert against.load_plan(entry.runs, [LOAD], False) is None  # the usual path, flagged
+    got = _against(entry, [6.0], [LOAD], [])
+    assert got.noise_flags == [LOAD] and got.load is None
 
 
-def test_a_quiet_check_without_pairs_is_compared_with_the_quiet_runs_only() -> None:
-    entry = _entry(_run_of((10.0, 10.1)), _run_of((6.0, 6.1), load=1.0))
-    got = against.under_load(entry, [10.0], [], [])
-    assert got is not None and got.runs == [(10.0, 10.1)] and got.noise_flags == []
+def test_a_quiet_check_is_compared_with_the_quiet_runs_only_by_its_own_samples() -> None:
+    entry = _entry(_run_of((10.0, 10.1), (0.5, 0.5)), _run_of((6.0, 6.1), (0.5, 0.5), load=1.0))
+    got = _against(entry, [10.0], [], [0.5])  # pairs on both sides, but a quiet run to use
+    assert got.runs == [(10.0, 10.1)] and got.noise_flags == [] and got.load is None
     only_loaded = _entry(_run_of((6.0, 6.1), load=1.0))
-    got = against.under_load(only_loaded, [10.0], [], [])
-    assert got is not None and [f.kind for f in got.noise_flags] == [FlagKind.FOREIGN_LOAD]
+    got = _against(only_loaded, [10.0], [], [])
+    assert [f.kind for f in got.noise_flags] == [FlagKind.FOREIGN_LOAD]
+    paired_loaded = _entry(_run_of((6.0, 6.1), (0.5, 0.5), load=1.0))
+    got = _against(paired_loaded, [10.0], [], [0.5])
+    assert got.load == LoadCancelled(1.0, 1, 1) and got.judged == [0.5]
+
+
+def test_judged_by_the_ratio_the_reference_move_is_not_claimed() -> None:
+    facts = BaselineFacts(
+        reference_change=ReferenceChange(0.6, 3), load_cancelled=LoadCancelled(1.0, 3, 3)
+    )
+    result = _result(BaselineVerdict("regressed", ratio=0.8), facts)
+    assert reference_tag(result) == ""
+    assert (
+        load_tag(result)
+        == "judged by its ratio to the bare reference: 1.00 cores of load cancelled"
+    )
+    assert reference_tag(replace(result, facts=replace(facts, load_cancelled=None)))
+
+
+def _result(verdict: BaselineVerdict, facts: BaselineFacts) -> Result:
+    return Result(
+        id="t.py::test_copy", check="toy", params={}, metric="bandwidth", unit="GB/s",
+        higher_is_better=True, samples=(1.0, 1.0), seconds=(1.0, 1.0),
+        summary=Summary(1.0, 1.0, 1.0, 1.0, 2, None), work=Work(1.0, "B"),
+        floor=FloorVerdict("no-reference"), baseline=verdict, facts=facts,
+    )  # fmt: skip
 
 
 def test_only_ratios_taken_in_pairs_count() -> None:

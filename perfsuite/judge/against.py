@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfsuite.judge import speed, stats
@@ -27,7 +27,7 @@ from perfsuite.model import (
     NoiseFlag,
     ReferenceChange,
 )
-from perfsuite.model.baseline import BaselineEntry, bare_reference_value
+from perfsuite.model.baseline import BaselineEntry, BaselineRun, bare_reference_value
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Against:
     link: LinkSubset | None = None
     machine_change: MachineChange | None = None
     load: LoadCancelled | None = None  # judged by the ratios to the paired bare reference
+    used: BaselineEntry | None = None  # the runs compared, where a load narrowed them
 
 
 def against(
@@ -57,18 +58,33 @@ def against(
 ) -> Against:
     """The baseline runs a check is compared with, and how.
 
-    Under foreign load (now, or in the baseline runs), by the ratios to the bare reference
-    paired with each sample, where both sides have them (:func:`under_load`).  Otherwise
-    like with like in the CPUs' link state, and both sides per unit of the machine's speed
-    where the probe moved.
+    Under foreign load (now, or in the baseline runs), as :func:`load_plan` says: by the
+    ratios to the bare reference paired with each sample, or against the quiet runs only.
+    Then like with like in the CPUs' link state, and both sides per unit of the machine's
+    speed where the probe moved.
     """
     runs = entry.run_samples if entry else None
     against = Against(values, runs, runs, runs, noise_flags)
-    if entry is not None:
-        loaded = under_load(entry, values, noise_flags, ratios)
-        if loaded is not None:
-            return loaded
-    if machine is None or entry is None:
+    if entry is None:
+        return against
+    plan = load_plan(entry.runs, noise_flags, bool(ratios))
+    if plan is not None:
+        used = replace(entry, runs=tuple(entry.runs[i] for i in plan.runs))
+        against.used = used
+        if plan.load is not None:  # the pairs' ratios: no probe, no link state to allow for
+            judged_runs = [r.pair_ratios for r in used.runs]
+            kept = [f for f in noise_flags if f.kind is not FlagKind.FOREIGN_LOAD]
+            against.judged, against.runs, against.compared = (
+                list(ratios),
+                judged_runs,
+                used.run_samples,
+            )
+            against.noise_flags, against.load = kept, plan.load
+            return against
+        against.runs = against.compared = used.run_samples
+        against.noise_flags = [*noise_flags, *([plan.flag] if plan.flag else [])]
+        entry = used
+    if machine is None:
         return against
     machines: list[Any] = entry.machines
     if readings.follows_link(workload.params):
@@ -103,41 +119,50 @@ def against(
     return against
 
 
-def under_load(
-    entry: BaselineEntry,
-    values: Sequence[float],
-    noise_flags: list[NoiseFlag],
-    ratios: Sequence[float],
-) -> Against | None:
-    """The comparison of a check measured under foreign load, or whose baseline runs were.
+@dataclass(frozen=True)
+class LoadPlan:
+    """Which baseline runs a check under foreign load is compared with, and by what."""
+
+    runs: tuple[int, ...]  # the baseline runs compared (their indices)
+    load: LoadCancelled | None = None  # set: by the pairs' ratios, the load cancelled
+    flag: NoiseFlag | None = None  # a load the compared runs carry, as a flag against it
+
+
+def load_plan(
+    runs: Sequence[BaselineRun], noise_flags: Sequence[NoiseFlag], has_ratios: bool
+) -> LoadPlan | None:
+    """How a check is compared when it, or some of its baseline runs, ran under foreign load.
 
     A load both sides of a pair shared (the check's sample and its bare reference's, taken
-    one after the other) slows both alike and cancels in their ratio.  So where the check
-    has its pairs' ``ratios`` and baseline runs have theirs, those ratios are compared, and
-    the load is no flag against the verdict (it stays in the record).  Without ratios, a
-    check measured under load keeps its flag (a change beyond the tolerance stays *noisy*);
-    a quiet one is compared with the quiet baseline runs, or, when every run was loaded,
-    with them under their load's flag.  None when nothing was loaded: the usual comparison.
+    one after the other) slows both alike and cancels in their ratio; but the ratio also
+    cancels a change the reference shares (most references call the check's own library),
+    so the check's own samples are preferred wherever no load touches them.
+
+    * Loaded now, with its pairs' ratios: by the ratios, against the baseline runs that kept
+      theirs; the load is no flag against the verdict (it stays in the record).  Without the
+      ratios (or no paired run): None, the usual comparison, which the load's flag keeps
+      from calling a change.
+    * Quiet now: the samples, against the quiet baseline runs; with none quiet, by the
+      ratios where both sides have them; else against the loaded runs under their load's
+      flag.
+    * Nothing loaded: None.
     """
     now = [f.cores or 0.0 for f in noise_flags if f.kind is FlagKind.FOREIGN_LOAD]
-    then = [r.load_cores for r in entry.runs if r.load_cores is not None]
-    if not now and not then:
+    loads = [r.load_cores for r in runs]
+    if not now and all(load is None for load in loads):
         return None
-    every = entry.run_samples
-    paired = [r for r in entry.runs if r.pair_ratios]
-    if ratios and paired:
-        kept = [f for f in noise_flags if f.kind is not FlagKind.FOREIGN_LOAD]
-        load = LoadCancelled(max([*now, *then]), len(paired), len(entry.runs))
-        judged_runs = [r.pair_ratios for r in paired]
-        own_unit = [r.samples for r in paired]
-        return Against(list(ratios), judged_runs, own_unit, every, kept, load=load)
-    if now:
+    paired = tuple(i for i, r in enumerate(runs) if r.pair_ratios)
+    by_ratio = has_ratios and bool(paired)
+    if now and not by_ratio:
         return None
-    quiet = [r.samples for r in entry.runs if r.load_cores is None]
-    if quiet:
-        return Against(values, quiet, quiet, every, noise_flags)
-    flag = NoiseFlag(FlagKind.FOREIGN_LOAD, cores=max(then))
-    return Against(values, every, every, every, [*noise_flags, flag])
+    quiet = tuple(i for i, load in enumerate(loads) if load is None)
+    if not now and quiet:
+        return LoadPlan(quiet)
+    if by_ratio:
+        cores = max([*now, *(float(loads[i] or 0.0) for i in paired)])
+        return LoadPlan(paired, load=LoadCancelled(cores, len(paired), len(runs)))
+    worst = max(float(load or 0.0) for load in loads)
+    return LoadPlan(tuple(range(len(runs))), flag=NoiseFlag(FlagKind.FOREIGN_LOAD, cores=worst))
 
 
 def facts(

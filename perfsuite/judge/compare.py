@@ -15,6 +15,7 @@ from perfsuite.measure.redaction import redact
 from perfsuite.model import (
     BaselineVerdict,
     Because,
+    FlagKind,
     LoadCancelled,
     NoiseFlag,
     Result,
@@ -22,7 +23,6 @@ from perfsuite.model import (
     Why,
 )
 from perfsuite.model.baseline import (
-    BaselineEntry,
     BaselineRun,
     load_cores,
     paired_ratios,
@@ -226,11 +226,16 @@ def compare_runs(
     b_results: dict[str, Result] = {r.id: r for r in b.results}
     runs, created = _runs_before(before, b_results)
     common = [i for i in b_results if i in runs]
+    # Under foreign load (B's, or some of A's runs'), as the plugin judges a stored baseline:
+    # against the runs the plan names, by the pairs' ratios where it says so.
+    plans = {i: p for i in common if (p := _load_plan(b_results[i], runs[i])) is not None}
+    for i, plan in plans.items():
+        runs[i] = [runs[i][k] for k in plan.runs]
+        created[i] = [created[i][k] for k in plan.runs]
     judged = {i: _judged_samples(b_results[i], runs[i]) for i in common}
-    # Under foreign load, by the ratios to the paired bare references where both sides have them.
-    loaded = {i: c for i in common if (c := _under_load(b_results[i], runs[i])) is not None}
-    for i, c in loaded.items():
-        judged[i] = (c.judged, list(c.runs or []), None)
+    by_ratio = {i: plan.load for i, plan in plans.items() if plan.load is not None}
+    for i in by_ratio:
+        judged[i] = (_ratios(b_results[i]), [_ratios(r) for r in runs[i]], None)
     # Each run of A's reading, kept as a baseline run would keep it (see baseline.py).
     kept = {
         i: [
@@ -249,8 +254,8 @@ def compare_runs(
     # A check's A side is young when A has runs of it from too few sessions (before any
     # link-state subset).
     states = {i: stats.sessions_of(created[i], window_s) for i in common}
-    unloaded = [i for i in common if i not in loaded]
-    link_flags, bounds = _like_links(unloaded, b_results, runs, judged, kept, tolerance)
+    unpaired = [i for i in common if i not in by_ratio]
+    link_flags, bounds = _like_links(unpaired, b_results, runs, judged, kept, tolerance)
     members = []
     for i in common:
         rb = b_results[i]
@@ -267,13 +272,15 @@ def compare_runs(
         raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[i]], rb.higher_is_better)
         flag = speed.guard(judged[i][2], tol, raw)
         flags += [flag] if flag else []
-        if i in loaded:
-            flags = list(loaded[i].noise_flags)
+        load_flag = plans[i].flag if i in plans else None
+        flags += [load_flag] if load_flag else []
+        if i in by_ratio:  # the load cancels in the pairs' ratios: no flag against them
+            flags = [f for f in rb.noise_flags if f.kind is not FlagKind.FOREIGN_LOAD]
         members.append(family.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
     decided = family.decide_family(members, alpha=alpha, correction=correction)
     bound_flags = {i: bound[1] for i, bound in bounds.items()}
     rows = _rows(common, b_results, runs, judged, members, decided, bound_flags)
-    rows = [replace(row, load=loaded[row.id].load) if row.id in loaded else row for row in rows]
+    rows = [replace(row, load=by_ratio[row.id]) if row.id in by_ratio else row for row in rows]
     a_ids = {r.id for record in before for r in record.results}
     only_a = sorted(a_ids - set(common))
     only_b = sorted(set(b_results) - set(common))
@@ -413,25 +420,17 @@ def _judged_samples(
     )
 
 
-def _under_load(b: Result, a_runs: Sequence[Result]) -> against.Against | None:
-    """B against A's runs under foreign load, as the plugin judges a stored baseline."""
-    entry = BaselineEntry(
-        b.metric,
-        b.unit,
-        b.higher_is_better,
-        tuple(
-            BaselineRun(
-                r.id,
-                "",
-                tuple(r.samples),
-                pair_ratios=paired_ratios(r.bare_reference, len(r.samples)),
-                load_cores=load_cores(r),
-            )
-            for r in a_runs
-        ),
-    )
-    ratios = paired_ratios(b.bare_reference, len(b.samples))
-    return against.under_load(entry, b.samples, list(b.noise_flags), ratios)
+def _ratios(result: Result) -> tuple[float, ...]:
+    return paired_ratios(result.bare_reference, len(result.samples))
+
+
+def _load_plan(b: Result, a_runs: Sequence[Result]) -> against.LoadPlan | None:
+    """How B is compared with A's runs when a load touched either (:func:`load_plan`)."""
+    runs = [
+        BaselineRun(r.id, "", tuple(r.samples), pair_ratios=_ratios(r), load_cores=load_cores(r))
+        for r in a_runs
+    ]
+    return against.load_plan(runs, b.noise_flags, bool(_ratios(b)))
 
 
 def compared_record(

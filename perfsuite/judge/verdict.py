@@ -256,7 +256,8 @@ class Judge:
         n: int,
     ) -> BaselineVerdict:
         """The baseline verdict of a check's samples against the runs it is compared with."""
-        sessions = self._sessions(entry) if entry is not None else None
+        # the sessions of the runs compared, where a load narrowed them
+        sessions = self._sessions(compared.used or entry) if entry is not None else None
         baseline = family.baseline_verdict(
             compared.judged,
             compared.runs,

@@ -510,6 +510,14 @@ def reference_tag(result: Result) -> str:
     return f"bare reference {how} ({_signed_percent(reference_ratio)})"
 
 
+def load_tag(result: Result) -> str:
+    """For a check judged by its ratio to its paired bare reference, a short note; else ""."""
+    load = result.facts.load_cancelled
+    if load is None or result.baseline.verdict == "new":
+        return ""
+    return f"judged by its ratio to the bare reference: {load.cores:.2f} cores of load cancelled"
+
+
 def _slashed(values: Sequence[float]) -> str:
     """Several settings of the baseline runs, as "0.1/0.5"."""
     return "/".join(f"{v:g}" for v in values)
@@ -544,14 +552,16 @@ def load_note(load: LoadCancelled, bare: BareReference | None) -> str:
     return (
         f"judged by its ratio to the bare reference{what} taken with each sample: other work "
         f"beside it (up to {load.cores:.2f} cores) slowed both sides of a pair alike and "
-        f"cancels in the ratio ({load.baseline_runs} of {load.of} baseline runs paired)"
+        f"cancels in the ratio, as would a change the reference shares "
+        f"({load.baseline_runs} of {load.of} baseline runs paired)"
     )
 
 
 def _reference_ratio(result: Result) -> float | None:
     """A changed result's bare reference against the baseline runs' references, or None."""
     change = result.facts.reference_change
-    if change is None or result.baseline.verdict not in CHANGED:
+    # Judged by its ratio to the reference, the reference's own move is already divided out.
+    if change is None or result.baseline.verdict not in CHANGED or result.facts.load_cancelled:
         return None
     return change.ratio
 
@@ -583,10 +593,13 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     loaded = sum(under_load)
     parts = []
     if loaded:
+        fidelity = (
+            "rerun with --perf-fidelity (a CPU check's ratio to its paired bare reference "
+            "cancels the load) or on a quieter machine"
+        )
         parts.append(
-            f"{loaded} measured under foreign load: rerun with --perf-fidelity (a check's "
-            "ratio to its paired bare reference cancels the load) or on a quieter machine, "
-            "or judge a change with perfsuite ab, whose pairs share the load"
+            f"{loaded} measured under foreign load: {fidelity}, or judge a change with "
+            "perfsuite ab, whose pairs share the load"
         )
     rest = len(verdict.noisy) - loaded
     if rest:

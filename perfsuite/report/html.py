@@ -26,6 +26,7 @@ from perfsuite.report.explain import (
     cannot_detect_note,
     flag_words,
     floor_reason,
+    load_tag,
     machine_note,
     mode_tag,
     reference_tag,
@@ -111,6 +112,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
             x
             for x in (
                 b.reason if b.verdict != "new" else "",
+                load_tag(r),
                 reference_tag(r),
                 mode_tag(r),
                 cannot_detect_note(b),

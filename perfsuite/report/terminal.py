@@ -19,6 +19,7 @@ from perfsuite.report.explain import (
     baseline_note,
     cannot_detect_note,
     flag_words,
+    load_tag,
     machine_note,
     mode_tag,
     reference_tag,
@@ -242,10 +243,12 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
         if done.baseline_path
         else f"baseline NOT saved: {refused} of {total} checks refused"
     )
+    fidelity = (
+        "rerun with --perf-fidelity (a CPU check with a bare reference is then paired with it "
+        "and saved with its load, which cancels in their ratio) or on a quieter machine"
+    )
     advice = (
-        "rerun with --perf-fidelity (each check paired with its bare reference, whose ratio "
-        "the load cancels in, is saved with its load) or on a quieter machine; "
-        "--perf-force-baseline saves them anyway, and their load widens the baseline"
+        f"{fidelity}; --perf-force-baseline saves them anyway, and their load widens the baseline"
     )
     if load not in reasons:
         advice = "--perf-force-baseline saves them anyway"
@@ -291,7 +294,8 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     for kind in ("regressed", "improved"):
         changed = [r for r in ordered if r.baseline.verdict == kind]
         for r in changed[:NAMED]:
-            why = "; ".join(x for x in (r.baseline.reason, reference_tag(r), mode_tag(r)) if x)
+            tags = (r.baseline.reason, load_tag(r), reference_tag(r), mode_tag(r))
+            why = "; ".join(x for x in tags if x)
             notes.append(f"{kind}: {short_id(r.id)}: {why}")
         if len(changed) > NAMED:
             notes.append(f"{kind}: {len(changed) - NAMED} more; details in the report")
