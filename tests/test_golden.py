@@ -10,12 +10,12 @@ to change the output regenerates it (``python -m tests.golden.outputs``) and sho
 from __future__ import annotations
 
 import difflib
+import fcntl
 import json
 import os
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 from tests.golden.outputs import EXPECTED, outputs
 
@@ -27,7 +27,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         return outputs(tmp_path_factory.mktemp("golden"))
     shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker
     cache = shared / "golden-outputs.json"
-    with FileLock(str(cache) + ".lock"):
+    with open(str(cache) + ".lock", "w") as lock:  # the first worker makes them, the other waits
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not cache.exists():
             cache.write_text(json.dumps(outputs(tmp_path_factory.mktemp("golden"))))
         made: dict[str, str] = json.loads(cache.read_text())
