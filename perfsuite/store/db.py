@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import random
 import secrets
 import socket
 import time
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 STALE_S = 3600.0  # a temporary, or a results file without its runs file, older than this
-RETRIES = 5  # a read that met a shard removed by a compaction under it is read again
+# A read that met a shard removed by a compaction under it is read again, after a pause
+# that grows to half a second, jittered: under a loaded CI runner, with 8 writers merging
+# tiers and a compaction in a loop, 5 tries (0.5 s in all) were not always enough.
+RETRIES = 20
 # Rows per Parquet row group: a writer holds about one per thread, and a result's row holds
 # its samples and JSON (DuckDB's default of 122,880 took a compaction of 10^6 results to
 # 1.6 GB; this, with two threads, to a third of that).
@@ -243,7 +247,7 @@ class Store:
             except duckdb.IOException as exc:
                 if attempt == RETRIES - 1:
                     raise StorageError(f"{self.path}: results store: {first_line(exc)}") from None
-                time.sleep(0.05 * (attempt + 1))
+                time.sleep(min(0.5, 0.05 * (attempt + 1)) * random.uniform(0.5, 1.5))
             except duckdb.Error as exc:
                 first = first_line(exc) or type(exc).__name__
                 raise StorageError(f"{self.path}: corrupt results store: {first}") from None
