@@ -28,6 +28,7 @@ from perfsuite.model import (
     NoiseFlag,
     ReferenceChange,
     Result,
+    RunRecord,
     Summary,
     Work,
 )
@@ -288,3 +289,30 @@ def test_the_note_names_the_measure_and_the_load() -> None:
     note = load_note(LoadCancelled(0.93, 3, 4), BareReference("C STREAM copy"))
     assert note.startswith("judged by its ratio to the bare reference (C STREAM copy)")
     assert "0.93 cores" in note and "3 of 4 baseline runs paired" in note
+
+
+def test_compare_judges_a_loaded_run_by_the_ratios_of_the_paired_runs_only() -> None:
+    """A's runs: one quiet without pairs, two loaded with them; B loaded, 20% slower."""
+    base = load_record(FIXTURES / "report-run.json")
+    first = base.results[0]
+    n = len(first.samples)
+
+    def run(i: int, factor: float, load: float | None, paired: bool) -> RunRecord:
+        ratios = tuple(0.5 * factor * (1 + 0.002 * (k % 3)) for k in range(n)) if paired else ()
+        bare = BareReference("ref", 1.0, first.unit, (1.0,) * n, paired=paired, pair_ratios=ratios)
+        flags = (NoiseFlag(FlagKind.FOREIGN_LOAD, cores=load),) if load else ()
+        result = replace(
+            first, samples=tuple(v * factor for v in first.samples), bare_reference=bare,
+            noise_flags=flags, machine=None,
+        )  # fmt: skip
+        return replace(
+            base, run_id=f"r{i}", created=f"2026-11-0{i + 1}T00:00:00+00:00", results=(result,)
+        )
+
+    a_runs = [run(0, 1.0, None, False), run(1, 0.6, 1.0, True), run(2, 0.6, 1.1, True)]
+    (row,), _, _ = compare_runs(a_runs, run(3, 0.48, 0.9, True), window_s=0)
+    assert row.load == LoadCancelled(1.1, 2, 3)
+    assert row.verdict in ("regressed", "noisy")  # 2 runs: a young baseline may not confirm
+    assert row.comparison.ratio == pytest.approx(0.8, rel=0.01)
+    (row,), _, _ = compare_runs(a_runs, run(4, 0.6, 0.9, True), window_s=0)
+    assert row.verdict == "ok" and row.comparison.ratio == pytest.approx(1.0, rel=0.01)
