@@ -254,8 +254,9 @@ def test_an_interrupt_writes_the_rounds_so_far_marked_incomplete(tmp_path: Path)
     assert "INCOMPLETE" in rest
 
 
-# A healthy side takes 1.9 s here, 3.3 s at most in a whole pytest -n 2 run.
-SIDE_TIMEOUT_S = 8
+# A healthy side takes 1.9 s on a quiet 2-core runner and 3.3 s in a whole pytest -n 2 run,
+# but passed 8 s under CI's burner beside the rest of the integration tier.
+SIDE_TIMEOUT_S = 30
 
 
 def test_a_hung_side_is_killed_and_fails_b(tmp_path: Path) -> None:
