@@ -182,6 +182,18 @@ def test_a_quiet_run_against_a_baseline_saved_under_load_is_judged_by_the_ratio_
     assert result["context"]["load_cancelled"]["cores"] == pytest.approx(1.0)
 
 
+def test_what_a_ratio_verdict_cannot_detect_is_told_from_the_ratios(
+    busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _saved(busy, monkeypatch, load=1.0)
+    # A tolerance no comparison here can detect, so the verdict says what limits it.
+    tight = _run(busy, monkeypatch, 1.0, "--perf-fidelity", "--perf-tolerance", "0.0001")
+    assert tight.ret == 0, tight.stdout.str()[-1500:]
+    blind = _last(busy)["baseline"]["cannot_detect"]
+    # The raw samples scatter with the load (log sd 0.12 here); the ratios do not.
+    assert blind["baseline_scatter_sd"] < 0.02
+
+
 def test_without_pairs_a_save_under_load_fails_loudly_and_names_the_option(
     busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -279,11 +279,34 @@ class Judge:
             return replace(baseline, why=Why(Because.UNIT_CHANGED, baseline_unit=stored.unit))
         if entry is None:
             return baseline
+        if compared.load is not None and compared.runs:  # what the ratios, not samples, allow
+            plan = self._ratio_plan(plan, compared.runs, compared.used or entry, n)
         baseline = replace(baseline, cannot_detect=undetectable(baseline, plan, n))
         if compared.runs is not compared.every_run:  # the median in the check's own unit
             medians = [statistics.median(r) for r in compared.compared or entry.run_samples]
             baseline = replace(baseline, baseline_median=statistics.geometric_mean(medians))
         return baseline
+
+    def _ratio_plan(
+        self, plan: Plan, runs: Sequence[Sequence[float]], used: BaselineEntry, n: int
+    ) -> Plan:
+        """The plan's detection figures, from the baseline's ratios to the bare reference.
+
+        A check judged through a load is compared by its pairs' ratios, whose spread is not
+        the raw samples' the plan was made from: what more samples would detect, or what in
+        the baseline keeps any count from it, is the ratios' to say.
+        """
+        lv = stats.levels(
+            runs,
+            higher_is_better=used.higher_is_better,
+            prior=self.prior,
+            sessions=self._sessions(used),
+        )
+        needed = stats.samples_needed(lv, plan.tolerance, self.threshold, n, max(n, 200))
+        limited_by = None if needed is not None else stats.baseline_limit(lv, plan.tolerance)
+        return replace(
+            plan, needed=needed, limited_by=limited_by, baseline_scatter=math.sqrt(lv.within_var)
+        )
 
     def _waiver(self, node_id: str, baseline: BaselineVerdict) -> dict[str, Any] | None:
         """The waiver that covers a check, with how it applies: applied, stale or expired."""
