@@ -404,8 +404,13 @@ def test_fastest_passes_orients_latency_and_says_which_pass(tmp_path: Path) -> N
     merged = fastest_passes([load_record(p) for p in paths])
     (result,) = merged.results
     assert statistics.median(result.samples) == pytest.approx(80.1, rel=1e-3)
-    assert result.context["passes"]["kept"] == "s-1"
-    assert sorted(result.context["passes"]["medians"]) == ["s-0", "s-1", "s-2"]
+    passes = result.facts.passes
+    assert passes is not None and passes.kept == "s-1"
+    assert [run for run, _ in passes.medians] == ["s-0", "s-1", "s-2"]
+    # In the record it is the context's "passes", and it reads back typed.
+    stored = result.to_dict()["context"]["passes"]
+    assert stored["kept"] == "s-1" and sorted(stored["medians"]) == ["s-0", "s-1", "s-2"]
+    assert Result.from_dict(result.to_dict()).facts.passes == passes
     assert merged.run_id == "s-0+s-1+s-2"
 
 
@@ -439,9 +444,9 @@ def test_a_check_missing_from_a_pass_is_left_out_of_the_session(tmp_path: Path) 
     two = _record(tmp_path, "p1", {"x::t": [v * 0.9 for v in tight]})
     merged = fastest_passes([load_record(one), load_record(two)])
     assert [r.id for r in merged.results] == ["x::t"]
-    assert merged.results[0].context["passes"]["medians"] == pytest.approx(
-        {"p0": 100.1, "p1": 90.09}
-    )
+    passes = merged.results[0].facts.passes
+    assert passes is not None
+    assert dict(passes.medians) == pytest.approx({"p0": 100.1, "p1": 90.09})
     assert merged.derived == {}
 
 

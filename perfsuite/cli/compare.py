@@ -82,7 +82,7 @@ def _print_passes(passes: int, kept: list[RunRecord]) -> None:
         "before and after alike"
     )
     for session in kept:
-        counts = Counter(r.context["passes"]["kept"] for r in session.results)
+        counts = Counter(r.facts.passes.kept for r in session.results if r.facts.passes)
         print(f"  {session.run_id}: " + ", ".join(f"{n} from {k}" for k, n in counts.items()))
 
 

@@ -18,6 +18,7 @@ from perfsuite.model import (
     FlagKind,
     LoadCancelled,
     NoiseFlag,
+    PassesKept,
     Result,
     RunRecord,
     Why,
@@ -134,7 +135,7 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
     long tail; the fastest of passes minutes apart steps over a spell unless it catches them
     all (see ``lab/best_of_passes.py``).  Judge a session kept this way only against
     baselines kept the same way.  Each kept result says which pass it came from and every
-    pass's median (``context.passes``).  A check missing from a pass, or measured there in
+    pass's median (``facts.passes``).  A check missing from a pass, or measured there in
     another unit, is left out of the session (compare then lists it as only on one side).
     The passes must share the profile and the environment (the stack under test); the
     merged record has the first pass's metadata and no derived sections.
@@ -167,9 +168,8 @@ def fastest_passes(passes: Sequence[RunRecord]) -> RunRecord:
         if len(found) != len(passes) or any(r.unit != first.unit or not r.samples for r in found):
             continue  # not measured alike in every pass: not compared
         k, best = max(enumerate(found), key=lambda kr: _speed(kr[1]))
-        medians = {ids[j]: statistics.median(r.samples) for j, r in enumerate(found)}
-        context = {**best.context, "passes": {"kept": ids[k], "medians": medians}}
-        results.append(replace(best, context=context))
+        medians = tuple((ids[j], statistics.median(r.samples)) for j, r in enumerate(found))
+        results.append(replace(best, facts=replace(best.facts, passes=PassesKept(ids[k], medians))))
     durations = [p.duration_s for p in passes]
     crashed = {c.id: c for p in passes for c in p.crashed}  # a crash in any pass counts
     return replace(

@@ -362,6 +362,28 @@ class LoadCancelled:
 
 
 @dataclass(frozen=True)
+class PassesKept:
+    """A check of a session measured in several passes, kept from its fastest pass.
+
+    ``perfsuite compare --passes N`` folds each session's passes into one record this way.
+    """
+
+    kept: str  # the run id of the pass kept
+    medians: tuple[tuple[str, float], ...]  # each pass's run id and its median
+
+    @classmethod
+    def read(cls, data: Any) -> PassesKept | None:
+        """From the record's form (``{"kept": id, "medians": {id: median}}``); else None."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("kept"), str):
+            return None
+        medians = data.get("medians")
+        if not isinstance(medians, Mapping):
+            return None
+        pairs = [(str(k), _number(v)) for k, v in medians.items()]
+        return cls(data["kept"], tuple((k, float(v)) for k, v in pairs if v is not None))
+
+
+@dataclass(frozen=True)
 class ModeDifference:
     """How this run measured unlike every baseline run: its mode, warm-up, sample length."""
 
@@ -402,9 +424,10 @@ class BaselineFacts:
     measured_unlike_baseline: ModeDifference | None = None
     baseline_span_s: float | None = None  # first to last accepted baseline run
     load_cancelled: LoadCancelled | None = None  # judged by the ratio to its paired reference
+    passes: PassesKept | None = None  # kept from the fastest of a session's passes
 
     NAMES = ("machine_change", "link_state", "reference_change", "measured_unlike_baseline",
-             "baseline_span_s", "load_cancelled")  # fmt: skip
+             "baseline_span_s", "load_cancelled", "passes")  # fmt: skip
 
     def to_context(self) -> dict[str, Any]:
         """The facts that are known, in the record's form."""
@@ -417,6 +440,8 @@ class BaselineFacts:
                 state = value.state.to_dict() if value.state is not None else None
                 whole = {**asdict(value), "state": state}
                 value = {k: v for k, v in whole.items() if v not in ("", None)}
+            elif name == "passes":
+                value = {"kept": value.kept, "medians": dict(value.medians)}
             elif not isinstance(value, float):
                 value = {
                     k: list(v) if isinstance(v, tuple) else v for k, v in asdict(value).items()
@@ -434,4 +459,5 @@ class BaselineFacts:
             measured_unlike_baseline=ModeDifference.read(context.get("measured_unlike_baseline")),
             baseline_span_s=_number(context.get("baseline_span_s")),
             load_cancelled=LoadCancelled.read(context.get("load_cancelled")),
+            passes=PassesKept.read(context.get("passes")),
         )
