@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import stat
@@ -25,15 +24,6 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 def is_plain_name(name: object) -> bool:
     """Whether ``name`` is a string that is one plain path component."""
     return isinstance(name, str) and PLAIN_NAME.fullmatch(name) is not None
-
-
-def not_finite_positive(values: Iterable[object]) -> list[object]:
-    """The values that are not finite positive numbers (booleans are not numbers here)."""
-    return [
-        v
-        for v in values
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf
-    ]
 
 
 def same_file(a: Path, b: Path) -> bool:
