@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from packaging.version import Version
 from scipy import stats as sps
+from toy_checks import copy_check
 
 from perfsuite import cli
 from perfsuite.ab import (
@@ -665,19 +666,7 @@ def test_a_side_runs_only_the_checks_its_selection_names(pytester: pytest.Pytest
 
 
 # A check that copies a small array, for the side's pytester tests.
-COPY_CHECK = """
-import numpy as np
-from perfsuite.measure.loop import Workload
-from perfsuite.model import Work
-
-def test_copy(perf):
-    a = np.random.default_rng(0).random(1 << 12)
-    b = np.empty_like(a)
-    perf.measure(Workload(
-        check="copy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
-        work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
-    ))
-"""
+COPY_CHECK = copy_check(1 << 12)
 
 
 def test_a_side_takes_no_machine_probe(pytester: pytest.Pytester) -> None:

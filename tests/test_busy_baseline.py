@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from toy_checks import copy_check
 
 from perfsuite.judge import against
 from perfsuite.judge.compare import compare_runs
@@ -38,22 +39,7 @@ from perfsuite.store.records import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-PAIRED_CHECK = """
-import numpy as np
-from perfsuite.measure.loop import Reference, Workload
-from perfsuite.measure.workload import Bare
-from perfsuite.model import Work
-
-def test_copy(perf):
-    a = np.random.default_rng(0).random(1 << 15)
-    b = np.empty_like(a)
-    perf.measure(Workload(
-        check="toy", params={"n": a.size}, metric="bandwidth", unit="GB/s",
-        work=Work(2 * a.nbytes, "B", "copy"), run=lambda: np.copyto(b, a), scale=1e9,
-        reference=Reference("memory.bandwidth_gbs", 0.5, "gpu"),
-        bare=Bare("np.copyto, bare", lambda: np.copyto(b, a), 2 * a.nbytes, "GB/s", 1e9),
-    ))
-"""
+PAIRED_CHECK = copy_check(1 << 15, paired=True)
 
 # The machine as the runs see it: TOY_LOAD cores of other work beside every check, which
 # stretch each pair of samples (the check's and its reference's) by a factor of their own
@@ -125,6 +111,13 @@ def _last(p: pytest.Pytester) -> dict:
     return dict(result)
 
 
+def _judged(p: pytest.Pytester, mp: pytest.MonkeyPatch, load: float, *args: str) -> dict:
+    """The result of a paired run at ``load`` that passed (exit 0), as its record has it."""
+    run = _run(p, mp, load, "--perf-fidelity", *args)
+    assert run.ret == 0, run.stdout.str()[-1500:]
+    return _last(p)
+
+
 def _saved(p: pytest.Pytester, mp: pytest.MonkeyPatch, load: float, times: int = 3) -> dict:
     for _ in range(times):
         saved = _run(p, mp, load, "--perf-fidelity", "--perf-save-baseline")
@@ -148,9 +141,7 @@ def test_under_load_an_unchanged_check_is_ok_and_a_slower_one_regressed_by_its_r
     busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _saved(busy, monkeypatch, load=1.0)
-    same = _run(busy, monkeypatch, 1.0, "--perf-fidelity")
-    assert same.ret == 0, same.stdout.str()[-1500:]
-    result = _last(busy)
+    result = _judged(busy, monkeypatch, 1.0)
     assert result["baseline"]["verdict"] == "ok"
     assert result["noise"]["flags"]  # the load is kept in the record
     assert result["context"]["load_cancelled"]["baseline_runs"] == 3
@@ -174,9 +165,7 @@ def test_a_quiet_run_against_a_baseline_saved_under_load_is_judged_by_the_ratio_
     busy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _saved(busy, monkeypatch, load=1.0)
-    quiet = _run(busy, monkeypatch, 0.0, "--perf-fidelity")
-    assert quiet.ret == 0, quiet.stdout.str()[-1500:]
-    result = _last(busy)
+    result = _judged(busy, monkeypatch, 0.0)
     # The raw samples run about 1.6 times as fast as the loaded baseline's; the ratio is same.
     assert result["baseline"]["verdict"] == "ok"
     assert result["context"]["load_cancelled"]["cores"] == pytest.approx(1.0)
@@ -187,9 +176,8 @@ def test_what_a_ratio_verdict_cannot_detect_is_told_from_the_ratios(
 ) -> None:
     _saved(busy, monkeypatch, load=1.0)
     # A tolerance no comparison here can detect, so the verdict says what limits it.
-    tight = _run(busy, monkeypatch, 1.0, "--perf-fidelity", "--perf-tolerance", "0.0001")
-    assert tight.ret == 0, tight.stdout.str()[-1500:]
-    blind = _last(busy)["baseline"]["cannot_detect"]
+    judged = _judged(busy, monkeypatch, 1.0, "--perf-tolerance", "0.0001")
+    blind = judged["baseline"]["cannot_detect"]
     # The raw samples scatter with the load (log sd 0.12 here); the ratios do not.
     assert blind["baseline_scatter_sd"] < 0.02
 
