@@ -268,15 +268,8 @@ def compare_runs(
             sessions=states[i],
         )
         tol = _tolerance(rb, tolerance)
-        flags = [*rb.noise_flags, *([link_flags[i]] if i in link_flags else [])]
-        raw = speed.raw_ratio(rb.samples, [r.samples for r in runs[i]], rb.higher_is_better)
-        flag = speed.guard(judged[i][2], tol, raw)
-        flags += [flag] if flag else []
-        load_flag = plans[i].flag if i in plans else None
-        flags += [load_flag] if load_flag else []
-        if i in by_ratio:  # the load cancels in the pairs' ratios: no flag against them
-            flags = [f for f in rb.noise_flags if f.kind is not FlagKind.FOREIGN_LOAD]
-        members.append(family.Member(comparison, tol, tuple(flags), bounds.get(i, ("", None))[0]))
+        flags = _flags(rb, runs[i], judged[i][2], tol, link_flags.get(i), plans.get(i))
+        members.append(family.Member(comparison, tol, flags, bounds.get(i, ("", None))[0]))
     decided = family.decide_family(members, alpha=alpha, correction=correction)
     bound_flags = {i: bound[1] for i, bound in bounds.items()}
     rows = _rows(common, b_results, runs, judged, members, decided, bound_flags)
@@ -422,6 +415,28 @@ def _judged_samples(
 
 def _ratios(result: Result) -> tuple[float, ...]:
     return paired_ratios(result.bare_reference, len(result.samples))
+
+
+def _flags(
+    b: Result,
+    a_runs: Sequence[Result],
+    change: dict[str, Any] | None,
+    tolerance: float,
+    link_flag: NoiseFlag | None,
+    plan: against.LoadPlan | None,
+) -> tuple[NoiseFlag, ...]:
+    """What B's comparison with A's runs had to allow for, as the plugin's judge flags it.
+
+    B's own flags, a link state unlike A's, a machine that moved beyond the tolerance
+    (``change``: :func:`perfsuite.judge.speed.machine_change`'s, or None) and a load the
+    pairs did not cancel; judged by the pairs' ratios, the load is no flag against them.
+    """
+    if plan is not None and plan.load is not None:
+        return tuple(f for f in b.noise_flags if f.kind is not FlagKind.FOREIGN_LOAD)
+    raw = speed.raw_ratio(b.samples, [r.samples for r in a_runs], b.higher_is_better)
+    guard = speed.guard(change, tolerance, raw)
+    extra = (link_flag, guard, plan.flag if plan is not None else None)
+    return (*b.noise_flags, *(f for f in extra if f is not None))
 
 
 def _load_plan(b: Result, a_runs: Sequence[Result]) -> against.LoadPlan | None:
