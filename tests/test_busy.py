@@ -21,7 +21,7 @@ from perfsuite.model import (
     Summary,
     Work,
 )
-from perfsuite.report.explain import verdict_advice
+from perfsuite.report.notes import verdict_advice
 from perfsuite.report.terminal import baseline_lines
 from perfsuite.session import Finished, refusals
 

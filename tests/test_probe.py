@@ -330,8 +330,8 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
 
 def test_the_terminal_and_the_report_say_how_far_the_machine_moved_only_when_it_did() -> None:
     from perfsuite.model import RunRecord
-    from perfsuite.report.explain import machine_note
     from perfsuite.report.html import render
+    from perfsuite.report.notes import machine_note
 
     def moved(node_id: str, ratio: float, component: str, flagged: bool = False) -> Result:
         r = result(node_id, [10.0, 11.0], reading(25.0, 9.0))

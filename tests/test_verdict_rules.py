@@ -864,7 +864,7 @@ def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> Non
 
 
 def test_a_baseline_spread_over_hours_needs_no_note() -> None:
-    from perfsuite.report.explain import baseline_note
+    from perfsuite.report.notes import baseline_note
 
     record = RunRecord.from_dict(json.loads((FIXTURES / "report-run.json").read_text()))
     hours = [

@@ -18,7 +18,8 @@ from perfsuite.judge.compare import (
     sessions,
 )
 from perfsuite.model import Result, RunRecord
-from perfsuite.report.explain import CORRECTION_NAMES, explained_record, young_baseline_note
+from perfsuite.report.explain import CORRECTION_NAMES, explained_record
+from perfsuite.report.notes import young_baseline_note
 from perfsuite.report.terminal import format_table, printable, short_id
 from perfsuite.store import records
 from perfsuite.store.files import check_target, write_text_atomic

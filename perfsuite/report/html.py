@@ -22,14 +22,16 @@ from perfsuite.model import Result, RunRecord
 from perfsuite.report import of_reference
 from perfsuite.report.charts import ChartContext, render_all, sparkline
 from perfsuite.report.explain import (
-    baseline_note,
     cannot_detect_note,
     flag_words,
     floor_reason,
     load_tag,
-    machine_note,
     mode_tag,
     reference_tag,
+)
+from perfsuite.report.notes import (
+    baseline_note,
+    machine_note,
     verdict_advice,
     young_baseline_note,
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 from perfsuite.judge import outcome, stats
 from perfsuite.model import RunRecord
 from perfsuite.report import of_reference
-from perfsuite.report.explain import verdict_advice
+from perfsuite.report.notes import verdict_advice
 
 # Characters that CommonMark and GitHub's tables, links, emphasis, code spans and
 # strikethrough give a meaning; each is backslash-escaped (CommonMark allows this before any

@@ -16,13 +16,15 @@ from perfsuite.model import Crash, FlagKind, Result
 from perfsuite.report import of_reference
 from perfsuite.report.explain import (
     FLAG_REFUSALS,
-    baseline_note,
     cannot_detect_note,
     flag_words,
     load_tag,
-    machine_note,
     mode_tag,
     reference_tag,
+)
+from perfsuite.report.notes import (
+    baseline_note,
+    machine_note,
     verdict_advice,
     young_baseline_note,
 )
