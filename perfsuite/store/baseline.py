@@ -35,7 +35,6 @@ from perfsuite.model.baseline import (
     Baseline,
     BaselineEntry,
     BaselineRun,
-    bare_reference_value,
     load_cores,
     paired_ratios,
     same_direction,
@@ -48,6 +47,7 @@ from perfsuite.store.files import (
     write_chunks_atomic,
     write_text_atomic,
 )
+from perfsuite.store.policy import own_policy, policy_problem, result_policy, run_policy
 from perfsuite.store.validate import bad_samples, is_number, is_sample, is_timestamp, parse_json
 
 SCHEMA_VERSION = 2
@@ -124,7 +124,7 @@ def _entry(
                 run_id,
                 str(run.get("created", "")),
                 tuple(float(v) for v in values),
-                _run_policy(shared, policy),
+                run_policy(shared, policy),
                 tuple(float(v) for v in ratios),
                 None if load is None else float(load),
             )
@@ -352,7 +352,7 @@ class BaselineStore:
                     run_id,
                     created,
                     tuple(result.samples),
-                    _result_policy(result),
+                    result_policy(result),
                     paired_ratios(result.bare_reference, len(result.samples)),
                     load_cores(result),
                 )
@@ -444,7 +444,7 @@ def _merged(
             {
                 **r.to_dict(),
                 # Runs whose policy is stored once keep only their own facts.
-                "policy": _own_policy(r.policy) if r.run_id in run_policies else r.policy,
+                "policy": own_policy(r.policy) if r.run_id in run_policies else r.policy,
             }
             for r in old.runs
             if r.run_id != run.run_id
@@ -533,77 +533,6 @@ def _run_ids(entries: Iterable[Any]) -> set[str]:
         elif isinstance(entry, dict):
             used.update(str(r.get("run_id")) for r in entry.get("runs", ()) if isinstance(r, dict))
     return used | {json.loads(b'"' + q + b'"') for q in quoted}
-
-
-def _run_policy(shared: Any, own: Any) -> dict[str, Any]:
-    """A baseline run's policy for one check: the run's, then the check's own facts.
-
-    The check's ``sample_seconds`` is how long its samples lasted (the median), which
-    shadows the run's: the length the run asked for is kept as ``sample_target``.
-    """
-    merged = dict(shared) if isinstance(shared, dict) else {}
-    target = merged.get("sample_seconds")
-    if isinstance(target, int | float) and not isinstance(target, bool):
-        merged["sample_target"] = target
-    merged.update(own if isinstance(own, dict) else {})
-    return merged
-
-
-# The policy facts a judgement reads, by the kind each must be; any other key is kept unread.
-# A stored list or object where a number belongs would reach the judgement (which compares
-# and collects these values) as a traceback in the middle of a run.
-_POLICY_SECONDS = (
-    "warmup_seconds", "sample_seconds", "sample_target", "max_seconds", "warmup_max_seconds",
-    "warmup_settle",
-)  # fmt: skip
-_POLICY_COUNTS = ("warmup", "repetitions", "max_repetitions", "samples")
-_POLICY_TEXT = ("mode", "timer", "source", "launch")
-_POLICY_FLAGS = ("references", "machine_probe", "forced")
-
-
-def policy_problem(policy: Mapping[str, Any]) -> str | None:
-    """What is wrong with a stored run policy (``'warmup_seconds' must be ...``), or None."""
-    for key, value in policy.items():
-        if key in _POLICY_SECONDS and value is not None and not (is_number(value) and value >= 0):
-            return f"{key!r} must be a number of seconds >= 0, got {value!r:.40}"
-        if key in _POLICY_COUNTS and not (
-            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**9
-        ):
-            return f"{key!r} must be a whole number >= 0, got {value!r:.40}"
-        if key in _POLICY_TEXT and not (isinstance(value, str) and value.isprintable()):
-            return f"{key!r} must be printable text, got {value!r:.40}"
-        if key in _POLICY_FLAGS and not isinstance(value, bool):
-            return f"{key!r} must be true or false, got {value!r:.40}"
-    return None
-
-
-# Facts that belong to one check's samples (the rest of a run's policy is stored once).
-_OWN_POLICY = ("samples", "sample_seconds", "timer", "source", "launch", "reference", "machine")
-
-
-def _own_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: policy[k] for k in _OWN_POLICY if k in policy}
-
-
-def _result_policy(result: Result) -> dict[str, Any]:
-    """How a result's samples were taken, as recorded with its baseline run."""
-    seconds = sorted(result.seconds)
-    policy = {
-        "samples": len(result.samples),
-        "sample_seconds": seconds[len(seconds) // 2] if seconds else None,
-        "timer": result.timer,
-        "source": dict(result.source).get("kind", ""),
-    }
-    launch = result.policy.launch if result.policy is not None else ""
-    if launch:
-        policy["launch"] = launch  # host-launched calls, or a replayed CUDA graph
-    reference = bare_reference_value(result.bare_reference)
-    if reference is not None:
-        policy["reference"] = reference
-    machine = readings.stored(result.machine, link=readings.follows_link(result.params))
-    if machine is not None:
-        policy["machine"] = machine
-    return policy
 
 
 def safe_profile_name(name: str) -> str:
