@@ -16,6 +16,7 @@ from perfsuite.model import (
     BaselineVerdict,
     FlagKind,
     FloorVerdict,
+    MeasuringPolicy,
     NoiseFlag,
     Result,
     Summary,
@@ -84,6 +85,10 @@ def test_inconclusive_advice_under_load_names_the_load_and_perfsuite_ab() -> Non
     assert verdict.state == "inconclusive"
     advice = verdict_advice(verdict)
     assert advice.startswith("1 measured under foreign load") and "perfsuite ab" in advice
+    assert "rerun with --perf-fidelity" in advice
+    paired = replace(noisy, policy=MeasuringPolicy(references=True))
+    advice = verdict_advice(outcome.session_verdict([paired, _result("b")]))
+    assert "--perf-fidelity" not in advice and "judge it on a quieter machine" in advice
 
 
 # ------------------------------------------------------------------ saving a baseline
@@ -119,6 +124,24 @@ def test_a_baseline_refused_under_load_fails_loudly_on_one_line() -> None:
         "load widens the baseline"
     )
     assert markup.get("red")
+
+
+def test_a_refusal_under_fidelity_does_not_advise_fidelity() -> None:
+    # An allreduce measured with --perf-fidelity has no bare reference: rerunning with the
+    # flag it already had cannot help, and the line says what can.
+    fidelity = MeasuringPolicy(references=True)
+    results = [_result("a", 0.7, policy=fidelity), _result("b", 0.8, policy=fidelity)]
+    ((line, _),) = baseline_lines(_finished(results, saved=True), results)
+    assert "--perf-fidelity" not in line
+    assert line.endswith(
+        "2 measured under foreign load (0.70-0.80 cores); no bare reference is paired with "
+        "them to cancel the load, so save them on a quieter machine; --perf-force-baseline "
+        "saves them anyway, and their load widens the baseline"
+    )
+    # Some of each: each remedy with its count.
+    mixed = [results[0], _result("c", 0.9)]
+    ((line, _),) = baseline_lines(_finished(mixed, saved=True), mixed)
+    assert "1: rerun with --perf-fidelity" in line and "1: no bare reference" in line
 
 
 def test_a_baseline_saved_in_part_says_which_part_and_still_fails() -> None:

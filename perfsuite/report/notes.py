@@ -100,6 +100,37 @@ def baseline_note(results: Sequence[Result]) -> str:
     )
 
 
+def load_remedy(loaded: Sequence[Result], saving: bool = False) -> str:
+    """What to do about checks whose foreign load nothing cancelled, by why nothing did.
+
+    A check measured without --perf-fidelity gets a bare reference paired with it by a rerun
+    with it; one measured with it that still has none (an allreduce, an input pipeline, a
+    training step) has no ratio that cancels its load, and only a quieter machine helps.
+    """
+    unpaired = sum(1 for r in loaded if r.policy is None or not r.policy.references)
+    bare = len(loaded) - unpaired  # measured with --perf-fidelity, and still unpaired
+    paired = (
+        "is then paired with it and saved with its load, which cancels in their ratio"
+        if saving
+        else "is then paired with it, and their ratio cancels the load"
+    )
+    parts = []
+    if unpaired:
+        parts.append(
+            f"{'rerun' if not bare else f'{unpaired}: rerun'} with --perf-fidelity "
+            f"(a CPU check with a bare reference {paired}) or on a "
+            "quieter machine"
+        )
+    if bare:
+        parts.append(
+            f"{'' if not unpaired else f'{bare}: '}no bare reference is paired with "
+            f"{'them' if bare > 1 else 'it'} to cancel the load, so "
+            f"{'save' if saving else 'judge'} {'them' if bare > 1 else 'it'} on a quieter "
+            "machine"
+        )
+    return "; ".join(parts)
+
+
 def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     """What the session verdict means and what to do next ("" for a pass or a failure).
 
@@ -123,12 +154,9 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     loaded = sum(under_load)
     parts = []
     if loaded:
-        fidelity = (
-            "rerun with --perf-fidelity (a CPU check's ratio to its paired bare reference "
-            "cancels the load) or on a quieter machine"
-        )
+        remedy = load_remedy([r for r, load in zip(verdict.noisy, under_load, strict=True) if load])
         parts.append(
-            f"{loaded} measured under foreign load: {fidelity}, or judge a change with "
+            f"{loaded} measured under foreign load: {remedy}, or judge a change with "
             "perfsuite ab, whose pairs share the load"
         )
     rest = len(verdict.noisy) - loaded

@@ -24,6 +24,7 @@ from perfsuite.report.explain import (
 )
 from perfsuite.report.notes import (
     baseline_note,
+    load_remedy,
     machine_note,
     verdict_advice,
     young_baseline_note,
@@ -245,12 +246,9 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
         if done.baseline_path
         else f"baseline NOT saved: {refused} of {total} checks refused"
     )
-    fidelity = (
-        "rerun with --perf-fidelity (a CPU check with a bare reference is then paired with it "
-        "and saved with its load, which cancels in their ratio) or on a quieter machine"
-    )
+    remedy = load_remedy([r for r in results if load in done.refused.get(r.id, ())], saving=True)
     advice = (
-        f"{fidelity}; --perf-force-baseline saves them anyway, and their load widens the baseline"
+        f"{remedy}; --perf-force-baseline saves them anyway, and their load widens the baseline"
     )
     if load not in reasons:
         advice = "--perf-force-baseline saves them anyway"
