@@ -190,9 +190,10 @@ def test_a_mutated_record_through_every_command(
 
 
 # The HTML report draws every chart the record feeds (about 0.3 s an example, 30 times the
-# other commands): a quarter of the examples, so CI's 300 give it 75.
+# other commands): a quarter of the examples, so CI's 300 give it 75 and a newcomer's 20
+# give it 8.
 @settings(
-    max_examples=max(15, FUZZ_EXAMPLES // 4),
+    max_examples=max(8, FUZZ_EXAMPLES // 4),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -266,8 +267,10 @@ def test_stream(perf):
 """
 
 
+# A whole pytest session an example (about 0.15 s): a quarter of the examples too, 10 at
+# the least.
 @settings(
-    max_examples=25,
+    max_examples=max(10, FUZZ_EXAMPLES // 4),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
