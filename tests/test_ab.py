@@ -937,6 +937,25 @@ def test_each_round_says_which_pairs_it_kept_under_load_and_which_it_left_out() 
     assert "1 left out: the load changed between A's and B's readings (1)" in said[-1]
 
 
+def test_a_budget_too_short_to_call_a_change_is_said_after_the_first_round() -> None:
+    # Under a burner a round of 21 checks took 134 s: 10 minutes held 4 rounds, and the
+    # sign-flip guard calls a change from round 5 on.  The user hears it after round 1.
+    plan = rounds.Plan(budget_s=600.0)
+    assert rounds.short_budget(134.0, plan) == (4, pytest.approx(5 * 134.0 * 1.05))
+    assert rounds.short_budget(100.0, plan) is None  # 6 rounds fit
+    assert rounds.short_budget(134.0, rounds.Plan(min_rounds=2, max_rounds=4)) is None
+    said: list[str] = []
+    progress = ab_run._Progress(plan, said.append)
+    run = rounds.SideRun(1, "A", 0, 60.0, 0, "", {})
+    progress(1, 20, 21, 600.0 - 134.0, [run])
+    assert said[-1] == (
+        "at 134 s a round, --budget 10:00 holds 4 round(s), and a change is called from round "
+        "5 on: --budget 12m or more, or fewer checks (-k), lets the rounds decide"
+    )
+    progress(2, 20, 21, 600.0 - 268.0, [run])  # said once
+    assert not said[-1].startswith("at ")
+
+
 def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

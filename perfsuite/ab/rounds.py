@@ -322,6 +322,23 @@ def one_then_the_other(run_side: SideRunner) -> RoundRunner:
     return run_round
 
 
+def short_budget(first_round_s: float, plan: Plan) -> tuple[int, float] | None:
+    """The rounds a budget holds at the first round's pace, where too few to call a change.
+
+    None where the budget holds the sign-flip guard's minimum of rounds (or where the round
+    cap is below it: then no budget helps).  Otherwise the rounds it holds and the budget
+    that would hold enough, with a twentieth to spare (later rounds run only the undecided
+    checks, so the first is the longest).
+    """
+    needed = paired.MIN_SIGN_ROUNDS
+    if first_round_s <= 0 or plan.max_rounds < needed:
+        return None
+    held = int(plan.budget_s // first_round_s)
+    if held >= needed:
+        return None
+    return held, needed * first_round_s * 1.05
+
+
 def run_rounds(
     run_round: RoundRunner,
     plan: Plan,

@@ -21,6 +21,7 @@ from perfsuite.ab import (
     first_environment,
     gather,
     new_run_id,
+    paired,
     save,
     side_diff,
     unfingerprinted,
@@ -34,6 +35,7 @@ from perfsuite.ab.rounds import (
     SideRun,
     one_then_the_other,
     run_rounds,
+    short_budget,
     verdict,
 )
 from perfsuite.errors import PerfsuiteError
@@ -97,6 +99,7 @@ class _Progress:
 
     def __init__(self, plan: Plan, say: Callable[[str], None]) -> None:
         self.say = say
+        self.plan = plan
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -121,6 +124,19 @@ class _Progress:
             self.bar.write(line, file=sys.stderr)
         else:
             self.say(line)
+        short = short_budget(self.plan.budget_s - left, self.plan) if done == 1 else None
+        if short is not None:  # say it now, not when the budget has run out
+            held, enough = short
+            warning = (
+                f"at {self.plan.budget_s - left:.0f} s a round, --budget "
+                f"{clock(self.plan.budget_s)} holds {held} round(s), and a change is called "
+                f"from round {paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m "
+                "or more, or fewer checks (-k), lets the rounds decide"
+            )
+            if self.bar is not None:
+                self.bar.write(warning, file=sys.stderr)
+            else:
+                self.say(warning)
 
     def close(self) -> None:
         if self.bar is not None:
