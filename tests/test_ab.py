@@ -949,11 +949,13 @@ def test_a_budget_too_short_to_call_a_change_is_said_after_the_first_round() -> 
     run = rounds.SideRun(1, "A", 0, 60.0, 0, "", {})
     progress(1, 20, 21, 600.0 - 134.0, [run])
     assert said[-1] == (
-        "at 134 s a round, --budget 10:00 holds 4 round(s), and a change is called from round "
-        "5 on: --budget 12m or more, or fewer checks (-k), lets the rounds decide"
+        "at 134 s per round, --budget 10m holds 4 rounds, and a change is called from round 5 "
+        "on: --budget 12m or more, or fewer checks (-k), let the rounds decide"
     )
     progress(2, 20, 21, 600.0 - 268.0, [run])  # said once
-    assert not said[-1].startswith("at ")
+    assert len(said) == 3
+    # A first round longer than the whole budget: it ran, so the budget held one.
+    assert rounds.short_budget(700.0, plan) == (1, pytest.approx(5 * 700.0 * 1.05))
 
 
 def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(

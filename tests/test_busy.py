@@ -13,6 +13,7 @@ import pytest
 from perfsuite.judge import outcome
 from perfsuite.measure import noise
 from perfsuite.model import (
+    BareReference,
     BaselineVerdict,
     FlagKind,
     FloorVerdict,
@@ -86,9 +87,20 @@ def test_inconclusive_advice_under_load_names_the_load_and_perfsuite_ab() -> Non
     advice = verdict_advice(verdict)
     assert advice.startswith("1 measured under foreign load") and "perfsuite ab" in advice
     assert "rerun with --perf-fidelity" in advice
-    paired = replace(noisy, policy=MeasuringPolicy(references=True))
-    advice = verdict_advice(outcome.session_verdict([paired, _result("b")]))
-    assert "--perf-fidelity" not in advice and "judge it on a quieter machine" in advice
+    unpaired = replace(noisy, policy=MeasuringPolicy(references=True))
+    advice = verdict_advice(outcome.session_verdict([unpaired, _result("b")]))
+    assert advice.startswith(
+        "1 measured under foreign load: nothing paired with it cancels the load, so judge it "
+        "on a quieter machine, or judge a change with perfsuite ab"
+    )
+    # Paired now, but its baseline runs were saved without the pairs: save them with them.
+    paired = replace(unpaired, bare_reference=BareReference(pair_ratios=(1.0, 1.01)))
+    advice = verdict_advice(outcome.session_verdict([paired, noisy, _result("b")]))
+    assert advice.startswith(
+        "2 measured under foreign load: 1 without --perf-fidelity (rerun with it, or on a "
+        "quieter machine) and 1 against baseline runs saved without --perf-fidelity (save "
+        "the baseline's runs with it too), or judge a change with perfsuite ab"
+    )
 
 
 # ------------------------------------------------------------------ saving a baseline
@@ -134,14 +146,18 @@ def test_a_refusal_under_fidelity_does_not_advise_fidelity() -> None:
     ((line, _),) = baseline_lines(_finished(results, saved=True), results)
     assert "--perf-fidelity" not in line
     assert line.endswith(
-        "2 measured under foreign load (0.70-0.80 cores); no bare reference is paired with "
-        "them to cancel the load, so save them on a quieter machine; --perf-force-baseline "
-        "saves them anyway, and their load widens the baseline"
+        "2 measured under foreign load (0.70-0.80 cores); nothing paired with them cancels "
+        "the load, so save them on a quieter machine; --perf-force-baseline saves them "
+        "anyway, and their load widens the baseline"
     )
     # Some of each: each remedy with its count.
     mixed = [results[0], _result("c", 0.9)]
     ((line, _),) = baseline_lines(_finished(mixed, saved=True), mixed)
-    assert "1: rerun with --perf-fidelity" in line and "1: no bare reference" in line
+    assert (
+        "2 measured under foreign load (0.70-0.90 cores); 1 without --perf-fidelity (rerun "
+        "with it, or on a quieter machine) and 1 with no bare reference (save it on a "
+        "quieter machine); --perf-force-baseline"
+    ) in line
 
 
 def test_a_baseline_saved_in_part_says_which_part_and_still_fails() -> None:

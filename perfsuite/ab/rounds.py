@@ -333,7 +333,7 @@ def short_budget(first_round_s: float, plan: Plan) -> tuple[int, float] | None:
     needed = paired.MIN_SIGN_ROUNDS
     if first_round_s <= 0 or plan.max_rounds < needed:
         return None
-    held = int(plan.budget_s // first_round_s)
+    held = max(1, int(plan.budget_s // first_round_s))  # the first round always runs
     if held >= needed:
         return None
     return held, needed * first_round_s * 1.05

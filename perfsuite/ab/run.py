@@ -127,11 +127,13 @@ class _Progress:
         short = short_budget(self.plan.budget_s - left, self.plan) if done == 1 else None
         if short is not None:  # say it now, not when the budget has run out
             held, enough = short
+            budget = self.plan.budget_s
+            given = f"{budget / 60:g}m" if budget % 60 == 0 else f"{budget:.0f}s"
             warning = (
-                f"at {self.plan.budget_s - left:.0f} s a round, --budget "
-                f"{clock(self.plan.budget_s)} holds {held} round(s), and a change is called "
-                f"from round {paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m "
-                "or more, or fewer checks (-k), lets the rounds decide"
+                f"at {budget - left:.0f} s per round, --budget {given} holds "
+                f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
+                f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m or more, or "
+                "fewer checks (-k), let the rounds decide"
             )
             if self.bar is not None:
                 self.bar.write(warning, file=sys.stderr)

@@ -103,32 +103,54 @@ def baseline_note(results: Sequence[Result]) -> str:
 def load_remedy(loaded: Sequence[Result], saving: bool = False) -> str:
     """What to do about checks whose foreign load nothing cancelled, by why nothing did.
 
-    A check measured without --perf-fidelity gets a bare reference paired with it by a rerun
-    with it; one measured with it that still has none (an allreduce, an input pipeline, a
-    training step) has no ratio that cancels its load, and only a quieter machine helps.
+    Three groups, each with its count where more than one is present:
+
+    * measured without --perf-fidelity: a rerun with it pairs a bare reference with each
+      check that has one, and their ratio cancels the load;
+    * measured with it and paired, but judged against baseline runs saved without it (no
+      ratios to compare with): the baseline's runs are to be saved with it too;
+    * measured with it and still unpaired (an allreduce, an input pipeline, a training
+      step): nothing cancels the load, and only a quieter machine helps.
     """
-    unpaired = sum(1 for r in loaded if r.policy is None or not r.policy.references)
-    bare = len(loaded) - unpaired  # measured with --perf-fidelity, and still unpaired
-    paired = (
+    without = [r for r in loaded if r.policy is None or not r.policy.references]
+    with_flag = [r for r in loaded if r.policy is not None and r.policy.references]
+    paired = [
+        r for r in with_flag if not saving and r.bare_reference and r.bare_reference.pair_ratios
+    ]
+    unpaired = len(with_flag) - len(paired)
+    verb = "save" if saving else "judge"
+    cancel = (
         "is then paired with it and saved with its load, which cancels in their ratio"
         if saving
         else "is then paired with it, and their ratio cancels the load"
     )
-    parts = []
-    if unpaired:
-        parts.append(
-            f"{'rerun' if not bare else f'{unpaired}: rerun'} with --perf-fidelity "
-            f"(a CPU check with a bare reference {paired}) or on a "
-            "quieter machine"
-        )
-    if bare:
-        parts.append(
-            f"{'' if not unpaired else f'{bare}: '}no bare reference is paired with "
-            f"{'them' if bare > 1 else 'it'} to cancel the load, so "
-            f"{'save' if saving else 'judge'} {'them' if bare > 1 else 'it'} on a quieter "
-            "machine"
-        )
-    return "; ".join(parts)
+    groups = [  # (count, who, what to do: in full, and short beside another group)
+        (
+            len(without),
+            "without --perf-fidelity",
+            f"rerun with --perf-fidelity (a CPU check with a bare reference {cancel}) or on "
+            "a quieter machine",
+            "rerun with it, or on a quieter machine",
+        ),
+        (
+            len(paired),
+            "against baseline runs saved without --perf-fidelity",
+            "save the baseline's runs with --perf-fidelity too, so that their ratios to the "
+            "bare reference are compared",
+            "save the baseline's runs with it too",
+        ),
+        (
+            unpaired,
+            "with no bare reference",
+            f"nothing paired with {'them' if unpaired > 1 else 'it'} cancels the load, so "
+            f"{verb} {'them' if unpaired > 1 else 'it'} on a quieter machine",
+            f"{verb} {'them' if unpaired > 1 else 'it'} on a quieter machine",
+        ),
+    ]
+    present = [g for g in groups if g[0]]
+    if len(present) == 1:
+        return present[0][2]
+    return " and ".join(f"{n} {who} ({short})" for n, who, _, short in present)
 
 
 def verdict_advice(verdict: outcome.SessionVerdict) -> str:
