@@ -958,6 +958,14 @@ def test_a_budget_too_short_to_call_a_change_is_said_after_the_first_round() -> 
     assert rounds.short_budget(700.0, plan) == (1, pytest.approx(5 * 700.0 * 1.05))
 
 
+def test_a_round_cap_that_can_never_call_a_change_is_said_before_the_rounds() -> None:
+    assert ab_run.round_cap_note(rounds.Plan(min_rounds=3, max_rounds=4)) == (
+        "--max-rounds 4: a change is called from round 5 on, so these rounds can read same or "
+        "unknown, never regressed or improved"
+    )
+    assert ab_run.round_cap_note(rounds.Plan(min_rounds=3, max_rounds=5)) == ""
+
+
 def test_uv_beside_the_interpreter_is_found_without_an_activated_venv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

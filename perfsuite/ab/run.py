@@ -270,6 +270,17 @@ def refusing_usage_errors(run_round: RoundRunner) -> RoundRunner:
     return checked
 
 
+def round_cap_note(plan: Plan) -> str:
+    """A round cap too low to call a change, said before the rounds ("" for any other)."""
+    if plan.max_rounds >= paired.MIN_SIGN_ROUNDS:
+        return ""
+    return (
+        f"--max-rounds {plan.max_rounds}: a change is called from round "
+        f"{paired.MIN_SIGN_ROUNDS} on, so these rounds can read same or unknown, never "
+        "regressed or improved"
+    )
+
+
 def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     say = say or functools.partial(print, flush=True)
     check_options(options)
@@ -279,6 +290,10 @@ def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
         f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; each round "
         f"{INTERLEAVE_WORDS[options.plan.interleave]}; record {start.record_path}"
     )
+
+    cap = round_cap_note(options.plan)
+    if cap:
+        say(cap)
 
     def on_round(session: Session) -> None:
         save(start.outcome(options, session), start.record_path)
