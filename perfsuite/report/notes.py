@@ -119,6 +119,7 @@ def load_remedy(loaded: Sequence[Result], saving: bool = False) -> str:
     ]
     unpaired = len(with_flag) - len(paired)
     verb = "save" if saving else "judge"
+    them = "them" if unpaired > 1 else "it"
     cancel = (
         "is then paired with it and saved with its load, which cancels in their ratio"
         if saving
@@ -142,9 +143,8 @@ def load_remedy(loaded: Sequence[Result], saving: bool = False) -> str:
         (
             unpaired,
             "with no bare reference",
-            f"nothing paired with {'them' if unpaired > 1 else 'it'} cancels the load, so "
-            f"{verb} {'them' if unpaired > 1 else 'it'} on a quieter machine",
-            f"{verb} {'them' if unpaired > 1 else 'it'} on a quieter machine",
+            f"nothing paired with {them} cancels the load, so {verb} {them} on a quieter machine",
+            f"{verb} {them} on a quieter machine",
         ),
     ]
     present = [g for g in groups if g[0]]
