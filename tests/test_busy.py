@@ -15,7 +15,9 @@ from perfsuite.measure import noise
 from perfsuite.model import (
     BareReference,
     BaselineVerdict,
+    Expectation,
     FlagKind,
+    FloorBecause,
     FloorVerdict,
     MeasuringPolicy,
     NoiseFlag,
@@ -24,7 +26,7 @@ from perfsuite.model import (
     Work,
 )
 from perfsuite.report.notes import verdict_advice
-from perfsuite.report.terminal import baseline_lines
+from perfsuite.report.terminal import baseline_lines, no_floor_lines
 from perfsuite.session import Finished, refusals
 
 
@@ -234,6 +236,39 @@ def test_a_reading_above_an_estimated_peak_is_a_finding_about_the_estimate() -> 
     assert "the measured copy" in explain(replace(above, floor=copy))
     datasheet = replace(above, floor=replace(floor, estimated=False))
     assert not outcome.above_estimate(datasheet)
+
+
+def test_a_held_flop_count_judges_no_speed_so_the_counts_add_up() -> None:
+    """The verdict's judged count and the no-reference outcomes add up to the checks."""
+    held = (Expectation("flops", True, "analytic 2.0e9 = counted 2.0e9"),)
+    conv = _result("conv", expectations=held)
+    gemm = _result("gemm", floor=FloorVerdict("pass", value=2.0, peak=4.0), expectations=held)
+    verdict = outcome.session_verdict([conv, gemm, _result("x")])
+    assert verdict.headline == "PASSED (1 of 3 checks judged)"
+    assert outcome.counts([conv, gemm, _result("x")])["no-reference"] == 2
+    only_counts = outcome.session_verdict([conv])
+    assert only_counts.state == "measured" and only_counts.exit_code == 0
+    wrong = replace(conv, expectations=(Expectation("flops", False, "off by 2x"),))
+    assert outcome.session_verdict([wrong]).headline.startswith("FAILED (1 fail")
+
+
+def test_checks_without_a_floor_are_one_line_per_reason_with_counts() -> None:
+    def none(name: str, check: str, note: str) -> Result:
+        floor = FloorVerdict("no-reference", because=FloorBecause.NO_REFERENCE, note=note)
+        return replace(_result(name), check=check, floor=floor)
+
+    conv = "batch 1 < 16: judged against its baseline only"
+    results = [none(f"c{i}", "conv_roofline", conv) for i in range(3)]
+    results.append(none("g", "gemm", "a DeepBench shape: judged against its baseline"))
+    results.append(none("s", "storage", "no profile figure for the file system; judged"))
+    results.append(_result("p", floor=FloorVerdict("pass", value=2.0, peak=4.0)))
+    assert no_floor_lines(results) == [
+        "no floor: 3 conv_roofline: batch 1 < 16",
+        "no floor: 1 gemm: a DeepBench shape",
+        "no floor: 1 storage: no profile figure for the file system",
+        "no floor: 5 in all; each check's reason is in the report",
+    ]
+    assert no_floor_lines(results[:3]) == ["no floor: 3 conv_roofline: batch 1 < 16"]
 
 
 def test_the_floors_line_counts_every_label_so_its_counts_add_up() -> None:

@@ -74,25 +74,20 @@ def tainted(result: Result) -> bool:
     return bool(result.noise_flags)
 
 
-def has_expectations(result: Result) -> bool:
-    """Whether the check stated conditions about its own workload (a FLOP-count cross-check)."""
-    return bool(result.expectations)
-
-
 def judged(result: Result) -> bool:
-    """Whether anything judged the result: a floor figure, a baseline or an expectation."""
-    return (
-        result.floor.verdict in ("pass", "fail")
-        or result.baseline.verdict != "new"
-        or has_expectations(result)
-    )
+    """Whether a floor figure or a baseline judged the result's performance.
+
+    A check's own expectation (a FLOP-count cross-check) judges its accounting, not its
+    speed: one that fails fails the run, but one that holds does not make a measured-only
+    result judged.  So the count of judged results and the ``no-reference`` outcomes add up
+    to the results.
+    """
+    return result.floor.verdict in ("pass", "fail") or result.baseline.verdict != "new"
 
 
 def estimate_only(result: Result) -> bool:
     """Whether a judged result was judged only against an estimated peak."""
-    return (
-        result.floor.estimated and result.baseline.verdict == "new" and not has_expectations(result)
-    )
+    return result.floor.estimated and result.baseline.verdict == "new"
 
 
 def counts(results: Iterable[Result]) -> Counter[str]:
@@ -156,9 +151,9 @@ class SessionVerdict:
     # not the run completed); "interrupted": the run stopped before every selected check
     # ran, and what ran did not fail (it proves nothing about the rest);
     # "inconclusive": none, but a check is noisy; "empty": no check produced a result;
-    # "measured": checks were measured, but none had a floor figure, a baseline or an
-    # expectation to be judged against; "passed": at least one check was judged, and none
-    # of the above.  Regressions
+    # "measured": checks were measured, but none had a floor figure or a baseline to be
+    # judged against (expectations that held do not count: they judge the accounting);
+    # "passed": at least one check was judged, and none of the above.  Regressions
     # --perf-fail-on tolerates are named in every state.
     state: str
     counts: Counter[str]
@@ -169,7 +164,7 @@ class SessionVerdict:
     total: int = 0
     crashed: tuple[Crash, ...] = ()  # selected checks that produced no result
     incomplete: str = ""  # why the run stopped early (an interrupt)
-    judged: int = 0  # results judged against a floor, a baseline or an expectation
+    judged: int = 0  # results judged against a floor or a baseline
     no_floor: bool = False  # "measured": no result had a floor figure
     no_baseline: bool = False  # "measured": no result had a baseline
     # "passed": every judged result was judged only against an estimated floor

@@ -160,7 +160,7 @@ def verdict_advice(verdict: outcome.SessionVerdict) -> str:
     """
     if verdict.state == "measured":
         return (
-            "nothing was judged: no check had a floor figure, a baseline or an expectation; "
+            "nothing was judged: no check had a floor figure or a baseline; "
             "save a baseline (--perf-save-baseline, in three sessions on a quiet machine) to "
             "judge the next runs"
         )

@@ -6,6 +6,7 @@ outcome rule.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from perfsuite.report.explain import (
     FLAG_REFUSALS,
     cannot_detect_note,
     flag_words,
+    floor_reason,
     load_tag,
     mode_tag,
     reference_tag,
@@ -313,10 +315,32 @@ def note_lines(results: Sequence[Result]) -> list[str]:
             f"compared check(s) cannot detect their tolerance; worst: {short_id(worst.id)}: "
             f"{cannot_detect_note(worst.baseline)}"
         )
-    no_ref = sum(r.floor.verdict == "no-reference" for r in results)
-    if no_ref:
-        notes.append(f"note: {no_ref} result(s) had no reference figure; floors not judged")
-    return notes
+    return notes + no_floor_lines(results)
+
+
+def no_floor_lines(results: Sequence[Result]) -> list[str]:
+    """One line per reason a check has no floor verdict, with its count, most first.
+
+    The counts add up to the floors line's ``no-reference``; the report gives each check's
+    reason in full.
+    """
+    why = Counter(
+        (r.check, short_reason(floor_reason(r.floor)))
+        for r in results
+        if r.floor.verdict == "no-reference"
+    )
+    if not why:
+        return []
+    lines = [f"no floor: {n} {check}: {reason}" for (check, reason), n in why.most_common()]
+    total = sum(why.values())
+    if len(why) > 1:
+        lines.append(f"no floor: {total} in all; each check's reason is in the report")
+    return lines
+
+
+def short_reason(reason: str) -> str:
+    """A reason's first clause, the part before its first colon or semicolon."""
+    return re.split(r"[:;](?: |$)", reason, maxsplit=1)[0]
 
 
 def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
