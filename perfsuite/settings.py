@@ -28,6 +28,16 @@ def duration(text: str) -> float:
     return value
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as :func:`duration` reads it back: ``10m``, ``1h`` or ``90s``."""
+    whole = round(seconds)
+    if whole and whole % 3600 == 0:
+        return f"{whole // 3600}h"
+    if whole and whole % 60 == 0:
+        return f"{whole // 60}m"
+    return f"{seconds:g}s"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a perf session needs to know, independent of pytest."""

@@ -42,7 +42,7 @@ from perfsuite.errors import PerfsuiteError
 from perfsuite.measure import processes
 from perfsuite.report.ab import round_load_words
 from perfsuite.report.terminal import clock
-from perfsuite.settings import MAX_SAMPLE_SECONDS, MIN_SAMPLES
+from perfsuite.settings import MAX_SAMPLE_SECONDS, MIN_SAMPLES, duration, duration_text
 
 # What each side's pytest gets besides the user's arguments: quick mode, brief samples, no
 # stored baseline (the other side is the reference), no HTML per side.
@@ -128,9 +128,8 @@ class _Progress:
         if short is not None:  # say it now, not when the budget has run out
             held, enough = short
             budget = self.plan.budget_s
-            given = f"{budget / 60:g}m" if budget % 60 == 0 else f"{budget:.0f}s"
             warning = (
-                f"at {budget - left:.0f} s per round, --budget {given} holds "
+                f"at {budget - left:.0f} s per round, --budget {duration_text(budget)} holds "
                 f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
                 f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m or more, or "
                 "fewer checks (-k), let the rounds decide"
@@ -452,7 +451,7 @@ def stop_note(session: Session, plan: Plan) -> str:
         )
     if session.stopped == "budget":
         return (
-            f"stopped by the budget (--budget {clock(plan.budget_s)}) before round "
+            f"stopped by the budget (--budget {duration_text(plan.budget_s)}) before round "
             f"{len(session.order) + 1}; {undecided} checks undecided: a larger --budget lets "
             "more rounds decide them"
         )
@@ -495,18 +494,14 @@ def _with_env(stack: stacks_mod.Stack, env: Mapping[str, str]) -> stacks_mod.Sta
 
 
 def parse_budget(text: str) -> float:
-    """``10m``, ``600s``, ``1h``, ``90`` (seconds) as seconds."""
-    raw = text.strip().lower()
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    scale = units.get(raw[-1:], None)
-    number = raw[:-1] if scale else raw
+    """``10m``, ``600s``, ``1h``, ``90`` (seconds) as seconds (:func:`settings.duration`)."""
     try:
-        value = float(number) * (scale or 1.0)
+        value = duration(text)
     except ValueError:
         raise PerfsuiteError(
-            f"--budget {text!r}: give a duration such as 10m, 600s or 1h"
+            f"--budget {text!r}: give a positive duration such as 10m, 600s or 1h"
         ) from None
-    if not value > 0 or value != value or value == float("inf"):
+    if not value > 0:
         raise PerfsuiteError(f"--budget {text!r}: the budget must be a positive duration")
     return value
 
