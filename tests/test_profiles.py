@@ -373,3 +373,36 @@ def test_a_corrupt_or_loaded_copy_figure_is_measured_again_and_never_kept(
     assert json.loads(kept.read_text())["gbs"] == 20.0
     third = bandwidth.measured_copy.__wrapped__(32 << 20)  # now read back, not measured
     assert third == bandwidth.Copy(20.0, "quiet")
+
+
+def test_a_pass_the_process_spent_stopped_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup quota or a stopped process slows the wall clock, not the CPU clock."""
+    from perfsuite.hardware import bandwidth
+
+    wall, cpu = [0.0], [0.0]
+    # (wall seconds, CPU seconds over both threads) of each pass: the third ran throughout.
+    passes = iter([(1.0, 0.1), (1.0, 0.2), (0.2, 0.4), (0.9, 0.3), (1.0, 0.1)])
+
+    def one() -> None:
+        w, c = next(passes)
+        wall[0] += w
+        cpu[0] += c
+
+    monkeypatch.setattr(bandwidth.time, "perf_counter", lambda: wall[0])
+    monkeypatch.setattr(bandwidth.time, "process_time", lambda: cpu[0])
+    walls, shares = bandwidth.timed_passes(one, threads=2)
+    assert walls == pytest.approx([1.0, 1.0, 0.2, 0.9, 1.0])
+    assert shares == pytest.approx([0.05, 0.1, 1.0, 1 / 6, 0.05])
+
+
+def test_a_starved_copy_figure_is_used_but_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfsuite.hardware import bandwidth
+
+    monkeypatch.setattr(bandwidth.tempfile, "gettempdir", lambda: str(tmp_path))
+    kept = bandwidth._kept_at(32 << 20, bandwidth._threads())
+    starved = bandwidth.Copy(0.4, "stopped", 0.0, starved=True)
+    monkeypatch.setattr(bandwidth, "measure_copy", lambda llc: starved)
+    assert bandwidth.measured_copy.__wrapped__(32 << 20) == starved
+    assert not kept.exists()

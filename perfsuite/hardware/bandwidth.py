@@ -25,12 +25,17 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 PASSES = 5
+# A pass during which this process ran less than this share of its threads' wall time was
+# not running (a cgroup's CPU quota, a stopped or descheduled process): its rate is not the
+# memory's.  Other work on the host does not show this; the process's own CPU clock does.
+MIN_RUN_SHARE = 0.5
 MIN_ELEMENTS = 1 << 20
 COUNTED_WORDS = 2  # STREAM copy: one read, one write
 KEEP_S = 6 * 3600.0  # a measurement is reused for this long on the same boot and CPU set
@@ -44,6 +49,7 @@ class Copy:
     how: str
     foreign_cores: float = 0.0  # other work on the host while it was measured
     loaded: bool = False  # the noise guard flagged that work: the figure is used, not kept
+    starved: bool = False  # no pass ran for MIN_RUN_SHARE of its time: used, not kept
 
 
 def array_elements(llc_bytes: int | None, memory_bytes: int | None) -> int:
@@ -80,7 +86,7 @@ def measured_copy(llc_bytes: int | None) -> Copy | None:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     copy = measure_copy(llc_bytes)
-    if copy is not None and not copy.loaded:
+    if copy is not None and not copy.loaded and not copy.starved:
         try:
             path.parent.mkdir(exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}")
@@ -125,16 +131,36 @@ def measure_copy(llc_bytes: int | None) -> Copy | None:
 
         what = f"numpy copyto, 1 thread ({how})"
     one()  # the first pass pays for the pages and the threads: discarded
-    best = float("inf")
-    for _ in range(PASSES):
-        start = time.perf_counter()
-        one()
-        best = min(best, time.perf_counter() - start)
+    walls, shares = timed_passes(one, threads)
+    ran = [w for w, share in zip(walls, shares, strict=True) if share >= MIN_RUN_SHARE]
+    starved = not ran
+    best = min(ran or walls)
     facts = noise.assess(before, noise.snapshot(with_gpus=False))
     foreign, loaded = float(facts["foreign_cores"]), bool(facts["flags"])
     gbs = COUNTED_WORDS * 8 * n / best / 1e9
     size = f"{8 * n / 2**20:.0f} MiB"
     if loaded:
         what += f", under {foreign:.2f} cores of other work (not kept)"
+    if starved:
+        what += (
+            f", the process ran at most {max(shares):.0%} of each pass's time "
+            "(a CPU quota, or stopped; not kept)"
+        )
     how = f"STREAM copy measured on this host: {what}, 2 arrays of {size}, best of {PASSES}"
-    return Copy(gbs, how, foreign, loaded)
+    return Copy(gbs, how, foreign, loaded, starved)
+
+
+def timed_passes(one: Callable[[], None], threads: int) -> tuple[list[float], list[float]]:
+    """Each pass's wall seconds and the share of it this process ran on its ``threads``.
+
+    The share is the process's CPU clock (every thread's) over wall time x threads: about 1
+    for a pass that ran throughout, far less for one the process spent stopped or throttled.
+    """
+    walls, shares = [], []
+    for _ in range(PASSES):
+        cpu, start = time.process_time(), time.perf_counter()
+        one()
+        wall = time.perf_counter() - start
+        walls.append(wall)
+        shares.append((time.process_time() - cpu) / (wall * threads) if wall > 0 else 0.0)
+    return walls, shares
