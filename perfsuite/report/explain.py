@@ -381,7 +381,8 @@ def _floor_parts(result: Result, profile: str) -> list[str]:
             f"{(floor.fraction_of_peak or 0):.0%} of {floor.figure} = {floor.peak:.4g} (est.); "
             + (
                 "the measured copy it is judged against read low (other work while it was "
-                "measured) or this kernel's traffic is counted higher than the copy's"
+                "measured, or a slower hour of the host: a copy is kept for up to 6 h) or "
+                "this kernel's traffic is counted higher than the copy's"
                 if floor.figure.startswith("memory.")
                 else "the estimate is low (a turbo clock, more FMA units) or the kernel does "
                 "less work than counted (a Winograd convolution)"
