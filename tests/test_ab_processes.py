@@ -109,6 +109,26 @@ def test_rounds_alternate_in_fresh_processes_and_keep_every_sample(tmp_path: Pat
     assert "perfsuite ab: " in done.stdout.splitlines()[-1]
 
 
+def test_an_ab_run_outside_the_tests_project_keeps_its_folders_where_it_runs(
+    tmp_path: Path,
+) -> None:
+    """A side's pytest reads relative folders against its own root, the tests' project."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_loop.py").write_text(CHECK)
+    done = _perfsuite(
+        "ab", "--a", sys.executable, "--b", sys.executable, "--min-rounds", "2",
+        "--max-rounds", "2", "--", str(project / "test_loop.py"),
+        cwd=elsewhere, timeout=600,
+    )  # fmt: skip
+    assert "refused its arguments" not in done.stdout + done.stderr
+    data = _record(elsewhere / "reports" / "ab", "ab.json")
+    assert len(data["rounds"]) == 4 and not any(r["failed"] for r in data["rounds"])
+    assert not (project / "reports").exists()
+
+
 LOGGED = """
 import os, time
 import pytest

@@ -232,7 +232,7 @@ def _bisect(
         raise PerfsuiteError(f"bisect: {options.package!r} is not a package name") from None
     releases = releases_between(options.package, options.good, options.bad, lister)
     run_id, _ = new_run_id()
-    workdir = options.output_dir / run_id
+    workdir = (options.output_dir / run_id).absolute()  # as perfsuite ab's (see there)
     workdir.mkdir(parents=True, exist_ok=True)
     bisection = _Bisection(options, releases, workdir, run_ab, say, resolve)
     search = bisection.search

@@ -401,7 +401,9 @@ def _prepare(options: Options, say: Callable[[str], None]) -> _Start:
         say(notes[-1])
     run_id, created = new_run_id()
     run_id = options.run_id or run_id
-    workdir = options.output_dir / run_id
+    # Absolute: a side's pytest reads a relative folder against its own root (the tests'
+    # project), which need not be where this command runs.
+    workdir = (options.output_dir / run_id).absolute()
     workdir.mkdir(parents=True, exist_ok=True)
     extra = side_args(options, workdir)
     commands = {
