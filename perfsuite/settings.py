@@ -30,12 +30,13 @@ def duration(text: str) -> float:
 
 def duration_text(seconds: float) -> str:
     """A duration as :func:`duration` reads it back: ``10m``, ``1h`` or ``90s``."""
-    whole = round(seconds)
-    if whole and whole % 3600 == 0:
-        return f"{whole // 3600}h"
-    if whole and whole % 60 == 0:
-        return f"{whole // 60}m"
-    return f"{seconds:g}s"
+    if seconds > 0 and seconds == int(seconds):
+        whole = int(seconds)
+        if whole % 3600 == 0:
+            return f"{whole // 3600}h"
+        if whole % 60 == 0:
+            return f"{whole // 60}m"
+    return f"{seconds:.15g}s"
 
 
 @dataclass(frozen=True)

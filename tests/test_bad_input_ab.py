@@ -562,7 +562,9 @@ def test_also_a_round_cap_with_budget_left_names_max_rounds(tmp_path: Path) -> N
     assert "--max-rounds" in note and "19 s of the budget left" in note
 
 
-@pytest.mark.parametrize("budget_s", [600.0, 240.0, 3600.0, 90.0, 590.5, 5400.0])
+@pytest.mark.parametrize(
+    "budget_s", [600.0, 240.0, 3600.0, 90.0, 590.5, 5400.0, 599.6, 1234567.0, 9999999.0]
+)
 def test_also_a_budget_stop_names_a_budget_the_option_reads_back(budget_s: float) -> None:
     session = rounds.Session(stopped="budget", seconds=budget_s - 1)
     note = ab_run.stop_note(session, rounds.Plan(max_rounds=20, budget_s=budget_s))

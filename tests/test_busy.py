@@ -250,6 +250,12 @@ def test_a_held_flop_count_judges_no_speed_so_the_counts_add_up() -> None:
     assert only_counts.state == "measured" and only_counts.exit_code == 0
     wrong = replace(conv, expectations=(Expectation("flops", False, "off by 2x"),))
     assert outcome.session_verdict([wrong]).headline.startswith("FAILED (1 fail")
+    # Tolerated by --perf-fail-on, a failed count is still a verdict, and said to be one.
+    tolerated = outcome.session_verdict([wrong, _result("x")], {"regressed"})
+    assert (
+        tolerated.headline
+        == "PASSED (1 of 2 checks judged; 1 fail not failing under --perf-fail-on)"
+    )
 
 
 def test_checks_without_a_floor_are_one_line_per_reason_with_counts() -> None:
@@ -260,15 +266,28 @@ def test_checks_without_a_floor_are_one_line_per_reason_with_counts() -> None:
     conv = "batch 1 < 16: judged against its baseline only"
     results = [none(f"c{i}", "conv_roofline", conv) for i in range(3)]
     results.append(none("g", "gemm", "a DeepBench shape: judged against its baseline"))
-    results.append(none("s", "storage", "no profile figure for the file system; judged"))
+    results.append(none("s", "storage", "no profile figure for the file system: judged"))
     results.append(_result("p", floor=FloorVerdict("pass", value=2.0, peak=4.0)))
     assert no_floor_lines(results) == [
         "no floor: 3 conv_roofline: batch 1 < 16",
         "no floor: 1 gemm: a DeepBench shape",
         "no floor: 1 storage: no profile figure for the file system",
-        "no floor: 5 in all; each check's reason is in the report",
+        "no floor: 5 in all; each check's reason is in the run record and the report",
     ]
     assert no_floor_lines(results[:3]) == ["no floor: 3 conv_roofline: batch 1 < 16"]
+    # A reason worded by explain keeps both of its halves (no ": " to cut at).
+    other = FloorVerdict(
+        "no-reference",
+        because=FloorBecause.OTHER_DEVICE,
+        profile="h100",
+        profile_kind="gpu",
+        device_kind="cpu",
+        figure="memory.bandwidth_gbs",
+    )
+    assert no_floor_lines([replace(_result("o"), check="stream", floor=other)]) == [
+        "no floor: 1 stream: profile 'h100' describes a gpu; it has no memory.bandwidth_gbs "
+        "for a cpu measurement"
+    ]
 
 
 def test_the_floors_line_counts_every_label_so_its_counts_add_up() -> None:

@@ -390,9 +390,36 @@ def test_a_pass_the_process_spent_stopped_does_not_count(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(bandwidth.time, "perf_counter", lambda: wall[0])
     monkeypatch.setattr(bandwidth.time, "process_time", lambda: cpu[0])
-    walls, shares = bandwidth.timed_passes(one, threads=2)
+    walls, shares = bandwidth.timed_passes(one, allowed=2)
     assert walls == pytest.approx([1.0, 1.0, 0.2, 0.9, 1.0])
     assert shares == pytest.approx([0.05, 0.1, 1.0, 1 / 6, 0.05])
+    # The fastest pass that ran counts; a faster one the process spent stopped would not.
+    assert bandwidth.best_pass([0.5, 0.2, 0.3], [0.1, 0.9, 0.8]) == (0.2, False)
+    assert bandwidth.best_pass([0.1, 0.2, 0.3], [0.1, 0.9, 0.8]) == (0.2, False)
+    assert bandwidth.best_pass([1.0, 0.9], [0.1, 0.05]) == (0.9, True)
+
+
+@pytest.mark.parametrize(
+    ("files", "quota"),
+    [
+        ({"cpu.max": "50000 100000\n"}, 0.5),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "garbage\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
+def test_a_cgroup_cpu_quota_lowers_what_a_copy_pass_is_allowed(
+    tmp_path: Path, files: dict[str, str], quota: float | None
+) -> None:
+    """A process held to half a CPU by its quota that uses it all ran throughout."""
+    from perfsuite.hardware import bandwidth
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert bandwidth.cgroup_cpu_quota(tmp_path) == quota
 
 
 def test_a_starved_copy_figure_is_used_but_not_kept(

@@ -286,7 +286,7 @@ def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     start = _prepare(options, say)
     say(
         f"A/B {start.run_id}: at least {options.plan.min_rounds} rounds, at most "
-        f"{options.plan.max_rounds}, budget {clock(options.plan.budget_s)}; each round "
+        f"{options.plan.max_rounds}, budget {duration_text(options.plan.budget_s)}; each round "
         f"{INTERLEAVE_WORDS[options.plan.interleave]}; record {start.record_path}"
     )
 
@@ -501,7 +501,8 @@ def parse_budget(text: str) -> float:
         value = duration(text)
     except ValueError:
         raise PerfsuiteError(
-            f"--budget {text!r}: give a positive duration such as 10m, 600s or 1h"
+            f"--budget {text!r}: give a duration such as 10m, 600s or 1h, above 0 and under "
+            "10,000,000 s"
         ) from None
     if not value > 0:
         raise PerfsuiteError(f"--budget {text!r}: the budget must be a positive duration")

@@ -345,7 +345,8 @@ def resolve(spec: str, cache: Path | None = None, run: Runner = _run) -> Stack:
             "requirements such as 'tensorflow-cpu==2.20.*'"
         )
     python, cached, seconds = build_environment(requirements, cache, run)
-    return Stack(spec, "requirements", str(python), requirements, seconds, cached)
+    # Absolute, as an interpreter's path is: the record names it, whatever folder it is read in.
+    return Stack(spec, "requirements", str(Path(python).absolute()), requirements, seconds, cached)
 
 
 def _tox(spec: str, run: Runner) -> Stack:

@@ -75,14 +75,18 @@ def tainted(result: Result) -> bool:
 
 
 def judged(result: Result) -> bool:
-    """Whether a floor figure or a baseline judged the result's performance.
+    """Whether a floor figure or a baseline judged the result, or its own expectation failed.
 
     A check's own expectation (a FLOP-count cross-check) judges its accounting, not its
-    speed: one that fails fails the run, but one that holds does not make a measured-only
-    result judged.  So the count of judged results and the ``no-reference`` outcomes add up
-    to the results.
+    speed: one that holds does not make a measured-only result judged, but one that fails
+    is a verdict (``fail``), shown as one under every ``--perf-fail-on``.  So the judged
+    results and the ``no-reference`` outcomes add up to the results.
     """
-    return result.floor.verdict in ("pass", "fail") or result.baseline.verdict != "new"
+    return (
+        result.floor.verdict in ("pass", "fail")
+        or result.baseline.verdict != "new"
+        or any(not e.passed for e in result.expectations)
+    )
 
 
 def estimate_only(result: Result) -> bool:

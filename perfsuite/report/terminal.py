@@ -321,8 +321,8 @@ def note_lines(results: Sequence[Result]) -> list[str]:
 def no_floor_lines(results: Sequence[Result]) -> list[str]:
     """One line per reason a check has no floor verdict, with its count, most first.
 
-    The counts add up to the floors line's ``no-reference``; the report gives each check's
-    reason in full.
+    The counts add up to the floors line's ``no-reference`` labels (with those marked
+    ``(above est. peak)``); the report gives each check's reason in full.
     """
     why = Counter(
         (r.check, short_reason(floor_reason(r.floor)))
@@ -334,13 +334,15 @@ def no_floor_lines(results: Sequence[Result]) -> list[str]:
     lines = [f"no floor: {n} {check}: {reason}" for (check, reason), n in why.most_common()]
     total = sum(why.values())
     if len(why) > 1:
-        lines.append(f"no floor: {total} in all; each check's reason is in the report")
+        lines.append(
+            f"no floor: {total} in all; each check's reason is in the run record and the report"
+        )
     return lines
 
 
 def short_reason(reason: str) -> str:
-    """A reason's first clause, the part before its first colon or semicolon."""
-    return re.split(r"[:;](?: |$)", reason, maxsplit=1)[0]
+    """A reason's head, the part before its first ": " (the whole reason if there is none)."""
+    return re.split(r": ", reason, maxsplit=1)[0].strip() or reason
 
 
 def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
