@@ -51,7 +51,7 @@ class Copy:
     how: str
     foreign_cores: float = 0.0  # other work on the host while it was measured
     loaded: bool = False  # the noise guard flagged that work: the figure is used, not kept
-    starved: bool = False  # no pass ran for MIN_RUN_SHARE of its time: used, not kept
+    starved: bool = False  # no pass used MIN_RUN_SHARE of its allowed CPU: used, not kept
 
 
 def array_elements(llc_bytes: int | None, memory_bytes: int | None) -> int:

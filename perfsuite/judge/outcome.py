@@ -168,7 +168,7 @@ class SessionVerdict:
     total: int = 0
     crashed: tuple[Crash, ...] = ()  # selected checks that produced no result
     incomplete: str = ""  # why the run stopped early (an interrupt)
-    judged: int = 0  # results judged against a floor or a baseline
+    judged: int = 0  # results judged against a floor or a baseline, or failing a count
     no_floor: bool = False  # "measured": no result had a floor figure
     no_baseline: bool = False  # "measured": no result had a baseline
     # "passed": every judged result was judged only against an estimated floor

@@ -6,7 +6,6 @@ outcome rule.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -342,7 +341,7 @@ def no_floor_lines(results: Sequence[Result]) -> list[str]:
 
 def short_reason(reason: str) -> str:
     """A reason's head, the part before its first ": " (the whole reason if there is none)."""
-    return re.split(r": ", reason, maxsplit=1)[0].strip() or reason
+    return reason.partition(": ")[0].strip() or reason
 
 
 def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
