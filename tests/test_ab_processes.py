@@ -188,11 +188,14 @@ def test_sides_in_lockstep_never_measure_at_once_and_alternate_check_by_check(
     assert first == [order[0], order[1], order[1], order[0], order[0], order[1]]
 
 
+@pytest.mark.parametrize("sides", ["forked", "fresh"])
 def test_by_default_the_sides_alternate_sample_by_sample_and_never_measure_at_once(
-    tmp_path: Path,
+    tmp_path: Path, sides: str
 ) -> None:
-    data, calls = _logged_ab(tmp_path)
+    data, calls = _logged_ab(tmp_path, "--sides", sides)
     assert data["plan"]["interleave"] == "samples"
+    # Forked by default: every side of every round a fork of its side's warm interpreter.
+    assert [r["forked"] for r in data["rounds"]] == [sides == "forked"] * 4
     turns = sorted((tmp_path / "out").glob("*/round-01-turns.tsv"))[0].read_text().splitlines()
     granted = [tuple(line.split("\t")[1:]) for line in turns]
     o0, o1 = data["order"][0]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite.ab.forks import Forked, Server, ServerGone, WarmSides
 from perfsuite.ab.rounds import Reading, SideRun, SideRunner, readings_of
 from perfsuite.measure import processes
 from perfsuite.store.records import load_record
@@ -108,7 +109,7 @@ class Launch:
     selection: Sequence[str] | None
     where: Path
     log: Path
-    proc: subprocess.Popen[bytes]
+    proc: processes.Child
     started: float
     timeout: float
 
@@ -123,9 +124,16 @@ def launch(
     extra_args: Sequence[str],
     timeout: float,
     env: Mapping[str, str] | None = None,
-    pass_fds: Sequence[int] = (),
+    fd_env: Mapping[str, Sequence[int]] | None = None,
+    server: Server | None = None,
 ) -> Launch:
-    """Start one side as a fresh ``python -m pytest`` process, its output to a log file."""
+    """Start one side, its output to a log file.
+
+    The side is a fresh ``python -m pytest`` process, or with ``server`` a fresh fork of that
+    side's warm interpreter (:mod:`perfsuite.ab.forks`); a server that has died is left for
+    a fresh process.  ``fd_env``: variables naming descriptors the side inherits, each the
+    comma-joined list of its descriptors (the turns' pipes).
+    """
     where = workdir / f"round-{rnd:02d}-{side}"
     where.mkdir(parents=True, exist_ok=True)
     args = [command.python, "-m", "pytest", *command.pytest_args, *extra_args]
@@ -138,9 +146,28 @@ def launch(
         args += ["--perf-ab-select", str(select)]
     log = where / "output.log"
     environ = {**os.environ, **command.env, **(env or {}), TRACE_ENV: str(trace)}
+    fd_env = fd_env or {}
+    fds = [fd for which in fd_env.values() for fd in which]
+    if server is not None and not server.gone:
+        # The variables name the descriptors by their place in ``fds``: the child gets its
+        # own numbers for them.
+        places = {fd: i for i, fd in enumerate(fds)}
+        try:
+            forked = server.fork(
+                args[3:],
+                environ,
+                str(log),
+                fds,
+                {name: [places[fd] for fd in which] for name, which in fd_env.items()},
+            )
+            now = time.monotonic()
+            return Launch(side, rnd, position, selection, where, log, forked, now, timeout)
+        except ServerGone:
+            pass
+    environ.update({name: ",".join(map(str, which)) for name, which in fd_env.items()})
     with log.open("w") as out:
         proc = processes.spawn(
-            args, stdout=out, stderr=subprocess.STDOUT, env=environ, pass_fds=tuple(pass_fds)
+            args, stdout=out, stderr=subprocess.STDOUT, env=environ, pass_fds=tuple(fds)
         )
     return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
 
@@ -223,6 +250,7 @@ def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
         got.environment,
         len(started.selection) if started.selection is not None else 0,
         waited,
+        isinstance(started.proc, Forked),
     )
 
 
@@ -231,8 +259,9 @@ def process_runner(
     workdir: Path,
     extra_args: Sequence[str],
     seconds_left: Callable[[], float] | None = None,
+    sides: WarmSides | None = None,
 ) -> SideRunner:
-    """A side runner that starts each side as a fresh ``python -m pytest`` process.
+    """A side runner that starts each side as a fresh process (a fork of its warm ``sides``).
 
     ``seconds_left()`` is the budget left: a side is killed at the earlier of its own timeout
     and the budget's end plus :data:`BUDGET_GRACE_S`, so one hang cannot stretch a budget of
@@ -242,7 +271,17 @@ def process_runner(
     def run_side(side: str, rnd: int, position: int, selection: Sequence[str] | None) -> SideRun:
         command = commands[side]
         timeout = side_timeout(command, seconds_left)
-        started = launch(command, side, rnd, position, selection, workdir, extra_args, timeout)
+        started = launch(
+            command,
+            side,
+            rnd,
+            position,
+            selection,
+            workdir,
+            extra_args,
+            timeout,
+            server=sides.server(side) if sides else None,
+        )
         try:
             started.proc.wait(timeout=timeout)
             hung = False
@@ -257,6 +296,6 @@ def process_runner(
     return run_side
 
 
-def kill(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: processes.Child) -> None:
     """Stop a side and everything it started (ranks, workers): SIGTERM, then SIGKILL."""
     processes.end(proc)

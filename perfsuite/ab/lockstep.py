@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfsuite.ab.forks import WarmSides
 from perfsuite.ab.launch import Launch, SideCommand, collect, kill, launch, side_timeout
 from perfsuite.ab.rounds import SIDES, RoundRunner, SideRun
 from perfsuite.measure import processes
@@ -138,10 +139,12 @@ def lockstep_runner(
     extra_args: Sequence[str],
     seconds_left: Callable[[], float] | None = None,
     per_sample: bool = True,
+    sides: WarmSides | None = None,
 ) -> RoundRunner:
     """A round runner whose sides start at once and take turns check by check.
 
-    ``per_sample``: they also take turns between a check's samples.
+    ``per_sample``: they also take turns between a check's samples.  ``sides``: the warm
+    interpreters to fork each side from (:mod:`perfsuite.ab.forks`).
     """
     grain = {GRAIN_ENV: "samples"} if per_sample else {}
 
@@ -170,8 +173,9 @@ def lockstep_runner(
                         workdir,
                         extra_args,
                         side_timeout(commands[side], seconds_left),
-                        {ENV: f"{go_r},{ask_w}", ROOT_ENV: str(os.getpid()), **grain},
-                        (go_r, ask_w),
+                        {ROOT_ENV: str(os.getpid()), **grain},
+                        {ENV: (go_r, ask_w)},
+                        sides.server(side) if sides else None,
                     )
                 finally:
                     os.close(go_r)

@@ -76,6 +76,7 @@ class SideRun:
     environment: Mapping[str, Any] = field(default_factory=dict)
     selected: int = 0  # checks the round asked for (0: the whole selection)
     waited: float = 0.0  # of ``seconds``, the time it waited for turns (sides in lockstep)
+    forked: bool = False  # a fork of its side's warm interpreter, not a new process
 
     @property
     def own_seconds(self) -> float:
@@ -90,6 +91,7 @@ class SideRun:
             "position": self.position,
             "seconds": round(self.seconds, 3),
             "waited": round(self.waited, 3),
+            "forked": self.forked,
             "returncode": self.returncode,
             "failed": self.failed,
             "selected": self.selected,

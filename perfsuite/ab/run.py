@@ -27,6 +27,7 @@ from perfsuite.ab import (
     unfingerprinted,
 )
 from perfsuite.ab import stacks as stacks_mod
+from perfsuite.ab.forks import WarmSides
 from perfsuite.ab.launch import SideCommand, process_runner
 from perfsuite.ab.rounds import (
     Plan,
@@ -70,6 +71,9 @@ class Options:
     html: bool = True
     selection: tuple[str, ...] | None = None  # node ids to run from the first round (bisect)
     run_id: str = ""  # default: a new one
+    # "forked": each round's sides are forks of warm interpreters (perfsuite.ab.forks);
+    # "fresh": each is a new ``python -m pytest`` process, its imports paid every round.
+    sides: str = "forked"
 
 
 def side_args(options: Options, workdir: Path) -> list[str]:
@@ -297,14 +301,19 @@ def _run(options: Options, say: Callable[[str], None] | None) -> Outcome:
     def on_round(session: Session) -> None:
         save(start.outcome(options, session), start.record_path)
 
+    started = time.monotonic()  # the budget counts the sides' warm-up too
+    sides: WarmSides | None = None
     progress = _Progress(options.plan, say)
-    run_round = refusing_usage_errors(_round_runner(options, start, time.monotonic()))
     try:
+        sides = _warm_sides(options, start, say)
+        run_round = refusing_usage_errors(_round_runner(options, start, started, sides))
         session = run_rounds(
             run_round, options.plan, progress, on_round, selection=options.selection
         )
     finally:
         progress.close()
+        if sides is not None:
+            sides.stop()
     stopped = stop_note(session, options.plan)
     if stopped:
         start.notes.append(stopped)
@@ -422,8 +431,38 @@ def _prepare(options: Options, say: Callable[[str], None]) -> _Start:
     return start
 
 
-def _round_runner(options: Options, start: _Start, started: float) -> RoundRunner:
-    """How each round runs its two sides: in lockstep, or one process after the other."""
+def _warm_sides(options: Options, start: _Start, say: Callable[[str], None]) -> WarmSides | None:
+    """Both sides' warm interpreters (``--sides forked``), loaded before the first round.
+
+    Whatever ends their use (a server that cannot load, or ends) is a note of the record,
+    said when it happens.
+    """
+    if options.sides != "forked":
+        return None
+
+    def note(line: str) -> None:
+        start.notes.append(line)
+        say(line)
+
+    begun = time.monotonic()
+    sides = WarmSides(
+        {side: (c.python, c.env) for side, c in start.commands.items()}, start.workdir, note
+    )
+    if sides.active:
+        say(
+            f"sides: warm interpreters ready in {time.monotonic() - begun:.0f} s; each round's "
+            "side is a fork of its own, which imports the frameworks its first round imported"
+        )
+    return sides
+
+
+def _round_runner(
+    options: Options, start: _Start, started: float, sides: WarmSides | None
+) -> RoundRunner:
+    """How each round runs its two sides: in lockstep, or one process after the other.
+
+    With warm sides, each server imports what its side's child imported after the round.
+    """
 
     def seconds_left() -> float:
         return options.plan.budget_s - (time.monotonic() - started)
@@ -433,8 +472,27 @@ def _round_runner(options: Options, start: _Start, started: float) -> RoundRunne
         from perfsuite.ab.lockstep import lockstep_runner
 
         per_sample = options.plan.interleave == "samples"
-        return lockstep_runner(start.commands, start.workdir, extra, seconds_left, per_sample)
-    return one_then_the_other(process_runner(start.commands, start.workdir, extra, seconds_left))
+        run_round = lockstep_runner(
+            start.commands, start.workdir, extra, seconds_left, per_sample, sides
+        )
+    else:
+        run_round = one_then_the_other(
+            process_runner(start.commands, start.workdir, extra, seconds_left, sides)
+        )
+    if sides is None:
+        return run_round
+    warm = sides
+
+    def then_load(
+        rnd: int,
+        order: tuple[str, str],
+        selection: Sequence[str] | None,
+        keep: Callable[[SideRun], None],
+    ) -> None:
+        run_round(rnd, order, selection, keep)
+        warm.between_rounds(rnd)
+
+    return then_load
 
 
 def stop_note(session: Session, plan: Plan) -> str:

@@ -47,6 +47,7 @@ def _ab_options(args: argparse.Namespace, a: str, b: str) -> Any:
         cache=Path(args.cache_dir) if args.cache_dir else None,
         fail_on=args.fail_on,
         html=args.html == "yes",
+        sides=args.sides,
     )
 
 
@@ -239,6 +240,14 @@ def _side_options(p: argparse.ArgumentParser) -> None:
         "sample by sample within each check; checks: the same, check by check, so a check's "
         "two readings are a second apart; processes: one side's process runs its checks, then "
         "the other's (default: samples)",
+    )
+    p.add_argument(
+        "--sides",
+        choices=["forked", "fresh"],
+        default="forked",
+        help="forked: each side's interpreter loads pytest and the frameworks once, and each "
+        "round's side is a fresh fork of it; fresh: each round starts a new python process, "
+        "its imports paid every round (default: forked)",
     )
 
 

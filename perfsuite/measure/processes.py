@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -49,6 +49,21 @@ KILL_WAIT_S = 10.0
 _POLL_S = 0.05
 
 _live: dict[int, subprocess.Popen[Any]] = {}
+
+
+class Child(Protocol):
+    """What ending a process needs of it, each the leader of a session of its own.
+
+    A :class:`subprocess.Popen`, or a fork server's child (:class:`perfsuite.ab.forks.Forked`).
+    """
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 _received: list[int] = []  # the signals received inside the outermost interruptible()
 _depth = [0]
 
@@ -133,7 +148,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def end_trees(procs: Sequence[subprocess.Popen[Any]], grace_s: float = GRACE_S) -> None:
+def end_trees(procs: Sequence[Child], grace_s: float = GRACE_S) -> None:
     """End each of ``procs`` (group leaders: started in sessions of their own) and their trees.
 
     SIGTERM to their groups and to every descendant (new ones are looked for while
@@ -166,17 +181,17 @@ def end_trees(procs: Sequence[subprocess.Popen[Any]], grace_s: float = GRACE_S) 
     psutil.wait_procs(list(left.values()), timeout=max(grace_s, KILL_WAIT_S))
 
 
-def end_tree(proc: subprocess.Popen[Any], grace_s: float = GRACE_S) -> None:
+def end_tree(proc: Child, grace_s: float = GRACE_S) -> None:
     """:func:`end_trees` of one process."""
     end_trees([proc], grace_s)
 
 
-def end(proc: subprocess.Popen[Any], grace: float = GRACE_S) -> None:
+def end(proc: Child, grace: float = GRACE_S) -> None:
     """End ``proc``'s tree; also right after it exited by itself (what it left behind)."""
     end_trees([proc], grace)
 
 
-def end_many(procs: Sequence[subprocess.Popen[Any]], grace: float = GRACE_S) -> None:
+def end_many(procs: Sequence[Child], grace: float = GRACE_S) -> None:
     """End several trees at once: one grace for all."""
     end_trees(procs, grace)
 
@@ -186,7 +201,7 @@ def end_group(proc: subprocess.Popen[Any], grace_s: float = NODE_GRACE_S) -> Non
     end_trees([proc], grace_s)
 
 
-def reap(proc: subprocess.Popen[Any]) -> None:
+def reap(proc: Child) -> None:
     """After ``proc`` has exited by itself: kill what its group still holds, forget it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
