@@ -12,6 +12,13 @@ from perfsuite.checks import stream
 from perfsuite.checks.cases import marks
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _stream_arrays():
+    """A target's kernels share one set of arrays (``stream.workload``); it goes with the module."""
+    yield
+    stream.forget()
+
+
 @pytest.mark.perf
 @pytest.mark.parametrize(
     "kernel", [pytest.param(k, marks=marks(sweep=k != stream.QUICK_KERNEL)) for k in stream.KERNELS]

@@ -45,8 +45,24 @@ def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
         assert host.params["cross_cpu"] == "memory"
         assert readings.follows_link(host.params)
     finally:
-        assert host.close is not None
-        host.close()
+        stream.forget()
+
+
+def test_a_target_s_kernels_share_one_set_of_arrays_until_forgotten() -> None:
+    """STREAM's four kernels run on one set of arrays: it is built once per target."""
+    a100 = ProfileRegistry().load("a100")
+    try:
+        copy = stream.workload(Target("numpy", "cpu"), "copy", a100)
+        triad = stream.workload(Target("numpy", "cpu"), "triad", a100)
+        kernels = copy.run.__self__  # type: ignore[attr-defined]
+        assert triad.run.__self__ is kernels  # type: ignore[attr-defined]
+        assert copy.close is None  # the check does not free what the next kernel uses
+        stream.forget()
+        again = stream.workload(Target("numpy", "cpu"), "copy", a100)
+        assert again.run.__self__ is not kernels  # type: ignore[attr-defined]
+        assert all(pool._shutdown for pool in kernels.pools)  # forgotten: its threads stopped
+    finally:
+        stream.forget()
 
 
 def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple[str, np.ndarray]:

@@ -100,14 +100,47 @@ def _check_memory(target: Target, size: Sizing) -> None:
         )
 
 
+# The arrays of the last STREAM build, kept for the next kernel on the same backend, device
+# and size.  STREAM runs its four kernels on one set of arrays; filling three arrays of 4x the
+# last-level cache with random data takes seconds (2-3 s a set on a 2-core VM beside a
+# burner, where a kernel's samples take a tenth of that), and rebuilding them for each
+# kernel was the largest part of a ``perfsuite ab`` round.
+_kept: dict[tuple[str, str, int], Any] = {}
+
+
+def _kernels(target: Target, size: Sizing) -> Any:
+    """The STREAM arrays and kernels for ``target``: the kept set, or a new one."""
+    key = (target.backend, target.device, size.elements)
+    kernels = _kept.get(key)
+    if kernels is None:
+        forget()  # the old set is freed before the new one is allocated
+        _check_memory(target, size)
+        kernels = backends.get(target.backend).stream_kernels(target.device, size.elements, SEED)
+        _kept[key] = kernels
+    return kernels
+
+
+def forget() -> None:
+    """Free the kept arrays and stop their threads (the suite's module does, at its end)."""
+    for kernels in _kept.values():
+        close = getattr(kernels, "close", None)
+        if close is not None:
+            close()
+    _kept.clear()
+
+
 def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
-    """Build the STREAM workload of one kernel on one target."""
+    """Build the STREAM workload of one kernel on one target.
+
+    The arrays are shared with the target's other kernels until :func:`forget`: each kernel
+    runs on what the one before it wrote, as in STREAM (copy, then scale, add and triad; a
+    round of the four scales the values by 15 at most).
+    """
     if kernel not in WORDS:
         raise ValueError(f"unknown STREAM kernel {kernel!r}; known: {', '.join(KERNELS)}")
     backend = backends.get(target.backend)
     size = sizing(target, profile)
-    _check_memory(target, size)
-    kernels = backend.stream_kernels(target.device, size.elements, SEED)
+    kernels = _kernels(target, size)
     nbytes = counted_bytes(kernel, size.elements, kernels.itemsize)
     # The same kernel written bare, on the same device, sampled beside the check (fidelity).
     bare = backend.stream_reference(kernels, kernel, nbytes)
@@ -141,7 +174,7 @@ def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
             "backend_version": backend.version(),
             **kernels.describe(),
         },
-        close=getattr(kernels, "close", None),
+        close=None,  # the arrays outlive the check: forget() frees them
         source=backend.timer(target.device),
         capture=backend.capture(target.device),
         bare=bare,
