@@ -55,6 +55,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from perfsuite.measure import processes
 
 # The frameworks a server imports once a round's side has imported them.  None of them starts
@@ -112,12 +114,9 @@ class Server:
 
     def wait_ready(self, deadline: float) -> bool:
         """Wait until the server has loaded; False (and it is ended) if it could not."""
-        while not self.ready and not self.gone:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop(f"was not ready within {READY_TIMEOUT_S:.0f} s")
-                break
-            self._pump(min(left, 1.0))
+        self._await(
+            lambda: bool(self.ready), deadline, f"was not ready within {READY_TIMEOUT_S:.0f} s"
+        )
         return bool(self.ready) and not self.gone
 
     def fork(
@@ -152,17 +151,22 @@ class Server:
 
     def took_load(self, deadline: float) -> bool:
         """Wait for the answer to :meth:`ask_to_load`; False (and it is ended) if none came."""
-        while not self.answers and not self.gone:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop(f"did not import its frameworks within {LOAD_TIMEOUT_S:.0f} s")
-                break
-            self._pump(min(left, 1.0))
+        late = f"did not import its frameworks within {LOAD_TIMEOUT_S:.0f} s"
+        self._await(lambda: bool(self.answers), deadline, late)
         if not self.answers:
             return False
         answer = self.answers.pop(0)
         self.loaded += [str(name) for name in answer.get("loaded", ())]
         return True
+
+    def _await(self, done: Callable[[], bool], deadline: float, late: str) -> None:
+        """Read what the server says until ``done()``, it ends, or ``deadline`` (then end it)."""
+        while not done() and not self.gone:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop(late)
+                return
+            self._pump(min(left, 1.0))
 
     def _send(self, message: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
         if self.gone:
@@ -260,7 +264,7 @@ class Forked:
             if not self.orphaned:
                 self.server._pump(0.0)
                 self.orphaned = bool(self.server.gone) and self.returncode is None
-            if self.orphaned and not _exists(self.pid):
+            if self.orphaned and not psutil.pid_exists(self.pid):
                 self.returncode = -int(signal.SIGKILL)  # unknown: counted as killed
         return self.returncode
 
@@ -276,16 +280,6 @@ class Forked:
             else:
                 self.server._pump(0.5 if left is None else min(left, 0.5))
         return code
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class WarmSides:
