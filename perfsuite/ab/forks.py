@@ -60,8 +60,9 @@ import psutil
 from perfsuite.measure import processes
 
 # The frameworks a server imports once a round's side has imported them.  None of them starts
-# a device or a thread pool at import, so a child still initialises its own.
-FRAMEWORKS = ("numpy", "torch", "tensorflow")
+# a device or a thread pool at import, so a child still initialises its own.  torch's FLOP
+# counter imports torch._dynamo when it is first used (2 s on a 2-core VM, in a GEMM's build).
+FRAMEWORKS = ("numpy", "torch", "torch._dynamo", "tensorflow")
 # How long both servers may take to load before the A/B runs fresh sides instead.
 READY_TIMEOUT_S = 300.0
 # How long a server may take to import its frameworks between rounds.
