@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--burst", default="3,3", help="bursty: seconds on,off")
     parser.add_argument("--samples", type=int, default=0, help="perfsuite ab --samples")
     parser.add_argument("--sides", choices=["forked", "fresh"], default="forked")
+    parser.add_argument("--sample-seconds", default="", help="perfsuite ab --sample-seconds")
     parser.add_argument("--tally-only", action="store_true", help="count earlier records only")
     parser.add_argument(
         "--stop-by",
@@ -102,6 +103,7 @@ def main() -> None:
             cmd += ["--b", sys.executable, "--budget", args.budget, "--seed", str(i)]
             cmd += ["--interleave", args.interleave, "--sides", args.sides]
             cmd += ["--samples", str(args.samples)] if args.samples else []
+            cmd += ["--sample-seconds", args.sample_seconds] if args.sample_seconds else []
             cmd += [f"--b-env={e}" for e in args.b_env]
             cmd += ["--html", "no", "--output-dir", str(out), "--", *args.pytest_args]
             start = time.strftime("%H:%M:%S", time.gmtime())
