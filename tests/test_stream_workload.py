@@ -103,6 +103,41 @@ def test_tensorflow_kernels_compute_stream_results(kernel: str) -> None:
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-15)
 
 
+@pytest.mark.integration
+def test_tensorflow_cpu_arrays_are_numpy_memory_at_stream_s_page_offsets() -> None:
+    """No copy in TensorFlow's pool: a write to the numpy array shows in the tensor."""
+    pytest.importorskip("tensorflow")
+    from perfsuite.backends.base import PAGE_BYTES, STREAM_PAGE_OFFSETS
+    from perfsuite.backends.tensorflow import TensorFlowStream
+
+    kernels = TensorFlowStream("cpu", 4096, seed=1)
+    try:
+        assert kernels.host is not None
+        for name, host in zip("abc", kernels.host, strict=True):
+            assert host.ctypes.data % PAGE_BYTES == STREAM_PAGE_OFFSETS[name]
+            host[7] = 42.0
+            assert getattr(kernels, name)[7].numpy() == 42.0
+        assert len({float(h[0]) for h in kernels.host}) == 3  # random, each its own draw
+    finally:
+        kernels.close()
+
+
+def test_the_memory_check_counts_a_backend_s_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow's outputs (a fourth array) count against the memory that is available."""
+    import psutil
+
+    from perfsuite import backends
+
+    size = stream.Sizing(2**20, 2**18, "test")
+    available = 3.5 * size.array_bytes / 0.8  # three arrays fit, four do not
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: type("M", (), {"available": available}))
+    assert backends.get("numpy").stream_outputs == 0
+    assert backends.get("tensorflow").stream_outputs == 1
+    stream._check_memory(Target("numpy", "cpu"), size)
+    with pytest.raises(MemoryError, match="STREAM needs 4 arrays of 8 MiB"):
+        stream._check_memory(Target("tensorflow", "cpu"), size)
+
+
 def test_targets_cover_numpy_cpu_and_a_gpu_slot() -> None:
     ids = [str(t) for t in targets()]
     assert "numpy-cpu" in ids

@@ -215,6 +215,9 @@ class Backend(ABC):
     uses_gpus: bool = False  # parametrized over the GPU slots as well as the CPU
     # Where the extra is not the way to install it on a machine without a GPU, what is.
     cpu_install: str = ""
+    # Arrays of a STREAM set's size that its kernels allocate beside a, b and c (the
+    # outputs of a framework whose kernels cannot write into a given array).
+    stream_outputs: int = 0
 
     def unavailable_reason(self) -> str | None:
         """Why the backend cannot run here (its framework is not installed), or None."""

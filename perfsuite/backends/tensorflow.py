@@ -14,7 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from perfsuite.backends import base, reference
-from perfsuite.backends.base import PRECISION, STREAM_SCALAR, STREAM_WORD, Backend, ConvSpec
+from perfsuite.backends.base import (
+    PRECISION,
+    STREAM_PAGE_OFFSETS,
+    STREAM_SCALAR,
+    STREAM_WORD,
+    Backend,
+    ConvSpec,
+)
 from perfsuite.errors import with_warning
 from perfsuite.hardware.detect import gpu_facts
 from perfsuite.measure.loop import Bare
@@ -60,12 +67,18 @@ class TensorFlowStream:
         self.device = _tf_device(device)
         word = getattr(tf, STREAM_WORD.dtype)
         with tf.device(self.device):
-            # Drawn in fp32 and cast: TensorFlow's fp64 draw takes 2-3x as long on a CPU (0.7-1 s
-            # an array of 4x a large L3, against 0.3 s), and the values only need to be random.
-            self.a, self.b, self.c = (
-                tf.cast(tf.random.stateless_uniform([elements], seed=[seed, i]), word)
-                for i in range(3)
-            )
+            # On a CPU, the numpy arrays under a, b and c (None on a GPU).
+            self.host: list[Any] | None = None
+            if device == "cpu":
+                self.host = _host_arrays(elements, seed)
+                self.a, self.b, self.c = (_over(x) for x in self.host)
+            else:
+                # Drawn in fp32 and cast: the values only need to be random, and TensorFlow's
+                # fp64 draw takes 2-3x as long.
+                self.a, self.b, self.c = (
+                    tf.cast(tf.random.stateless_uniform([elements], seed=[seed, i]), word)
+                    for i in range(3)
+                )
             self.q = tf.constant(STREAM_SCALAR, word)
         self._out: Any = None
         jit = tf.function(jit_compile=True)
@@ -76,6 +89,9 @@ class TensorFlowStream:
         self._sync_devices = getattr(tf.test.experimental, "sync_devices", None)
 
     def _run(self, fn: Any, *args: Any) -> Any:
+        # The last output goes back to TensorFlow's pool first, so that this call takes the
+        # same block: one output array is live, not two.
+        self._out = None
         with self._tf.device(self.device):
             self._out = fn(*args)
         return self._out
@@ -114,7 +130,28 @@ class TensorFlowStream:
 
     def close(self) -> None:
         """Drop the arrays."""
-        self.a = self.b = self.c = self._out = None
+        self.a = self.b = self.c = self._out = self.host = None
+
+
+def _host_arrays(elements: int, seed: int) -> list[Any]:
+    """a, b and c for a CPU: numpy arrays at STREAM's page offsets, filled by numpy's generator.
+
+    TensorFlow's tensors are made over them (:func:`_over`).  A CPU tensor made by TensorFlow
+    comes from its pool, which keeps every block it was given: drawn there (fp32, then
+    cast), three arrays of 4x a 480 MiB L3 left 9.5 GiB in the pool and the outputs brought
+    it to 12.3 GiB, which two A/B sides could not hold on a 24 GiB machine.  Over numpy's
+    memory the set is its 5.6 GiB, given back to the system when the check closes it.
+    """
+    from perfsuite.backends.numpy import at_offset, fill_random
+
+    arrays = [at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc"]
+    fill_random(arrays, seed)
+    return arrays
+
+
+def _over(array: Any) -> Any:
+    """A TensorFlow CPU tensor over a numpy array's memory (DLPack: no copy)."""
+    return _tf().experimental.dlpack.from_dlpack(array.__dlpack__())
 
 
 def _eager_loop(device: str, what: str, call: Callable[[], Any], flops: float) -> Bare:
@@ -336,6 +373,7 @@ class TensorFlowBackend(Backend):
     profiler = "TensorFlow's profiler"
     knob_variants = ("baseline", "xla", "amp", "xla+amp")
     operations = frozenset({"stream", "matmul", "conv2d", "train_step"})
+    stream_outputs = 1  # one output from its pool at a time (TensorFlowStream._run)
 
     def device_unavailable_reason(self, device: str) -> str | None:
         """Skip reason when TensorFlow does not see the GPU."""

@@ -25,9 +25,7 @@ torch itself is imported when the first kernel is built, never when this module 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from perfsuite.backends.base import (
@@ -69,30 +67,6 @@ def _release(device: str) -> None:
     """Return a closed kernel's cached device memory, for the next check (any framework)."""
     if device != "cpu":
         torch_module().cuda.empty_cache()
-
-
-def _host_random(arrays: list[Any], seed: int) -> None:
-    """Fill host arrays in place with uniform random data, a thread per chunk of each.
-
-    numpy's generator, on as many threads as the process may use: torch's own fills three
-    STREAM arrays of 4x a large L3 in 2.7 s on a 2-core VM (normal data made in fp32, cast,
-    then copied to its place in the page), this in 0.9 s.  The filling threads (unpinned,
-    spread over the process's CPUs) first-touch the pages, as torch's copy did before.
-    """
-    import numpy as np
-
-    from perfsuite.backends.numpy import usable_cpus
-
-    threads = usable_cpus()
-    streams = iter(np.random.SeedSequence(seed).spawn(threads * len(arrays)))
-    jobs = []
-    for values in arrays:
-        bounds = np.linspace(0, values.size, threads + 1).astype(int)
-        for lo, hi in itertools.pairwise(bounds):
-            jobs.append((np.random.default_rng(next(streams)), values[lo:hi]))
-    with ThreadPoolExecutor(threads, thread_name_prefix="perfsuite-fill") as pool:
-        for done in [pool.submit(rng.random, out=chunk) for rng, chunk in jobs]:
-            done.result()
 
 
 def _random(shape: list[int], device: str, dtype: Any, seed: int) -> Any:
@@ -172,7 +146,9 @@ class TorchStream(_TorchKernel):
             )
             return
         self.a, self.b, self.c = (self._placed(elements, name) for name in "abc")
-        _host_random([self.a.numpy(), self.b.numpy(), self.c.numpy()], seed)
+        from perfsuite.backends.numpy import fill_random
+
+        fill_random([self.a.numpy(), self.b.numpy(), self.c.numpy()], seed)
 
     def _placed(self, elements: int, name: str) -> Any:
         raw = self._torch.empty(elements + PAGE_BYTES // self.itemsize, dtype=self.dtype)

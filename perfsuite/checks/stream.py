@@ -90,11 +90,12 @@ def _check_memory(target: Target, size: Sizing) -> None:
         return
     import psutil
 
-    needed = 3 * size.array_bytes
+    arrays = 3 + backends.get(target.backend).stream_outputs
+    needed = arrays * size.array_bytes
     available = psutil.virtual_memory().available
     if needed > 0.8 * available:
         raise MemoryError(
-            f"STREAM needs 3 arrays of {size.array_bytes / 2**20:.0f} MiB (4x the "
+            f"STREAM needs {arrays} arrays of {size.array_bytes / 2**20:.0f} MiB (4x the "
             f"{size.cache_bytes / 2**20:.0f} MiB last-level cache, {size.cache_source}) but only "
             f"{available / 2**30:.1f} GiB is available"
         )
