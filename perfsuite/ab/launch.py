@@ -55,14 +55,33 @@ def unfinished(text: str) -> tuple[str, ...]:
     return tuple(open_)
 
 
-def death_words(returncode: int | None) -> str:
-    """How a side's process ended, for its failure: ``killed by SIGSEGV``, ``exited 1``."""
+def death_words(returncode: int | None, out_of_memory: bool = False) -> str:
+    """How a side's process ended, for its failure: ``killed by SIGSEGV``, ``exited 1``.
+
+    ``out_of_memory``: the kernel's out-of-memory killer killed a process while the side ran
+    (:func:`oom_kills` rose), which a SIGKILL then names.
+    """
     if returncode is not None and returncode < 0:
         try:
-            return f"killed by {signal.Signals(-returncode).name}"
+            words = f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
-            return f"killed by signal {-returncode}"
+            words = f"killed by signal {-returncode}"
+        if out_of_memory and returncode == -signal.SIGKILL:
+            words += " (the kernel's out-of-memory killer: the host ran out of memory)"
+        return words
     return f"exited {returncode}"
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
+    """Processes the kernel's out-of-memory killer has killed since boot (None: not Linux)."""
+    try:
+        for line in vmstat.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _read(path: Path) -> str:
@@ -112,6 +131,7 @@ class Launch:
     proc: processes.Child
     started: float
     timeout: float
+    oom_kills: int | None = None  # the kernel's count when the side started
 
 
 def launch(
@@ -161,7 +181,9 @@ def launch(
                 {name: [places[fd] for fd in which] for name, which in fd_env.items()},
             )
             now = time.monotonic()
-            return Launch(side, rnd, position, selection, where, log, forked, now, timeout)
+            return Launch(
+                side, rnd, position, selection, where, log, forked, now, timeout, oom_kills()
+            )
         except ServerGone:
             pass
     environ.update({name: ",".join(map(str, which)) for name, which in fd_env.items()})
@@ -169,7 +191,8 @@ def launch(
         proc = processes.spawn(
             args, stdout=out, stderr=subprocess.STDOUT, env=environ, pass_fds=tuple(fds)
         )
-    return Launch(side, rnd, position, selection, where, log, proc, time.monotonic(), timeout)
+    started = time.monotonic()
+    return Launch(side, rnd, position, selection, where, log, proc, started, timeout, oom_kills())
 
 
 @dataclass(frozen=True)
@@ -183,10 +206,13 @@ class SideReading:
     environment: Mapping[str, Any]
 
 
-def read_side(where: Path, returncode: int | None, hung: bool, timeout: float) -> SideReading:
+def read_side(
+    where: Path, returncode: int | None, hung: bool, timeout: float, out_of_memory: bool = False
+) -> SideReading:
     """Read a side's folder after its process ended: its run record, else its trace.
 
-    ``returncode`` None: it was killed at ``timeout``.  Whatever the side wrote (a record
+    ``returncode`` None: it was killed at ``timeout``.  ``out_of_memory``: the kernel's
+    out-of-memory killer killed a process while the side ran.  Whatever the side wrote (a record
     cut short, one another version wrote, a trace of garbage), the answer is a reading: a
     record that cannot be read or judged is the side's failure, never an exception here.
     """
@@ -199,7 +225,7 @@ def read_side(where: Path, returncode: int | None, hung: bool, timeout: float) -
         if hung:
             failed = f"no result within {timeout:.0f} s (killed){at}"
         else:
-            failed = f"{death_words(returncode)}{at}, without a run record"
+            failed = f"{death_words(returncode, out_of_memory)}{at}, without a run record"
         return SideReading(failed, {}, crashed, record_path, {})
     try:
         record = load_record(records[-1])
@@ -234,7 +260,9 @@ def collect(started: Launch, hung: bool, waited: float = 0.0) -> SideRun:
         processes.reap(started.proc)  # what the side left running (a forked worker) ends with it
     seconds = time.monotonic() - started.started
     output = _read(started.log)
-    got = read_side(started.where, returncode, hung, started.timeout)
+    now = oom_kills()
+    out_of_memory = None not in (now, started.oom_kills) and now != started.oom_kills
+    got = read_side(started.where, returncode, hung, started.timeout, out_of_memory)
     return SideRun(
         started.round,
         started.side,
