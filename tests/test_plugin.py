@@ -450,11 +450,27 @@ def test_missing_tensorflow_skips_with_reason_and_numpy_runs(pytester: pytest.Py
     assert record["environment"]["software"]["tensorflow"]["loaded"] is False
 
 
+# A CPU profile with a 1 MiB last-level cache: STREAM's arrays are then STREAM's minimum of
+# 1M elements, whatever this host's L3 (a 480 MiB one made each set 5.6 GiB to fill).
+SMALL_CACHE_CPU = """schema_version = 1
+name = "small-cache-cpu"
+kind = "cpu"
+description = "a CPU with a 1 MiB last-level cache"
+source = "perfsuite's tests"
+
+[memory]
+last_level_cache_mib = 1
+"""
+
+
 def test_perf_backend_runs_only_the_named_backends(pytester: pytest.Pytester) -> None:
     shutil.copy(SUITE, pytester.path / "test_memory_bandwidth.py")
+    (pytester.path / "profiles").mkdir()
+    (pytester.path / "profiles" / "small-cache-cpu.toml").write_text(SMALL_CACHE_CPU)
     result = pytester.runpytest_subprocess(
-        "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider", "--perf-html", "no"
-    )
+        "--perf-quick", "--perf-backend", "NumPy", "-p", "no:cacheprovider", "--perf-html", "no",
+        "--hw=small-cache-cpu", "--perf-profile-dir", "profiles",
+    )  # fmt: skip
     result.assert_outcomes(passed=1, deselected=19)  # quick mode: triad, one per backend
     record = records(
         pytester, next(p.name for p in (pytester.path / "reports").iterdir() if p.name != "_store")

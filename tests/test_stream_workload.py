@@ -38,6 +38,15 @@ def test_unknown_kernel_is_rejected() -> None:
         stream.workload(Target("numpy", "cpu"), "daxpy", ProfileRegistry().load("a100"))
 
 
+@pytest.fixture
+def small_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """STREAM's minimum of 1M elements an array, whatever this host's last-level cache."""
+    monkeypatch.setattr(
+        stream, "sizing", lambda target, profile: stream.Sizing(stream.MIN_ELEMENTS, 0, "test")
+    )
+
+
+@pytest.mark.usefixtures("small_arrays")
 def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
     """Every CPU streaming shares the CPUs' way to memory: compared only with like."""
     host = stream.workload(Target("numpy", "cpu"), "copy", ProfileRegistry().load("a100"))
@@ -48,6 +57,7 @@ def test_host_stream_is_judged_like_with_like_by_the_cpus_link() -> None:
         stream.forget()
 
 
+@pytest.mark.usefixtures("small_arrays")
 def test_a_target_s_kernels_share_one_set_of_arrays_until_forgotten() -> None:
     """STREAM's four kernels run on one set of arrays: it is built once per target."""
     a100 = ProfileRegistry().load("a100")
