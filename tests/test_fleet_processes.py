@@ -2,11 +2,12 @@
 
 Debian's Slurm runs one slurmd, so the fleet's "nodes" are 4 tasks on the one host, each
 labelled by its host name and task index (``vm-t0`` .. ``vm-t3``).  One task is slowed for
-real: pinned to one core beside a CPU burner, at nice 15 (about 3% of that core), while
-the others share the other core: a third of a core each, or a fifth if a neighbour's two busy
-processes land there too.  ``perfsuite fleet report`` must name that task and no other, in
-each of 5 repetitions (the slowed task moves from one repetition to the next).  Without Slurm these
-tests skip, unless ``CI`` is set: there they fail.
+real: pinned to one core beside a CPU burner, at nice 10, while the others share the other
+core: a third of a core each, or a fifth if a neighbour's two busy processes land there too.
+The slowed task reads about half the others' figure, and takes about twice their time.
+``perfsuite fleet report`` must name that task and no other, in each of 5 repetitions (the
+slowed task moves from one repetition to the next).  Without Slurm these tests skip, unless
+``CI`` is set: there they fail.
 
 The burner is the slowed task's own child, so its noise guard never counts it as foreign
 load; but to each task the three others are, on one host, and a fleet never judges a reading
@@ -40,7 +41,7 @@ HUNG_TIMEOUT_S = 15
 
 # Loaded into each task's pytest with -p: slows the task named by FLEET_SLOW_TASK, hangs
 # the one named by FLEET_HANG_TASK, and with FLEET_FIXED_CLOCK set fixes every task's
-# samples.  The burner stops by itself, even if its task is killed.
+# samples.  The burner stops with its task, even if the task is killed.
 PLUGIN = """
 import atexit, os, subprocess, sys, time
 
@@ -70,11 +71,17 @@ def pytest_configure(config):
     if len(cpus) < 2 or not os.environ.get("FLEET_SLOW_TASK"):
         return
     if task == os.environ.get("FLEET_SLOW_TASK"):
+        # The burner spins while its task lives (a task killed leaves it an orphan, whose
+        # parent changes), and never past 400 s.  A fixed life can end before the samples
+        # on a slow host, and leave the task unslowed.
         burn = (f"import os, time\\nos.sched_setaffinity(0, {{{cpus[0]}}})\\n"
-                "end = time.time() + 180\\nwhile time.time() < end: pass")
+                f"task, end = {os.getpid()}, time.time() + 400\\n"
+                "while os.getppid() == task and time.time() < end:\\n"
+                "    tick = time.time() + 0.2\\n"
+                "    while time.time() < tick: pass")
         burner = subprocess.Popen([sys.executable, "-c", burn])
         atexit.register(burner.kill)
-        _all_threads({cpus[0]}, 15)
+        _all_threads({cpus[0]}, 10)
     else:
         _all_threads(set(cpus[1:]), None)
 """
@@ -151,6 +158,20 @@ def report(directory: Path) -> tuple[int, list[str], str]:
     return out.returncode, [e["label"] for e in drain["drain"]], out.stdout + out.stderr
 
 
+def tasks(directory: Path) -> str:
+    """Each task's wall time and median figure, to tell a task left unslowed from noise."""
+    lines = []
+    for path in sorted((directory / "nodes").glob("task-*.json")):
+        task = json.loads(path.read_text())
+        try:
+            (result,) = json.loads(Path(task["record"]).read_text())["results"]
+            figure = f"median {sorted(result['samples'])[len(result['samples']) // 2]:.4g}"
+        except (OSError, ValueError, KeyError, TypeError):
+            figure = "no record"
+        lines.append(f"{task['label']}: {task['seconds']} s, {figure}")
+    return "\n" + "\n".join(lines)
+
+
 # Repetition 0 goes through sbatch (outside an allocation), the others through srun inside
 # salloc; each slows another task.
 @pytest.mark.parametrize("repetition", range(5))
@@ -169,7 +190,7 @@ def test_the_slowed_task_and_no_other_is_named(
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert f"by {'sbatch' if repetition == 0 else 'srun'}" in ran.stdout
     code, drained, out = report(directory)
-    assert (code, drained) == (1, [label(slow)]), out
+    assert (code, drained) == (1, [label(slow)]), out + tasks(directory)
 
 
 def test_mpiexec_with_a_hostfile_and_a_hung_node(
