@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -75,6 +78,60 @@ def test_a_target_s_kernels_share_one_set_of_arrays_until_forgotten() -> None:
         stream.forget()
 
 
+@pytest.mark.usefixtures("small_arrays")
+def test_the_cpu_backends_run_on_one_host_set_until_forgotten() -> None:
+    """numpy's, torch's and TensorFlow's CPU kernels take the same a, b and c: one fill."""
+    a100 = ProfileRegistry().load("a100")
+    names = ["numpy"] + [n for n in ("torch", "tensorflow") if importlib.util.find_spec(n)]
+    try:
+        first = stream.workload(Target("numpy", "cpu"), "copy", a100).run.__self__  # type: ignore[attr-defined]
+        host = [first.a.ctypes.data, first.b.ctypes.data, first.c.ctypes.data]
+        for name in names[1:]:
+            kernels = stream.workload(Target(name, "cpu"), "copy", a100).run.__self__  # type: ignore[attr-defined]
+            arrays = kernels.host if name == "tensorflow" else [kernels.a, kernels.b, kernels.c]
+            pointers = [
+                x.ctypes.data if isinstance(x, np.ndarray) else x.data_ptr() for x in arrays
+            ]
+            assert pointers == host, name
+        assert all(pool._shutdown for pool in first.pools)  # the numpy kernels were closed
+        stream.forget()
+        assert not stream._host
+    finally:
+        stream.forget()
+
+
+def test_a_host_set_on_several_memory_nodes_is_filled_by_the_streaming_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chunk i's pages are first touched by the thread pinned to the CPU that streams it."""
+    import threading
+
+    from perfsuite.backends import numpy as host_backend
+    from perfsuite.backends.base import PAGE_BYTES, STREAM_PAGE_OFFSETS
+
+    filled: list[frozenset[int]] = []
+    default_rng = np.random.default_rng
+
+    class Watched:  # a generator that notes which CPUs the thread drawing from it may use
+        def __init__(self, seed: object) -> None:
+            self.rng = default_rng(seed)  # type: ignore[arg-type]
+
+        def random(self, **kwargs: object) -> object:
+            filled.append(frozenset(os.sched_getaffinity(0)))
+            return self.rng.random(**kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(host_backend, "memory_nodes", lambda: 2)
+    monkeypatch.setattr(np.random, "default_rng", Watched)
+    threads = threading.active_count()
+    arrays = host_backend.host_arrays(100_003, seed=1)
+    assert [a.ctypes.data % PAGE_BYTES for a in arrays] == [STREAM_PAGE_OFFSETS[n] for n in "abc"]
+    assert all(len(np.unique(a)) > 99_000 for a in arrays)  # random, each its own draw
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(filled) == 3 * host_backend.usable_cpus()
+    assert set(filled) == {frozenset({cpu}) for cpu in cpus}  # pinned, one CPU each
+    assert threading.active_count() == threads  # the fill's threads are gone
+
+
 def _expected(a: np.ndarray, b: np.ndarray, c: np.ndarray, kernel: str) -> tuple[str, np.ndarray]:
     return {
         "copy": ("c", a.copy()),
@@ -146,6 +203,8 @@ def test_the_memory_check_counts_a_backend_s_outputs(monkeypatch: pytest.MonkeyP
     stream._check_memory(Target("numpy", "cpu"), size)
     with pytest.raises(MemoryError, match="STREAM needs 4 arrays of 8 MiB"):
         stream._check_memory(Target("tensorflow", "cpu"), size)
+    # a host set already held is not counted again: only the output is new
+    stream._check_memory(Target("tensorflow", "cpu"), size, held=True)
 
 
 def test_targets_cover_numpy_cpu_and_a_gpu_slot() -> None:

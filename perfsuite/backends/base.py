@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -269,8 +269,15 @@ class Backend(ABC):
         """The version of the framework that is loaded."""
 
     @abstractmethod
-    def stream_kernels(self, device: str, elements: int, seed: int) -> StreamKernels:
-        """Allocate STREAM arrays of random float64 data on ``device``."""
+    def stream_kernels(
+        self, device: str, elements: int, seed: int, host: Sequence[Any] | None = None
+    ) -> StreamKernels:
+        """STREAM kernels over three arrays of random float64 data on ``device``.
+
+        ``host``: on the CPU, a host set to run on (a, b and c, numpy arrays at STREAM's page
+        offsets: ``backends.numpy.host_arrays``), which the CPU backends share; None: a new
+        set of their own.  A GPU's arrays are allocated on the device.
+        """
 
     def precision_unavailable_reason(self, device: str, precision: str) -> str | None:
         """Why ``device`` cannot run ``precision`` with this backend, or None."""

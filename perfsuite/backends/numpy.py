@@ -3,8 +3,13 @@
 One numpy thread does not reach a multi-core machine's memory bandwidth, so each kernel is
 split into one contiguous chunk per CPU in the process's affinity mask.  Chunk i always runs
 on the same thread, pinned to the i-th CPU of the mask; numpy releases the GIL inside
-ufuncs, so the chunks run in parallel.  That thread also first-touches (fills) its chunk,
-so on a multi-socket host each chunk's pages land on the socket whose CPU streams them.
+ufuncs, so the chunks run in parallel.
+
+The arrays are a host set (:func:`host_arrays`) that torch's and TensorFlow's CPU kernels
+take too.  On a host whose memory has more than one NUMA node, a thread pinned to the i-th
+CPU first-touches (fills) chunk i, so that each chunk's pages land on the node whose CPU
+streams them.  On one node, where placement cannot differ, unpinned threads fill it: a
+thread pinned to a core that other work holds would pace the whole fill.
 
 The arrays start at chosen offsets within a 4 KiB page (``base.STREAM_PAGE_OFFSETS``): each on
 a cache line, and no kernel's store stream less than 1 KiB ahead of one of its load streams
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,14 +83,43 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def memory_nodes() -> int:
+    """The NUMA nodes of this host's memory (1 where sysfs does not list them)."""
+    return max(1, len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))))
+
+
+def chunks(elements: int, threads: int) -> list[slice]:
+    """One contiguous chunk per thread, each starting on a 4 KiB boundary.
+
+    Every thread's slices then keep the arrays' places in a page (``STREAM_PAGE_OFFSETS``)
+    relative to its scratch block, and no page is shared by two threads.
+    """
+    bounds = np.linspace(0, elements, threads + 1).astype(int)
+    bounds[1:-1] -= bounds[1:-1] % (PAGE_BYTES // 8)
+    return [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
+
+
+def pinned_pools(threads: int) -> tuple[list[ThreadPoolExecutor], bool]:
+    """One single-thread pool per chunk, pinned to the i-th CPU of the mask where it has one.
+
+    Returns the pools and whether they are pinned (not where the mask has fewer CPUs).
+    """
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pools = [
+        ThreadPoolExecutor(1, thread_name_prefix=f"perfsuite-stream-{i}") for i in range(threads)
+    ]
+    pinned = len(cpus) >= threads
+    if pinned:
+        for i, pool in enumerate(pools):
+            pool.submit(os.sched_setaffinity, 0, {cpus[i]}).result()
+    return pools, pinned
+
+
 def fill_random(arrays: list[np.ndarray], seed: int) -> None:
     """Fill host arrays in place with uniform random data, a thread per chunk of each.
 
     numpy's generator, on as many threads as the process may use (unpinned pool threads,
-    which first-touch the pages).  torch's and TensorFlow's host STREAM arrays are filled
-    here: torch's own fill of three arrays of 4x a large L3 took 2.7 s on a 2-core VM (normal
-    data made in fp32, cast, then copied to its place in the page), this 0.9 s; TensorFlow's
-    draw went through its pool, which kept the fp32 draws and the casts beside the arrays.
+    which first-touch the pages).
     """
     threads = usable_cpus()
     streams = iter(np.random.SeedSequence(seed).spawn(threads * len(arrays)))
@@ -97,43 +133,60 @@ def fill_random(arrays: list[np.ndarray], seed: int) -> None:
             done.result()
 
 
+def host_arrays(elements: int, seed: int) -> list[np.ndarray]:
+    """A STREAM host set: a, b and c at STREAM's page offsets, filled with random data.
+
+    numpy's, torch's and TensorFlow's CPU kernels all run on such a set (``perfsuite.checks.
+    stream`` builds one for all three).  Where memory has more than one NUMA node, the
+    thread that streams chunk i (pinned to the i-th CPU) fills it; elsewhere unpinned
+    threads do (:func:`fill_random`).
+    """
+    arrays = [at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc"]
+    if memory_nodes() == 1:
+        fill_random(arrays, seed)
+        return arrays
+    threads = usable_cpus()
+    pools, _ = pinned_pools(threads)
+    parts = chunks(elements, threads)
+    seeds = np.random.SeedSequence(seed).spawn(threads)
+
+    def fill(i: int) -> None:
+        rng = np.random.default_rng(seeds[i])
+        for values in arrays:
+            rng.random(out=values[parts[i]])
+
+    try:
+        for done in [pool.submit(fill, i) for i, pool in enumerate(pools)]:
+            done.result()
+    finally:
+        for pool in pools:
+            pool.shutdown()
+    return arrays
+
+
 class NumpyStream:
     """STREAM kernels on numpy arrays, chunked over a thread pool."""
 
     itemsize = STREAM_WORD.itemsize
 
-    def __init__(self, elements: int, seed: int, threads: int | None = None) -> None:
-        """Allocate a, b, c and fill them with random data, each thread its own chunk."""
+    def __init__(
+        self,
+        elements: int,
+        seed: int,
+        threads: int | None = None,
+        host: Sequence[np.ndarray] | None = None,
+    ) -> None:
+        """Take the host set ``host`` (a, b, c), or build one (:func:`host_arrays`)."""
         self.elements = elements
         self.threads = threads or usable_cpus()
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        # One single-thread pool per chunk: chunk i is touched and streamed by one thread.
-        self.pools = [
-            ThreadPoolExecutor(1, thread_name_prefix=f"perfsuite-stream-{i}")
-            for i in range(self.threads)
-        ]
-        self.pinned = len(cpus) >= self.threads
-        if self.pinned:
-            for i, pool in enumerate(self.pools):
-                pool.submit(os.sched_setaffinity, 0, {cpus[i]}).result()
-        bounds = np.linspace(0, elements, self.threads + 1).astype(int)
-        # Chunk starts on 4 KiB boundaries: every thread's slices keep the arrays' places in a
-        # page (STREAM_PAGE_OFFSETS) relative to its scratch block, and no page is shared.
-        bounds[1:-1] -= bounds[1:-1] % (PAGE_BYTES // 8)
-        self.chunks = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
-        self.a, self.b, self.c = (at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc")
+        # One single-thread pool per chunk: chunk i is always streamed by the same thread.
+        self.pools, self.pinned = pinned_pools(self.threads)
+        self.chunks = chunks(elements, self.threads)
+        self.a, self.b, self.c = host if host is not None else host_arrays(elements, seed)
         self.block = triad_block()
         self.scratch = [
             at_offset(self.block, STREAM_PAGE_OFFSETS["scratch"]) for _ in range(self.threads)
         ]
-        seeds = np.random.SeedSequence(seed).spawn(self.threads)
-
-        def fill(i: int) -> None:
-            rng = np.random.default_rng(seeds[i])
-            for arr in (self.a, self.b, self.c):
-                rng.random(out=arr[self.chunks[i]])
-
-        self.parallel(fill)
 
     def parallel(self, fn: Any) -> None:
         """Run ``fn(i)`` for each thread's chunk ``i``, each on its own pinned thread."""
@@ -240,9 +293,11 @@ class NumpyBackend(Backend):
         """Numpy's version."""
         return np.__version__
 
-    def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:
-        """Allocate the arrays on the host."""
-        return NumpyStream(elements, seed)
+    def stream_kernels(
+        self, device: str, elements: int, seed: int, host: Sequence[np.ndarray] | None = None
+    ) -> NumpyStream:
+        """The kernels over the host set ``host``, or over a new one."""
+        return NumpyStream(elements, seed, host=host)
 
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
         """STREAM's kernel in C, as many threads as the check's, on the check's own arrays."""

@@ -10,13 +10,12 @@ reuses the freed buffers.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from perfsuite.backends import base, reference
 from perfsuite.backends.base import (
     PRECISION,
-    STREAM_PAGE_OFFSETS,
     STREAM_SCALAR,
     STREAM_WORD,
     Backend,
@@ -60,8 +59,16 @@ class TensorFlowStream:
 
     itemsize = STREAM_WORD.itemsize
 
-    def __init__(self, device: str, elements: int, seed: int) -> None:
-        """Allocate a, b, c of random float64 data on the device."""
+    def __init__(
+        self, device: str, elements: int, seed: int, host: Sequence[Any] | None = None
+    ) -> None:
+        """Allocate a, b, c of random float64 data on the device; on the CPU, take ``host``.
+
+        On the CPU the tensors are made over numpy arrays (``host``, else a new host set:
+        :func:`perfsuite.backends.numpy.host_arrays`).  A CPU tensor made by TensorFlow comes
+        from its pool, which keeps every block it was given: drawn there, a set of 4x a large
+        L3 and its outputs held twice the set, and none of it went back to the system.
+        """
         tf = self._tf = _tf()
         self.elements = elements
         self.device = _tf_device(device)
@@ -70,7 +77,9 @@ class TensorFlowStream:
             # On a CPU, the numpy arrays under a, b and c (None on a GPU).
             self.host: list[Any] | None = None
             if device == "cpu":
-                self.host = _host_arrays(elements, seed)
+                from perfsuite.backends.numpy import host_arrays
+
+                self.host = list(host) if host is not None else host_arrays(elements, seed)
                 self.a, self.b, self.c = (_over(x) for x in self.host)
             else:
                 # Drawn in fp32 and cast: the values only need to be random, and TensorFlow's
@@ -131,22 +140,6 @@ class TensorFlowStream:
     def close(self) -> None:
         """Drop the arrays."""
         self.a = self.b = self.c = self._out = self.host = None
-
-
-def _host_arrays(elements: int, seed: int) -> list[Any]:
-    """a, b and c for a CPU: numpy arrays at STREAM's page offsets, filled by numpy's generator.
-
-    TensorFlow's tensors are made over them (:func:`_over`).  A CPU tensor made by TensorFlow
-    comes from its pool, which keeps every block it was given: drawn there (fp32, then
-    cast), three arrays of 4x a 480 MiB L3 left 9.5 GiB in the pool and the outputs brought
-    it to 12.3 GiB, which two A/B sides could not hold on a 24 GiB machine.  Over numpy's
-    memory the set is its 5.6 GiB, given back to the system when the check closes it.
-    """
-    from perfsuite.backends.numpy import at_offset, fill_random
-
-    arrays = [at_offset(elements, STREAM_PAGE_OFFSETS[name]) for name in "abc"]
-    fill_random(arrays, seed)
-    return arrays
 
 
 def _over(array: Any) -> Any:
@@ -392,9 +385,11 @@ class TensorFlowBackend(Backend):
         """TensorFlow's version."""
         return str(_tf().__version__)
 
-    def stream_kernels(self, device: str, elements: int, seed: int) -> TensorFlowStream:
-        """Allocate the arrays on the device."""
-        return TensorFlowStream(device, elements, seed)
+    def stream_kernels(
+        self, device: str, elements: int, seed: int, host: Sequence[Any] | None = None
+    ) -> TensorFlowStream:
+        """Allocate the arrays on the device; on the CPU, tensors over the host set."""
+        return TensorFlowStream(device, elements, seed, host)
 
     def _compute_capability(self, device: str) -> tuple[int, int] | None:
         tf = _tf()

@@ -13,6 +13,7 @@ mixed precision (fp16 with a gradient scaler on a GPU, bf16 on a CPU), and chann
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from perfsuite.backends import reference
@@ -151,9 +152,11 @@ class TorchBackend(Backend):
             return None
         return lambda run, calls: cuda_graph(device, run, calls)
 
-    def stream_kernels(self, device: str, elements: int, seed: int) -> TorchStream:
-        """Allocate the arrays on the device."""
-        return TorchStream(device, elements, seed)
+    def stream_kernels(
+        self, device: str, elements: int, seed: int, host: Sequence[Any] | None = None
+    ) -> TorchStream:
+        """Allocate the arrays on the device; on the CPU, tensors over the host set."""
+        return TorchStream(device, elements, seed, host)
 
     def stream_reference(self, kernels: Any, kernel: str, counted_bytes: int) -> Bare:
         """The same in-place torch call in a bare loop, on the check's tensors."""

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from perfsuite.backends.base import (
-    PAGE_BYTES,
     PRECISION,
     STREAM_PAGE_OFFSETS,
     STREAM_SCALAR,
     STREAM_WORD,
     ConvSpec,
     output_precision,
-    page_skip,
 )
 
 # gpu:N is NVML's device N (PCI bus order), as the run record's GPU facts number them.
@@ -132,11 +131,14 @@ class TorchStream(_TorchKernel):
 
     itemsize = STREAM_WORD.itemsize
 
-    def __init__(self, device: str, elements: int, seed: int) -> None:
-        """Allocate a, b, c of random float64 data on the device.
+    def __init__(
+        self, device: str, elements: int, seed: int, host: Sequence[Any] | None = None
+    ) -> None:
+        """Allocate a, b, c of random float64 data on the device; on the CPU, take ``host``.
 
-        On the host each array starts at its place in a 4 KiB page
-        (``base.STREAM_PAGE_OFFSETS``), each on a cache line and apart modulo 4 KiB.
+        On the CPU the tensors are made over numpy arrays (``host``, else a new host set:
+        :func:`perfsuite.backends.numpy.host_arrays`), each at its place in a 4 KiB page
+        (``base.STREAM_PAGE_OFFSETS``), on a cache line and apart modulo 4 KiB.
         """
         super().__init__(device, STREAM_WORD.name, set_tf32=False)
         self.elements = elements
@@ -145,15 +147,11 @@ class TorchStream(_TorchKernel):
                 _random([elements], device, self.dtype, seed + i) for i in range(3)
             )
             return
-        self.a, self.b, self.c = (self._placed(elements, name) for name in "abc")
-        from perfsuite.backends.numpy import fill_random
+        if host is None:
+            from perfsuite.backends.numpy import host_arrays
 
-        fill_random([self.a.numpy(), self.b.numpy(), self.c.numpy()], seed)
-
-    def _placed(self, elements: int, name: str) -> Any:
-        raw = self._torch.empty(elements + PAGE_BYTES // self.itemsize, dtype=self.dtype)
-        skip = page_skip(raw.data_ptr(), STREAM_PAGE_OFFSETS[name], raw.element_size())
-        return raw.narrow(0, skip, elements)
+            host = host_arrays(elements, seed)
+        self.a, self.b, self.c = (self._torch.from_numpy(x) for x in host)
 
     def copy(self) -> Any:
         """C = a."""

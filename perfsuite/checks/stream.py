@@ -85,12 +85,13 @@ def sizing(target: Target, profile: HardwareProfile) -> Sizing:
     return Sizing(array_elements(cache), cache, source)
 
 
-def _check_memory(target: Target, size: Sizing) -> None:
+def _check_memory(target: Target, size: Sizing, held: bool = False) -> None:
+    """Raise MemoryError where the host cannot hold the set (``held``: a, b and c already are)."""
     if target.device_kind != "cpu":
         return
     import psutil
 
-    arrays = 3 + backends.get(target.backend).stream_outputs
+    arrays = (0 if held else 3) + backends.get(target.backend).stream_outputs
     needed = arrays * size.array_bytes
     available = psutil.virtual_memory().available
     if needed > 0.8 * available:
@@ -101,12 +102,14 @@ def _check_memory(target: Target, size: Sizing) -> None:
         )
 
 
-# The arrays of the last STREAM build, kept for the next kernel on the same backend, device
-# and size.  STREAM runs its four kernels on one set of arrays; filling three arrays of 4x the
-# last-level cache with random data takes seconds (2-3 s a set on a 2-core VM beside a
-# burner, where a kernel's samples take a tenth of that), and rebuilding them for each
-# kernel was the largest part of a ``perfsuite ab`` round.
+# The kernels of the last STREAM build, kept for the next kernel on the same backend, device
+# and size: STREAM runs its four kernels on one set of arrays.  On the CPU the arrays are one
+# host set for every backend (numpy's, torch's and TensorFlow's kernels take the same a, b
+# and c), kept until :func:`forget`.  Filling three arrays of 4x the last-level cache with
+# random data takes seconds, several times a kernel's samples on a large cache beside other
+# work, and a ``perfsuite ab`` side pays for each set inside its turns.
 _kept: dict[tuple[str, str, int], Any] = {}
+_host: dict[int, list[Any]] = {}  # elements: the host set's a, b and c
 
 
 def _kernels(target: Target, size: Sizing) -> Any:
@@ -114,20 +117,36 @@ def _kernels(target: Target, size: Sizing) -> Any:
     key = (target.backend, target.device, size.elements)
     kernels = _kept.get(key)
     if kernels is None:
-        forget()  # the old set is freed before the new one is allocated
-        _check_memory(target, size)
-        kernels = backends.get(target.backend).stream_kernels(target.device, size.elements, SEED)
+        _close(_kept)  # the old kernels (and their own arrays) go before the new ones come
+        on_host = target.device_kind == "cpu"
+        if on_host and size.elements not in _host:
+            _host.clear()  # a host set of another size is freed first
+        _check_memory(target, size, held=on_host and size.elements in _host)
+        host = None
+        if on_host:
+            from perfsuite.backends.numpy import host_arrays
+
+            host = _host.get(size.elements)
+            if host is None:
+                host = _host[size.elements] = host_arrays(size.elements, SEED)
+        backend = backends.get(target.backend)
+        kernels = backend.stream_kernels(target.device, size.elements, SEED, host)
         _kept[key] = kernels
     return kernels
 
 
-def forget() -> None:
-    """Free the kept arrays and stop their threads (the suite's module does, at its end)."""
-    for kernels in _kept.values():
+def _close(kept: dict[tuple[str, str, int], Any]) -> None:
+    for kernels in kept.values():
         close = getattr(kernels, "close", None)
         if close is not None:
             close()
-    _kept.clear()
+    kept.clear()
+
+
+def forget() -> None:
+    """Free the kept arrays and stop their threads (the suite's module does, at its end)."""
+    _close(_kept)
+    _host.clear()
 
 
 def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
