@@ -78,15 +78,13 @@ def test_a_target_s_kernels_share_one_set_of_arrays_until_forgotten() -> None:
         stream.forget()
 
 
-@pytest.mark.usefixtures("small_arrays")
-def test_the_cpu_backends_run_on_one_host_set_until_forgotten() -> None:
-    """numpy's, torch's and TensorFlow's CPU kernels take the same a, b and c: one fill."""
+def _shares_one_host_set(names: list[str]) -> None:
+    """The CPU kernels of numpy, then of each of ``names``, run on one a, b and c."""
     a100 = ProfileRegistry().load("a100")
-    names = ["numpy"] + [n for n in ("torch", "tensorflow") if importlib.util.find_spec(n)]
     try:
         first = stream.workload(Target("numpy", "cpu"), "copy", a100).run.__self__  # type: ignore[attr-defined]
         host = [first.a.ctypes.data, first.b.ctypes.data, first.c.ctypes.data]
-        for name in names[1:]:
+        for name in names:
             kernels = stream.workload(Target(name, "cpu"), "copy", a100).run.__self__  # type: ignore[attr-defined]
             arrays = kernels.host if name == "tensorflow" else [kernels.a, kernels.b, kernels.c]
             pointers = [
@@ -96,6 +94,40 @@ def test_the_cpu_backends_run_on_one_host_set_until_forgotten() -> None:
         assert all(pool._shutdown for pool in first.pools)  # the numpy kernels were closed
         stream.forget()
         assert not stream._host
+    finally:
+        stream.forget()
+
+
+@pytest.mark.usefixtures("small_arrays")
+def test_numpy_and_torch_run_on_one_host_set_until_forgotten() -> None:
+    """One fill for the CPU backends: torch's tensors are numpy's memory."""
+    _shares_one_host_set(["torch"] if importlib.util.find_spec("torch") else [])
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("small_arrays")
+def test_tensorflow_runs_on_the_same_host_set() -> None:
+    pytest.importorskip("tensorflow")
+    _shares_one_host_set(["tensorflow"])
+
+
+def test_a_plugin_backend_without_a_host_parameter_allocates_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backend registered before the host set existed is called as it was: no host."""
+    from perfsuite import backends
+
+    class Old:
+        stream_outputs = 0
+
+        def stream_kernels(self, device: str, elements: int, seed: int) -> NumpyStream:
+            return NumpyStream(elements, seed)
+
+    monkeypatch.setattr(backends, "get", lambda name: Old())
+    size = stream.Sizing(stream.MIN_ELEMENTS, 0, "test")
+    try:
+        kernels = stream._kernels(Target("old", "cpu"), size)
+        assert kernels.a.size == stream.MIN_ELEMENTS and not stream._host
     finally:
         stream.forget()
 

@@ -14,6 +14,7 @@ the floor uses the best repetition, as STREAM and DCGM quote it.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -118,21 +119,29 @@ def _kernels(target: Target, size: Sizing) -> Any:
     kernels = _kept.get(key)
     if kernels is None:
         _close(_kept)  # the old kernels (and their own arrays) go before the new ones come
-        on_host = target.device_kind == "cpu"
-        if on_host and size.elements not in _host:
+        backend = backends.get(target.backend)
+        # A backend registered by a plugin may predate the host set: it allocates its own.
+        shared = target.device_kind == "cpu" and _takes_host(backend)
+        if shared and size.elements not in _host:
             _host.clear()  # a host set of another size is freed first
-        _check_memory(target, size, held=on_host and size.elements in _host)
+        _check_memory(target, size, held=shared and size.elements in _host)
         host = None
-        if on_host:
+        if shared:
             from perfsuite.backends.numpy import host_arrays
 
             host = _host.get(size.elements)
             if host is None:
                 host = _host[size.elements] = host_arrays(size.elements, SEED)
-        backend = backends.get(target.backend)
-        kernels = backend.stream_kernels(target.device, size.elements, SEED, host)
+        if host is None:
+            kernels = backend.stream_kernels(target.device, size.elements, SEED)
+        else:
+            kernels = backend.stream_kernels(target.device, size.elements, SEED, host=host)
         _kept[key] = kernels
     return kernels
+
+
+def _takes_host(backend: Any) -> bool:
+    return "host" in inspect.signature(backend.stream_kernels).parameters
 
 
 def _close(kept: dict[tuple[str, str, int], Any]) -> None:
