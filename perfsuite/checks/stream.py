@@ -108,7 +108,7 @@ def _check_memory(target: Target, size: Sizing, held: bool = False) -> None:
 # host set for every backend (numpy's, torch's and TensorFlow's kernels take the same a, b
 # and c), kept until :func:`forget`.  Filling three arrays of 4x the last-level cache with
 # random data takes seconds, several times a kernel's samples on a large cache beside other
-# work, and a ``perfsuite ab`` side pays for each set inside its turns.
+# work, and a ``perfsuite ab`` side pays for each set in every round.
 _kept: dict[tuple[str, str, int], Any] = {}
 _host: dict[int, list[Any]] = {}  # elements: the host set's a, b and c
 
