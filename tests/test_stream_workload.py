@@ -91,9 +91,9 @@ def _shares_one_host_set(names: list[str]) -> None:
                 x.ctypes.data if isinstance(x, np.ndarray) else x.data_ptr() for x in arrays
             ]
             assert pointers == host, name
-        assert all(pool._shutdown for pool in first.pools)  # the numpy kernels were closed
+            assert all(pool._shutdown for pool in first.pools)  # numpy's kernels were closed
         stream.forget()
-        assert not stream._host
+        assert all(pool._shutdown for pool in first.pools) and not stream._host
     finally:
         stream.forget()
 
