@@ -8,8 +8,7 @@ ufuncs, so the chunks run in parallel.
 The arrays are a host set (:func:`host_arrays`) that torch's and TensorFlow's CPU kernels
 take too.  On a host whose memory has more than one NUMA node, a thread pinned to the i-th
 CPU first-touches (fills) chunk i, so that each chunk's pages land on the node whose CPU
-streams them.  On one node, where placement cannot differ, unpinned threads fill it: a
-thread pinned to a core that other work holds would pace the whole fill.
+streams them.  On one node, where placement cannot differ, unpinned threads fill it.
 
 The arrays start at chosen offsets within a 4 KiB page (``base.STREAM_PAGE_OFFSETS``): each on
 a cache line, and no kernel's store stream less than 1 KiB ahead of one of its load streams
@@ -125,9 +124,8 @@ def fill_random(arrays: list[np.ndarray], seed: int) -> None:
     streams = iter(np.random.SeedSequence(seed).spawn(threads * len(arrays)))
     jobs = []
     for values in arrays:
-        bounds = np.linspace(0, values.size, threads + 1).astype(int)
-        for lo, hi in itertools.pairwise(bounds):
-            jobs.append((np.random.default_rng(next(streams)), values[lo:hi]))
+        for part in chunks(values.size, threads):
+            jobs.append((np.random.default_rng(next(streams)), values[part]))
     with ThreadPoolExecutor(threads, thread_name_prefix="perfsuite-fill") as pool:
         for done in [pool.submit(rng.random, out=chunk) for rng, chunk in jobs]:
             done.result()

@@ -118,23 +118,21 @@ def _kernels(target: Target, size: Sizing) -> Any:
     key = (target.backend, target.device, size.elements)
     kernels = _kept.get(key)
     if kernels is None:
-        _close(_kept)  # the old kernels (and their own arrays) go before the new ones come
+        _close_kept()  # the old kernels (and their own arrays) go before the new ones come
         backend = backends.get(target.backend)
         # A backend registered by a plugin may predate the host set: it allocates its own.
-        shared = target.device_kind == "cpu" and _takes_host(backend)
-        if shared and size.elements not in _host:
-            _host.clear()  # a host set of another size is freed first
-        _check_memory(target, size, held=shared and size.elements in _host)
-        host = None
-        if shared:
-            from perfsuite.backends.numpy import host_arrays
-
-            host = _host.get(size.elements)
-            if host is None:
-                host = _host[size.elements] = host_arrays(size.elements, SEED)
-        if host is None:
+        if target.device_kind != "cpu" or not _takes_host(backend):
+            _check_memory(target, size)
             kernels = backend.stream_kernels(target.device, size.elements, SEED)
         else:
+            if size.elements not in _host:
+                _host.clear()  # a host set of another size is freed first
+            _check_memory(target, size, held=size.elements in _host)
+            if size.elements not in _host:
+                from perfsuite.backends.numpy import host_arrays
+
+                _host[size.elements] = host_arrays(size.elements, SEED)
+            host = _host[size.elements]
             kernels = backend.stream_kernels(target.device, size.elements, SEED, host=host)
         _kept[key] = kernels
     return kernels
@@ -144,17 +142,17 @@ def _takes_host(backend: Any) -> bool:
     return "host" in inspect.signature(backend.stream_kernels).parameters
 
 
-def _close(kept: dict[tuple[str, str, int], Any]) -> None:
-    for kernels in kept.values():
+def _close_kept() -> None:
+    for kernels in _kept.values():
         close = getattr(kernels, "close", None)
         if close is not None:
             close()
-    kept.clear()
+    _kept.clear()
 
 
 def forget() -> None:
     """Free the kept arrays and stop their threads (the suite's module does, at its end)."""
-    _close(_kept)
+    _close_kept()
     _host.clear()
 
 
