@@ -142,6 +142,32 @@ def test_ending_a_fork_kills_it_and_the_server_forks_the_next_round(
     assert code == 0, (tmp_path / "b").read_text()
 
 
+PAGES = """
+from perfsuite.measure import pages
+
+def test_asks_for_pages():
+    assert pages.connected()  # a fork of the server is linked to it
+    pages.take(1 << 20)
+    pages.keep(4 << 20)
+    assert pages.connected()  # the server answered both
+"""
+
+
+def test_a_fork_s_server_keeps_the_pages_its_child_freed_until_the_next_takes_them(
+    server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "test_pages.py").write_text(PAGES)
+    for name in ("a", "b"):
+        child = server.fork(_args(tmp_path, "test_pages.py"), _environ(), str(tmp_path / name))
+        assert child.wait(timeout=120) == 0, (tmp_path / name).read_text()
+    said = [line for line in server.log.read_text().splitlines() if line.startswith("pages:")]
+    assert [line.split(" (")[0] for line in said] == [
+        "pages: kept 0.00 GiB resident",  # the first child freed 4 MiB
+        "pages: freed 0.00 GiB for the side's child",  # the second is about to allocate
+        "pages: kept 0.00 GiB resident",
+    ]
+
+
 def test_a_dead_server_leaves_the_round_to_a_fresh_process(server: Server, tmp_path: Path) -> None:
     processes.end(server.proc)
     (tmp_path / "test_quick.py").write_text("def test_quick():\n    pass\n")

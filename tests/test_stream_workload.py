@@ -370,3 +370,35 @@ def test_the_triad_block_is_the_l2_within_bounds(
 
     monkeypatch.setattr(detect, "core_cache_bytes", lambda level: l2 if level == 2 else None)
     assert numpy_backend.triad_block() == block
+
+
+@pytest.mark.usefixtures("small_arrays")
+def test_a_warm_side_s_server_frees_pages_before_a_set_and_keeps_them_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Around a host set the side asks its server: take before the build, keep after forget."""
+    from perfsuite.backends import numpy as host_backend
+    from perfsuite.measure import pages
+
+    asked: list[tuple[str, int]] = []
+    build = host_backend.host_arrays
+
+    def host_arrays(elements: int, seed: int) -> list[np.ndarray]:
+        asked.append(("build", elements))
+        return build(elements, seed)
+
+    monkeypatch.setattr(host_backend, "host_arrays", host_arrays)
+    monkeypatch.setattr(pages, "connected", lambda: True)
+    monkeypatch.setattr(pages, "take", lambda n: asked.append(("take", n)))
+    monkeypatch.setattr(pages, "keep", lambda n: asked.append(("keep", n)))
+    a100 = ProfileRegistry().load("a100")
+    try:
+        stream.workload(Target("numpy", "cpu"), "copy", a100)
+        stream.workload(Target("numpy", "cpu"), "triad", a100)  # the same set: nothing asked
+        elements = next(iter(stream._host))
+    finally:
+        stream.forget()
+    nbytes = 3 * elements * 8
+    assert asked == [("take", nbytes), ("build", elements), ("keep", nbytes)]
+    stream.forget()  # nothing held: nothing to keep
+    assert len(asked) == 3

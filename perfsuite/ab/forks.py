@@ -18,7 +18,11 @@ Python's global generators.  What a side's children share, round after round, is
 server did before forking: the imports (the server runs no framework operation, so a child
 initialises its own threads and devices) and Python's string-hash seed, fixed per
 interpreter.  The server freezes its objects before each fork, so a child's collections do
-not copy the imported modules' pages in the middle of a check.
+not copy the imported modules' pages in the middle of a check.  Between rounds the server
+also keeps resident as much memory as its last child freed of its STREAM set, and frees it
+when the next child is about to build one (:mod:`perfsuite.measure.pages`): on a VM that
+hands freed memory back to its host, a new process's set otherwise waits seconds for its
+pages.
 
 If either side's server cannot start or ends, both sides run fresh processes from the next
 round on (:class:`WarmSides`): a round never pairs a fork with a fresh process.
@@ -57,7 +61,7 @@ from typing import Any
 
 import psutil
 
-from perfsuite.measure import processes
+from perfsuite.measure import pages, processes
 
 # The frameworks a server imports once a round's side has imported them.  None of them starts
 # a device or a thread pool at import, so a child still initialises its own.  torch's FLOP
@@ -418,16 +422,23 @@ def _requests(sock: socket.socket) -> Iterator[tuple[dict[str, Any], list[int]]]
 
 
 def _child(
-    request: Mapping[str, Any], fds: Sequence[int], sock: socket.socket, report: int
+    request: Mapping[str, Any],
+    fds: Sequence[int],
+    sock: socket.socket,
+    report: int,
+    pages_link: tuple[int, int],
 ) -> None:
     """The forked side: run pytest as ``python -m pytest`` would, then exit.
 
     Before it exits it writes to ``report`` the frameworks it imported and its variables.
+    ``pages_link``: the pipes on which it asks the server for warm pages (:mod:`perfsuite.
+    measure.pages`).
     """
     code = 1
     try:
         os.setsid()
         sock.close()
+        pages.connect(*pages_link)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -521,6 +532,7 @@ def serve(fd: int) -> None:
     _load()
     _send(sock, {"ready": True, "seconds": round(time.monotonic() - started, 3)})
     last: dict[str, Any] = {}
+    keeper = pages.Keeper(lambda line: print(line, flush=True))
     for request, fds in _requests(sock):
         if "load" in request:
             begun = time.monotonic()
@@ -533,17 +545,46 @@ def serve(fd: int) -> None:
         gc.collect()
         gc.freeze()  # a child's collections then leave the loaded modules' pages shared
         reader, writer = os.pipe()
+        asks, asked = os.pipe()  # the child asks for pages on one, reads the answers on the other
+        answers, answered = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.close(reader)
-            _child(request, fds, sock, writer)
-        os.close(writer)
-        for received in fds:
-            os.close(received)
+            for end in (reader, asks, answered):
+                os.close(end)
+            _child(request, fds, sock, writer, (asked, answers))
+        for end in (writer, asked, answers, *fds):
+            os.close(end)
         _send(sock, {"pid": pid})
-        _, status = os.waitpid(pid, 0)
+        status = _wait_answering(pid, asks, answered, keeper)
+        for end in (asks, answered):
+            os.close(end)
+        keeper.round_ended()
         last = _child_said(reader)
         _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _wait_answering(pid: int, asks: int, answers: int, keeper: pages.Keeper) -> int:
+    """Wait for the child ``pid`` to end, answering its requests for pages meanwhile.
+
+    Returns its wait status.  A grandchild may hold the pipe open after the child ends, so the
+    child's end is polled for, not read from the pipe.
+    """
+    buffer = b""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if not select.select([asks], [], [], 0.1)[0]:
+            continue
+        data = os.read(asks, 4096)
+        if not data:  # every writer is gone: nothing more to answer
+            return os.waitpid(pid, 0)[1]
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            answer = keeper.answer(line.decode(errors="replace"))
+            with contextlib.suppress(OSError):
+                os.write(answers, answer.encode() + b"\n")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ the floor uses the best repetition, as STREAM and DCGM quote it.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import math
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from perfsuite.backends import Target
 from perfsuite.backends.base import STREAM_WORD
 from perfsuite.hardware.detect import host_facts
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.measure import probe, readings
+from perfsuite.measure import pages, probe, readings
 from perfsuite.measure.workload import Reference, Workload
 from perfsuite.model import Work
 
@@ -127,6 +128,8 @@ def _kernels(target: Target, size: Sizing) -> Any:
         else:
             if size.elements not in _host:
                 _host.clear()  # a host set of another size is freed first
+                # A warm A/B side's server frees the pages it kept for this set.
+                pages.take(3 * size.array_bytes)
             _check_memory(target, size, held=size.elements in _host)
             if size.elements not in _host:
                 from perfsuite.backends.numpy import host_arrays
@@ -151,9 +154,17 @@ def _close_kept() -> None:
 
 
 def forget() -> None:
-    """Free the kept arrays and stop their threads (the suite's module does, at its end)."""
+    """Free the kept arrays and stop their threads (the suite's module does, at its end).
+
+    In a warm ``perfsuite ab`` side, its server then keeps as many pages resident for the
+    next round's set (:mod:`perfsuite.measure.pages`).
+    """
     _close_kept()
+    freed = sum(3 * elements * ITEMSIZE for elements in _host)
     _host.clear()
+    if freed and pages.connected():
+        gc.collect()  # the arrays are gone before the server maps as much again
+        pages.keep(freed)
 
 
 def workload(target: Target, kernel: str, profile: HardwareProfile) -> Workload:
