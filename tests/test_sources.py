@@ -594,3 +594,46 @@ def test_after_a_hand_over_the_bare_reference_is_warmed_again_too(clock: FakeTim
         runs = [(key, len(list(run))) for key, run in itertools.groupby(log[at + 1 :])]
         assert [key for key, _ in runs[:3]] == ["c", "r", "c"]
         assert runs[1][1] == 2 * one_sample
+
+
+def _timed_calls(clock: FakeTime, took: list[float]) -> tuple[Workload, list[float]]:
+    """A workload whose successive calls take ``took``'s seconds; the calls made."""
+    made: list[float] = []
+
+    def run() -> None:
+        seconds = took[min(len(made), len(took) - 1)]
+        made.append(seconds)
+        clock.sleep(seconds)
+
+    work = Workload(
+        check="w", params={}, metric="rate", unit="op/s", work=Work(1.0, "op"), run=run
+    )  # fmt: skip
+    return work, made
+
+
+def test_calibration_takes_the_best_of_three_calls(clock: FakeTime) -> None:
+    """One slow call (an interruption) is not taken for the call's time."""
+    work, made = _timed_calls(clock, [0.03, 0.0125, 0.015])
+    calls, once = measure_module.calibrate(work, 0.05)
+    assert made == [0.03, 0.0125, 0.015]
+    assert (calls, once) == (4, pytest.approx(0.0125))
+
+
+def test_a_call_of_several_samples_length_is_timed_once(clock: FakeTime) -> None:
+    """A call of LONG_CALL x the target makes a sample of one call: two more would not change it."""
+    work, made = _timed_calls(clock, [measure_module.LONG_CALL * 0.05, 0.01])
+    calls, once = measure_module.calibrate(work, 0.05)
+    assert made == [measure_module.LONG_CALL * 0.05]
+    assert (calls, once) == (1, pytest.approx(0.2))
+
+
+def test_a_call_shorter_than_that_is_timed_three_times(clock: FakeTime) -> None:
+    work, made = _timed_calls(clock, [0.15, 0.04, 0.15])
+    calls, _ = measure_module.calibrate(work, 0.05)
+    assert len(made) == 3 and calls == 2
+
+
+def test_without_a_target_calls_are_timed_until_a_second_is_spent(clock: FakeTime) -> None:
+    work, made = _timed_calls(clock, [0.6, 0.6, 0.6])
+    assert measure_module.calibrate(work, 0.0) == (1, pytest.approx(0.6))
+    assert len(made) == 2
