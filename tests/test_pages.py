@@ -45,6 +45,7 @@ def link(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, int, list[str]]
 
 def test_outside_a_warm_side_nothing_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pages, "_link", None)
+    monkeypatch.setattr(pages._Link, "request", lambda *args: pytest.fail("asked"))
     pages.take(MIB)
     pages.keep(MIB)
     assert not pages.connected()
@@ -149,3 +150,31 @@ def test_a_kept_mapping_is_not_inherited_by_a_fork() -> None:
         assert os.WIFSIGNALED(status), status
     finally:
         keeper.free()
+
+
+def test_the_keeper_leaves_room_for_the_other_side_s_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept pages must leave a second set as large within STREAM's memory check."""
+    keeper = pages.Keeper()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: type("M", (), {"available": 10 * MIB}))
+    keeper.answer(f"keep {5 * MIB}")  # 5 MiB left: a second set needs 5 / 0.8 = 6.25
+    assert keeper.kept_bytes == 0
+    keeper.answer(f"keep {4 * MIB}")  # 6 MiB left: 5 needed
+    assert keeper.kept_bytes == 4 * MIB
+    keeper.free()
+
+
+def test_a_failure_to_keep_is_noted_and_the_child_is_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    notes: list[str] = []
+    keeper = pages.Keeper(notes.append)
+
+    def refused(mapping: object) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(pages, "_fault_in", refused)
+    assert keeper.answer(f"keep {MIB}") == "ok"
+    assert keeper.kept_bytes == 0 and "not kept" in notes[-1]
+    monkeypatch.setattr(keeper, "free", lambda: 1 / 0)
+    assert keeper.answer(f"take {MIB}") == "ok"  # the server goes on serving
+    assert notes[-1].startswith("pages: take failed: ZeroDivisionError")

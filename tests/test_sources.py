@@ -619,12 +619,21 @@ def test_calibration_takes_the_best_of_three_calls(clock: FakeTime) -> None:
     assert (calls, once) == (4, pytest.approx(0.0125))
 
 
-def test_a_call_of_several_samples_length_is_timed_once(clock: FakeTime) -> None:
-    """A call of LONG_CALL x the target makes a sample of one call: two more would not change it."""
-    work, made = _timed_calls(clock, [measure_module.LONG_CALL * 0.05, 0.01])
+def test_two_calls_of_several_samples_length_end_the_calibration(clock: FakeTime) -> None:
+    """Two calls of LONG_CALL x the target make a sample of one call: a third would not change it."""
+    long = measure_module.LONG_CALL * 0.05
+    work, made = _timed_calls(clock, [long, long + 0.01, 0.01])
     calls, once = measure_module.calibrate(work, 0.05)
-    assert made == [measure_module.LONG_CALL * 0.05]
-    assert (calls, once) == (1, pytest.approx(0.2))
+    assert made == [long, long + 0.01]
+    assert (calls, once) == (1, pytest.approx(long))
+
+
+def test_one_long_call_alone_does_not_end_the_calibration(clock: FakeTime) -> None:
+    """An interrupted first call is not taken for the call's time: the best of three is."""
+    work, made = _timed_calls(clock, [0.25, 0.0125, 0.0125])
+    calls, once = measure_module.calibrate(work, 0.05)
+    assert made == [0.25, 0.0125, 0.0125]
+    assert (calls, once) == (4, pytest.approx(0.0125))
 
 
 def test_a_call_shorter_than_that_is_timed_three_times(clock: FakeTime) -> None:

@@ -399,6 +399,26 @@ def test_a_warm_side_s_server_frees_pages_before_a_set_and_keeps_them_after(
     finally:
         stream.forget()
     nbytes = 3 * elements * 8
-    assert asked == [("take", nbytes), ("build", elements), ("keep", nbytes)]
+    assert asked[:2] == [("take", nbytes), ("build", elements)]
+    # what was freed: the three arrays' memory, each a page longer than its elements
+    assert asked[2] == ("keep", 3 * (elements + 4096 // 8) * 8)
     stream.forget()  # nothing held: nothing to keep
     assert len(asked) == 3
+
+
+@pytest.mark.usefixtures("small_arrays")
+def test_a_set_still_referenced_is_not_counted_as_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server keeps only what the side really freed: no second set beside a held one."""
+    from perfsuite.measure import pages
+
+    kept: list[int] = []
+    monkeypatch.setattr(pages, "connected", lambda: True)
+    monkeypatch.setattr(pages, "take", lambda n: None)
+    monkeypatch.setattr(pages, "keep", kept.append)
+    a100 = ProfileRegistry().load("a100")
+    try:
+        stream.workload(Target("numpy", "cpu"), "copy", a100)
+        held = list(next(iter(stream._host.values())))  # e.g. a traceback's frames
+    finally:
+        stream.forget()
+    assert kept == [0] and len(held) == 3

@@ -534,7 +534,8 @@ def serve(fd: int) -> None:
     last: dict[str, Any] = {}
     keeper = pages.Keeper(lambda line: print(line, flush=True))
     for request, fds in _requests(sock):
-        if "load" in request:
+        if "load" in request:  # between rounds: both sides have ended
+            keeper.round_ended()
             begun = time.monotonic()
             names = [str(n) for n in last.get("imported", ()) if isinstance(n, str)]
             env = last.get("env") if isinstance(last.get("env"), dict) else {}
@@ -558,7 +559,6 @@ def serve(fd: int) -> None:
         status = _wait_answering(pid, asks, answered, keeper)
         for end in (asks, answered):
             os.close(end)
-        keeper.round_ended()
         last = _child_said(reader)
         _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,10 +161,16 @@ def forget() -> None:
     next round's set (:mod:`perfsuite.measure.pages`).
     """
     _close_kept()
-    freed = sum(3 * elements * ITEMSIZE for elements in _host)
+    held = [
+        (weakref.ref(memory), memory.nbytes)
+        for arrays in _host.values()
+        for memory in (x if x.base is None else x.base for x in arrays)
+    ]
     _host.clear()
-    if freed and pages.connected():
-        gc.collect()  # the arrays are gone before the server maps as much again
+    if held and pages.connected():
+        gc.collect()
+        # Only what is really gone: a set still referenced (a traceback's frames) stays held.
+        freed = sum(nbytes for ref, nbytes in held if ref() is None)
         pages.keep(freed)
 
 

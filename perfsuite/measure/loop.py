@@ -50,8 +50,9 @@ from perfsuite.model import Work as Work
 
 # A measurement expected to take this long shows a progress bar (where a terminal shows it).
 PROGRESS_SECONDS = 10.0
-# Calibration stops after a single call this many times a sample's target: a sample is then
-# one call whatever the best of three would read, unless a call ran this many times faster.
+# Calibration stops after two calls that each last this many times a sample's target: a
+# sample is then one call whatever a third would read.  One call alone is not trusted: an
+# interrupted call would set a sample of one call where several were due.
 LONG_CALL = 4.0
 # progress(samples, expected seconds) -> a context whose value is called once per sample.
 Progress = Callable[[int, float], contextlib.AbstractContextManager[Callable[[], None]]]
@@ -140,21 +141,21 @@ def calibrate(workload: Workload, target_seconds: float) -> tuple[int, float]:
 
     One call is timed alone (after the warm-up) with its synchronisation, best of up to 3,
     so the recorded per-call time includes launch and sync overhead; a sample of many calls
-    amortises it.  A call of :data:`LONG_CALL` times the target or more is timed once: the
+    amortises it.  Two calls of :data:`LONG_CALL` times the target or more end it: the
     sample is one call either way (a STREAM pass of three arrays of 4x a 480 MiB L3 takes
-    0.2-0.5 s, and two more calls of it cost a ``perfsuite ab`` round 12-19 s).
+    0.2-0.5 s against ``perfsuite ab``'s 0.05 s target).
     """
     once = math.inf
     spent = 0.0
     # The best of up to 3 single calls (while they take under a second in all): one
     # interrupted call would otherwise pass for launch overhead.
-    for _ in range(3):
+    for timed in range(1, 4):
         workload.sync()
         start = time.perf_counter()
         workload.step()
         took = time.perf_counter() - start
         once, spent = min(once, max(took, 1e-9)), spent + took
-        if spent >= 1.0 or 0 < LONG_CALL * target_seconds <= once:
+        if spent >= 1.0 or (timed >= 2 and 0 < LONG_CALL * target_seconds <= once):
             break
     if target_seconds <= 0:
         return 1, once

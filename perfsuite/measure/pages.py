@@ -27,6 +27,7 @@ the server fails to answer, both calls do nothing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import select
@@ -35,7 +36,9 @@ from collections.abc import Callable
 
 # How long a child waits for its server's answer before it stops asking.
 ANSWER_TIMEOUT_S = 60.0
-# The server keeps pages only where this share of the available memory is left after them.
+# The server keeps pages only where a second set as large would still pass STREAM's memory
+# check after them (the other side's, which needs its set within this share of what is
+# available).
 KEEP_SHARE = 0.8
 PAGE_BYTES = 4096
 # madvise(MADV_POPULATE_WRITE), Linux 5.14: fault every page in, writable, in one call.
@@ -114,15 +117,22 @@ class Keeper:
         return len(self.kept) if self.kept is not None else 0
 
     def answer(self, line: str) -> str:
-        """Carry out one request line; the answer to send back."""
+        """Carry out one request line; the answer to send back.
+
+        A failure to keep is noted and answered ``ok``: the child builds as it would without
+        a server, and the server goes on serving.
+        """
         verb, _, count = line.strip().partition(" ")
         if verb not in ("take", "keep") or not count.isdigit():
             return "unknown"
         self.asked = True
-        if verb == "take":
-            self.free()
-        else:
-            self.hold(int(count))
+        try:
+            if verb == "take":
+                self.free()
+            else:
+                self.hold(int(count))
+        except Exception as exc:  # a keeper's failure must not end the server
+            self.note(f"pages: {verb} failed: {type(exc).__name__}: {exc}")
         return "ok"
 
     def free(self) -> None:
@@ -139,7 +149,7 @@ class Keeper:
 
         self.free()
         available = psutil.virtual_memory().available
-        if nbytes > KEEP_SHARE * available:
+        if nbytes > KEEP_SHARE * (available - nbytes):
             self.note(
                 f"pages: not kept: {nbytes / 2**30:.2f} GiB of {available / 2**30:.2f} GiB "
                 "available"
@@ -153,9 +163,14 @@ class Keeper:
             return
         with contextlib.suppress(OSError, AttributeError):
             kept.madvise(mmap.MADV_HUGEPAGE)  # the huge pages a child's arrays get
-        # A child forked later must not share these pages: they are freed for it.
-        kept.madvise(mmap.MADV_DONTFORK)
-        _fault_in(kept)
+        try:
+            # A child forked later must not share these pages: they are freed for it.
+            kept.madvise(mmap.MADV_DONTFORK)
+            _fault_in(kept)
+        except (OSError, AttributeError) as exc:
+            kept.close()
+            self.note(f"pages: not kept: {exc}")
+            return
         self.kept = kept
         self.note(
             f"pages: kept {nbytes / 2**30:.2f} GiB resident "
@@ -163,18 +178,26 @@ class Keeper:
         )
 
     def round_ended(self) -> None:
-        """A round's child ended: pages it did not ask about are no longer wanted."""
+        """A round is over (both sides ended): pages its child did not ask about are not wanted.
+
+        Called between rounds, not when the child exits: the other side may still measure.
+        """
         if not self.asked:
             self.free()
         self.asked = False
 
 
 def _fault_in(mapping: mmap.mmap) -> None:
-    """Fault every page of ``mapping`` in, writable: one call, else one write per page."""
+    """Fault every page of ``mapping`` in, writable: one call, else one write per page.
+
+    The writes only where the kernel does not know the call (before Linux 5.14): a call that
+    failed for want of memory raises, where writes would wake the OOM killer.
+    """
     try:
         mapping.madvise(_POPULATE_WRITE)
         return
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
     for offset in range(0, len(mapping), PAGE_BYTES):
         mapping[offset] = 1
