@@ -152,17 +152,6 @@ def test_a_kept_mapping_is_not_inherited_by_a_fork() -> None:
         keeper.free()
 
 
-def test_the_keeper_leaves_room_for_the_other_side_s_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kept pages must leave a second set as large within STREAM's memory check."""
-    keeper = pages.Keeper()
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: type("M", (), {"available": 10 * MIB}))
-    keeper.answer(f"keep {5 * MIB}")  # 5 MiB left: a second set needs 5 / 0.8 = 6.25
-    assert keeper.kept_bytes == 0
-    keeper.answer(f"keep {4 * MIB}")  # 6 MiB left: 5 needed
-    assert keeper.kept_bytes == 4 * MIB
-    keeper.free()
-
-
 def test_a_failure_to_keep_is_noted_and_the_child_is_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -36,9 +36,10 @@ from collections.abc import Callable
 
 # How long a child waits for its server's answer before it stops asking.
 ANSWER_TIMEOUT_S = 60.0
-# The server keeps pages only where a second set as large would still pass STREAM's memory
-# check after them (the other side's, which needs its set within this share of what is
-# available).
+# The server keeps pages only where they are within this share of the available memory.
+# In lockstep the two sides hold their sets at once anyway (their STREAM checks alternate);
+# with ``--interleave processes`` kept pages are held beside the other side's set, which a
+# single set's run would not do.
 KEEP_SHARE = 0.8
 PAGE_BYTES = 4096
 # madvise(MADV_POPULATE_WRITE), Linux 5.14: fault every page in, writable, in one call.
@@ -149,7 +150,7 @@ class Keeper:
 
         self.free()
         available = psutil.virtual_memory().available
-        if nbytes > KEEP_SHARE * (available - nbytes):
+        if nbytes > KEEP_SHARE * available:
             self.note(
                 f"pages: not kept: {nbytes / 2**30:.2f} GiB of {available / 2**30:.2f} GiB "
                 "available"
