@@ -379,6 +379,36 @@ def test_a_load_both_readings_shared_is_kept_and_recorded() -> None:
     assert "8 of 8 rounds under a shared load (0.96 cores)" in report_ab.note(check)
 
 
+def test_turn_pairs_cancel_a_burst_that_split_the_sides_medians() -> None:
+    # A burst halved A's samples 2 and 3 and B's sample 3: B is 10% slower in every turn
+    # pair it shared, and the pair it split (sample 2) is the median's outlier.
+    a = rounds.Reading("GB/s", True, 0.05, (10.0, 5.0, 5.0), "pass")
+    b = rounds.Reading("GB/s", True, 0.05, (9.0, 9.0, 4.5), "pass")
+    assert rounds.round_value(a, b, by_turns=True) == pytest.approx(math.log(0.9))
+    assert rounds.round_value(a, b) == pytest.approx(math.log(9.0 / 5.0))  # the medians
+    runs = []
+    for rnd in range(1, 7):
+        k = 1 + rnd / 1000  # rounds differ a little
+        b_k = rounds.Reading("GB/s", True, 0.05, tuple(x * k for x in b.samples), "pass")
+        runs += [rounds.SideRun(rnd, "A", 0, 1.0, 0, "", {"c": a})]
+        runs += [rounds.SideRun(rnd, "B", 0, 1.0, 0, "", {"c": b_k})]
+    plan = rounds.Plan(interleave="samples")
+    assert plan.by_turns and not rounds.Plan(interleave="checks").by_turns
+    states = rounds.judge(rounds.evidence(runs, by_turns=plan.by_turns), plan)
+    assert states["c"].log_ratios == pytest.approx(
+        [math.log(0.9 * (1 + r / 1000)) for r in range(1, 7)]
+    )
+    assert rounds.verdict(states["c"]) == "regressed"
+    states = rounds.judge(rounds.evidence(runs), rounds.Plan(interleave="processes"))
+    assert rounds.verdict(states["c"]) == "improved"  # what the medians would say
+
+
+def test_turn_pairs_need_both_samples() -> None:
+    a = rounds.Reading("ms", False, 0.05, (2.0, 2.0), "pass")
+    b = rounds.Reading("ms", False, 0.05, (2.2, 2.2, 50.0), "pass")
+    assert rounds.round_value(a, b, by_turns=True) == pytest.approx(math.log(1.1))
+
+
 def test_a_pair_whose_load_started_or_stopped_between_its_readings_is_left_out() -> None:
     runs = []
     for rnd in (1, 2, 3):  # B 20x slower, but only ever while a load came and went

@@ -1,8 +1,9 @@
 """Statistics on paired rounds: numbers in, numbers out (no I/O, no sentences).
 
-The unit of evidence is one round's log ratio of B over A, each side's median of its samples
-in that round.  Drift that holds for minutes moves both sides of a round alike and cancels in
-the ratio.
+The unit of evidence is one round's log ratio of B over A: the median of its turn pairs'
+ratios where the sides took turns sample by sample, else the ratio of the sides' medians
+(``perfsuite.ab.rounds.round_value``).  Drift that holds for minutes moves both sides of a
+round alike and cancels in the ratio.
 
 The test is Student's paired t on those log ratios, two-sided, with its 95% confidence
 interval, corrected over the family; a change is called only where the exact sign-flip test

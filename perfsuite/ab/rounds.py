@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from perfsuite.ab import paired
 from perfsuite.judge import stats
 from perfsuite.measure.noise import FOREIGN_LOAD_CORES
@@ -194,6 +196,11 @@ class Plan:
     # runs all its checks, then the other's.
     interleave: str = "samples"
 
+    @property
+    def by_turns(self) -> bool:
+        """Whether a round's evidence pairs samples turn by turn (see :func:`round_value`)."""
+        return self.interleave == "samples"
+
     def __post_init__(self) -> None:
         """Reject plans that cannot run."""
         if self.interleave not in INTERLEAVES:
@@ -222,13 +229,33 @@ class CheckState:
     loads: tuple[float, ...] = ()  # the load each kept round's pair shared, in cores
 
 
-def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
+def round_value(a: Reading, b: Reading, by_turns: bool = False) -> float:
+    """A round's evidence on one check: the log ratio of B over A.
+
+    By default the ratio of the two sides' medians.  ``by_turns`` is for sides that took
+    turns sample by sample (``--interleave samples``): A's i-th sample and B's i-th sample
+    are then a turn apart, and the value is the median over i of ``ln(B_i / A_i)``.  A load
+    that comes and goes within the check (a neighbour's burst of a few seconds) lands on
+    both samples of most turn pairs and cancels in each pair's ratio; a pair it split is one
+    of the median's outliers.  The sides' medians would instead take whichever samples the
+    burst happened to hit on each side.
+    """
+    if not by_turns:
+        return math.log(b.median / a.median)
+    logs = [math.log(y / x) for x, y in zip(a.samples, b.samples, strict=False) if x > 0 < y]
+    return float(np.median(logs)) if logs else math.log(b.median / a.median)
+
+
+def evidence(
+    runs: Sequence[SideRun], tolerance: float | None = None, by_turns: bool = False
+) -> dict[str, CheckState]:
     """Each check's log ratios B/A over the rounds whose two readings shared their conditions.
 
     A load both readings saw (a steady neighbour) slows both and cancels in the ratio: the
     pair is kept, with the load it shared.  A pair whose readings saw different conditions
     (a load that started or stopped between them, a throttled GPU) is left out and listed
-    with the reason: the ratio would hold the difference, not the software's.
+    with the reason: the ratio would hold the difference, not the software's.  A round's
+    ratio is :func:`round_value`'s (``by_turns``: sample by sample).
     """
     by_round: dict[int, list[SideRun]] = {}
     for run in runs:
@@ -245,7 +272,7 @@ def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[st
             if why:
                 dropped.setdefault(check, []).append((rnd, why))
                 continue
-            ratio = math.log(rb.median / ra.median)
+            ratio = round_value(ra, rb, by_turns)
             kept.setdefault(check, []).append((rnd, ratio, shared_load(ra, rb)))
     out = {}
     for check in sorted(meta):
@@ -383,7 +410,7 @@ def run_rounds(
 
             run_round(rnd, order, selection, keep)
             last_round_s = clock() - round_start
-            session.states = judge(evidence(session.runs, plan.tolerance), plan)
+            session.states = judge(evidence(session.runs, plan.tolerance, plan.by_turns), plan)
             undecided = [c for c, s in session.states.items() if verdict(s) == "unknown"]
             last_selected = len(selection) if selection else max(1, len(session.states))
             left = plan.budget_s - (clock() - session.started)
@@ -404,6 +431,6 @@ def run_rounds(
     except KeyboardInterrupt:
         session.stopped = "interrupted"
         session.incomplete = f"interrupted during round {len(session.order)}"
-        session.states = judge(evidence(session.runs, plan.tolerance), plan)
+        session.states = judge(evidence(session.runs, plan.tolerance, plan.by_turns), plan)
     session.seconds = clock() - session.started
     return session
