@@ -967,25 +967,41 @@ def test_each_round_says_which_pairs_it_kept_under_load_and_which_it_left_out() 
     assert "1 left out: the load changed between A's and B's readings (1)" in said[-1]
 
 
-def test_a_budget_too_short_to_call_a_change_is_said_after_the_first_round() -> None:
+def test_a_budget_too_short_to_call_a_change_is_said_after_the_second_round() -> None:
     # Under a burner a round of 21 checks took 134 s: 10 minutes held 4 rounds, and the
-    # sign-flip guard calls a change from round 5 on.  The user hears it after round 1.
+    # sign-flip guard calls a change from round 5 on.  The user hears it after round 2, at
+    # its pace: round 1 paid once for imports and first pages (130 s, then 88 s a round).
     plan = rounds.Plan(budget_s=600.0)
     assert rounds.short_budget(134.0, plan) == (4, pytest.approx(5 * 134.0 * 1.05))
     assert rounds.short_budget(100.0, plan) is None  # 6 rounds fit
+    assert rounds.short_budget(130.0, plan, 88.0) is None  # 1 + 5 rounds fit
+    assert rounds.short_budget(200.0, plan, 134.0) == (3, pytest.approx((200 + 4 * 134) * 1.05))
     assert rounds.short_budget(134.0, rounds.Plan(min_rounds=2, max_rounds=4)) is None
     said: list[str] = []
     progress = ab_run._Progress(plan, said.append)
     run = rounds.SideRun(1, "A", 0, 60.0, 0, "", {})
-    progress(1, 20, 21, 600.0 - 134.0, [run])
+    progress(1, 20, 21, 600.0 - 200.0, [run])
+    assert len(said) == 1  # round 1 is not the pace: nothing said yet
+    progress(2, 20, 21, 600.0 - 334.0, [run])
     assert said[-1] == (
-        "at 134 s per round, --budget 10m holds 4 rounds, and a change is called from round 5 "
-        "on: --budget 12m or more, or fewer checks (-k), let the rounds decide"
+        "at 134 s per round, --budget 10m holds 3 rounds, and a change is called from round 5 "
+        "on: --budget 13m or more, or fewer checks (-k), let the rounds decide"
     )
-    progress(2, 20, 21, 600.0 - 268.0, [run])  # said once
-    assert len(said) == 3
-    # A first round longer than the whole budget: it ran, so the budget held one.
+    progress(3, 20, 21, 600.0 - 468.0, [run])  # said once
+    assert len(said) == 4
+    # A first round longer than the whole budget: it ran, so the budget held one, and the
+    # user hears it at once, as no second round will run.
     assert rounds.short_budget(700.0, plan) == (1, pytest.approx(5 * 700.0 * 1.05))
+    said.clear()
+    progress = ab_run._Progress(plan, said.append)
+    progress(1, 20, 21, 0.0, [run])
+    assert said[-1].startswith("at 600 s per round, --budget 10m holds 1 round, ")
+    # A short pace after a slow first round: nothing to say.
+    said.clear()
+    progress = ab_run._Progress(plan, said.append)
+    progress(1, 20, 21, 600.0 - 130.0, [run])
+    progress(2, 20, 21, 600.0 - 218.0, [run])
+    assert len(said) == 2
 
 
 def test_a_round_cap_that_can_never_call_a_change_is_said_before_the_rounds() -> None:

@@ -351,21 +351,29 @@ def one_then_the_other(run_side: SideRunner) -> RoundRunner:
     return run_round
 
 
-def short_budget(first_round_s: float, plan: Plan) -> tuple[int, float] | None:
-    """The rounds a budget holds at the first round's pace, where too few to call a change.
+def short_budget(
+    first_round_s: float, plan: Plan, later_round_s: float | None = None
+) -> tuple[int, float] | None:
+    """The rounds a budget holds, where too few to call a change.
+
+    The first round pays once for what later rounds reuse (a warm side's imports, a STREAM
+    set's first pages), so the pace of the rounds after it is ``later_round_s``, the second
+    round's time; without it the first round's pace stands for all.  Later rounds run only
+    the undecided checks, so the second round's pace is the slowest still to come.
 
     None where the budget holds the sign-flip guard's minimum of rounds (or where the round
     cap is below it: then no budget helps).  Otherwise the rounds it holds and the budget
-    that would hold enough, with a twentieth to spare (later rounds run only the undecided
-    checks, so the first is the longest).
+    that would hold enough, with a twentieth to spare.
     """
     needed = paired.MIN_SIGN_ROUNDS
-    if first_round_s <= 0 or plan.max_rounds < needed:
+    pace = later_round_s if later_round_s is not None else first_round_s
+    if first_round_s <= 0 or pace <= 0 or plan.max_rounds < needed:
         return None
-    held = max(1, int(plan.budget_s // first_round_s))  # the first round always runs
+    left = max(0.0, plan.budget_s - first_round_s)
+    held = 1 + int(left // pace)  # the first round always runs
     if held >= needed:
         return None
-    return held, needed * first_round_s * 1.05
+    return held, (first_round_s + (needed - 1) * pace) * 1.05
 
 
 def run_rounds(

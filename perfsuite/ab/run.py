@@ -104,6 +104,7 @@ class _Progress:
     def __init__(self, plan: Plan, say: Callable[[str], None]) -> None:
         self.say = say
         self.plan = plan
+        self.first_round_s = 0.0
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -128,12 +129,12 @@ class _Progress:
             self.bar.write(line, file=sys.stderr)
         else:
             self.say(line)
-        short = short_budget(self.plan.budget_s - left, self.plan) if done == 1 else None
+        short = self._short(done, self.plan.budget_s - left)
         if short is not None:  # say it now, not when the budget has run out
-            held, enough = short
+            held, enough, pace = short
             budget = self.plan.budget_s
             warning = (
-                f"at {budget - left:.0f} s per round, --budget {duration_text(budget)} holds "
+                f"at {pace:.0f} s per round, --budget {duration_text(budget)} holds "
                 f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
                 f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m or more, or "
                 "fewer checks (-k), let the rounds decide"
@@ -142,6 +143,22 @@ class _Progress:
                 self.bar.write(warning, file=sys.stderr)
             else:
                 self.say(warning)
+
+    def _short(self, done: int, elapsed: float) -> tuple[int, float, float] | None:
+        """After round 2 (round 1 where no second fits): the rounds the budget holds, if few.
+
+        Round 1 pays once for imports and first pages, so its pace would undercount the
+        rounds; the second round's pace is the one the rest keep to.
+        """
+        if done == 1:
+            self.first_round_s = elapsed
+            short = short_budget(elapsed, self.plan)
+            return (*short, elapsed) if short is not None and short[0] < 2 else None
+        if done == 2 and self.first_round_s > 0:
+            pace = elapsed - self.first_round_s
+            short = short_budget(self.first_round_s, self.plan, pace)
+            return (*short, pace) if short is not None else None
+        return None
 
     def close(self) -> None:
         if self.bar is not None:
