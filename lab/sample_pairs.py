@@ -9,7 +9,7 @@ then lands on some samples of one side and not on the other's.  This replays rec
 (``ab.json``) with the round's value taken three ways, and judges each run's family once, at
 its last round, with the same rule the A/B uses (:func:`perfsuite.ab.paired.judge_family`):
 
-* **medians**: ``ln(median B / median A)``, as today;
+* **medians**: ``ln(median B / median A)``, as rounds were judged before ``422f6fd``;
 * **pairs, median**: the median over i of ``ln(B_i / A_i)``;
 * **pairs, mean**: their mean.
 

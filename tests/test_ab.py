@@ -169,10 +169,13 @@ def _turns(broker: lockstep.Broker, script: Sequence[tuple[str, ...]]) -> list[s
 
 
 def _both_run(
-    checks: Sequence[str], order: tuple[str, str], b_checks: Sequence[str] | None = None
+    checks: Sequence[str],
+    order: tuple[str, str],
+    b_checks: Sequence[str] | None = None,
+    broker: lockstep.Broker | None = None,
 ) -> list[str]:
     """Two sides that run ``checks`` (B: ``b_checks`` if given), asking as soon as they may."""
-    broker = lockstep.Broker(order)
+    broker = broker or lockstep.Broker(order)
     b_checks = checks if b_checks is None else b_checks
     left = {"A": list(checks[1:]), "B": list(b_checks[1:])}
     turns = _turns(broker, [("A", "want", checks[0]), ("B", "want", b_checks[0])])
@@ -208,6 +211,31 @@ def test_lockstep_a_side_that_left_a_check_early_waits_until_the_other_has_finis
         "A:c1", "B:c1", "B:c1#2", "B:c1#3",
         "B:c2", "A:c2", "A:c2#2", "B:c2#2", "B:c2#3", "A:c2#3",
     ]  # fmt: skip
+
+
+def test_lockstep_names_the_checks_whose_samples_ran_in_turn_pairs() -> None:
+    broker = lockstep.Broker(("A", "B"))
+    _both_run(["c1", "c1#2", "c1#3", "c2", "c3", "c3#2"], ("A", "B"), broker=broker)
+    assert broker.turn_pairs() == ("c1", "c3")  # c2: one turn each, its samples back to back
+    # A left c1 after its first turn: B took c1's other samples alone; c2 paired again.
+    broker = lockstep.Broker(("A", "B"))
+    _both_run(
+        ["c1", "c2", "c2#2", "c2#3"],
+        ("A", "B"),
+        ["c1", "c1#2", "c1#3", "c2", "c2#2", "c2#3"],
+        broker=broker,
+    )
+    assert broker.turn_pairs() == ("c2",)
+    # A check only A selected: c1's turns still pair, but later checks fall out of step
+    # (B runs c2 while A is on c1#2), and those are not paired by turns.
+    broker = lockstep.Broker(("A", "B"))
+    _both_run(["x", "c1", "c1#2"], ("A", "B"), ["c1", "c1#2"], broker=broker)
+    assert broker.turn_pairs() == ("c1",)
+    broker = lockstep.Broker(("A", "B"))
+    _both_run(
+        ["x", "c1", "c1#2", "c2", "c2#2"], ("A", "B"), ["c1", "c1#2", "c2", "c2#2"], broker=broker
+    )
+    assert broker.turn_pairs() == ()
 
 
 def test_lockstep_waits_for_a_side_still_starting_and_frees_the_turn_when_one_ends() -> None:
@@ -386,27 +414,50 @@ def test_turn_pairs_cancel_a_burst_that_split_the_sides_medians() -> None:
     b = rounds.Reading("GB/s", True, 0.05, (9.0, 9.0, 4.5), "pass")
     assert rounds.round_value(a, b, by_turns=True) == pytest.approx(math.log(0.9))
     assert rounds.round_value(a, b) == pytest.approx(math.log(9.0 / 5.0))  # the medians
-    runs = []
-    for rnd in range(1, 7):
-        k = 1 + rnd / 1000  # rounds differ a little
-        b_k = rounds.Reading("GB/s", True, 0.05, tuple(x * k for x in b.samples), "pass")
-        runs += [rounds.SideRun(rnd, "A", 0, 1.0, 0, "", {"c": a})]
-        runs += [rounds.SideRun(rnd, "B", 0, 1.0, 0, "", {"c": b_k})]
-    plan = rounds.Plan(interleave="samples")
-    assert plan.by_turns and not rounds.Plan(interleave="checks").by_turns
-    states = rounds.judge(rounds.evidence(runs, by_turns=plan.by_turns), plan)
+
+    def runs_of(turn_pairs: tuple[str, ...]) -> list[rounds.SideRun]:
+        runs = []
+        for rnd in range(1, 7):
+            k = 1 + rnd / 1000  # rounds differ a little
+            b_k = rounds.Reading("GB/s", True, 0.05, tuple(x * k for x in b.samples), "pass")
+            for side, r in (("A", a), ("B", b_k)):
+                runs.append(
+                    rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": r}, turn_pairs=turn_pairs)
+                )
+        return runs
+
+    states = rounds.judge(rounds.evidence(runs_of(("c",))), rounds.Plan())
     assert states["c"].log_ratios == pytest.approx(
         [math.log(0.9 * (1 + r / 1000)) for r in range(1, 7)]
     )
+    assert states["c"].by_turns == tuple(range(1, 7))
     assert rounds.verdict(states["c"]) == "regressed"
-    states = rounds.judge(rounds.evidence(runs), rounds.Plan(interleave="processes"))
-    assert rounds.verdict(states["c"]) == "improved"  # what the medians would say
+    (check,), _, _ = gather(states, runs_of(("c",)))
+    assert check.to_dict()["turn_pair_rounds"] == list(range(1, 7))
+    # Where the sides did not take the check turn by turn, the medians judge it.
+    states = rounds.judge(rounds.evidence(runs_of(())), rounds.Plan())
+    assert states["c"].by_turns == () and rounds.verdict(states["c"]) == "improved"
 
 
-def test_turn_pairs_need_both_samples() -> None:
+def test_turn_pairs_need_as_many_positive_samples_on_both_sides() -> None:
     a = rounds.Reading("ms", False, 0.05, (2.0, 2.0), "pass")
     b = rounds.Reading("ms", False, 0.05, (2.2, 2.2, 50.0), "pass")
-    assert rounds.round_value(a, b, by_turns=True) == pytest.approx(math.log(1.1))
+    assert not rounds.pairable(a, b)
+    assert rounds.round_value(a, b, by_turns=True) == pytest.approx(math.log(2.2 / 2.0))
+    zero = rounds.Reading("ms", False, 0.05, (0.0, 2.0, 2.0), "pass")
+    c = rounds.Reading("ms", False, 0.05, (4.0, 4.0, 4.0), "pass")
+    assert not rounds.pairable(zero, c)
+    assert rounds.round_value(zero, c, by_turns=True) == pytest.approx(math.log(2.0))
+    one = rounds.Reading("ms", False, 0.05, (2.0,), "pass")
+    assert not rounds.pairable(one, one)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_a_rounds_turn_pair_value_changes_sign_when_the_sides_swap(n: int) -> None:
+    rng = random.Random(n)
+    a = rounds.Reading("GB/s", True, 0.05, tuple(rng.uniform(1, 2) for _ in range(n)), "pass")
+    b = rounds.Reading("GB/s", True, 0.05, tuple(rng.uniform(1, 2) for _ in range(n)), "pass")
+    assert rounds.round_value(a, b, True) == pytest.approx(-rounds.round_value(b, a, True))
 
 
 def test_a_pair_whose_load_started_or_stopped_between_its_readings_is_left_out() -> None:
@@ -974,8 +1025,11 @@ def test_a_budget_too_short_to_call_a_change_is_said_after_the_second_round() ->
     plan = rounds.Plan(budget_s=600.0)
     assert rounds.short_budget(134.0, plan) == (4, pytest.approx(5 * 134.0 * 1.05))
     assert rounds.short_budget(100.0, plan) is None  # 6 rounds fit
-    assert rounds.short_budget(130.0, plan, 88.0) is None  # 1 + 5 rounds fit
-    assert rounds.short_budget(200.0, plan, 134.0) == (3, pytest.approx((200 + 4 * 134) * 1.05))
+    assert rounds.short_budget(218.0, plan, 88.0, done=2) is None  # 2 + 4 rounds fit
+    assert rounds.short_budget(334.0, plan, 134.0, done=2) == (
+        3,
+        pytest.approx((334 + 3 * 134) * 1.05),
+    )
     assert rounds.short_budget(134.0, rounds.Plan(min_rounds=2, max_rounds=4)) is None
     said: list[str] = []
     progress = ab_run._Progress(plan, said.append)
@@ -984,8 +1038,9 @@ def test_a_budget_too_short_to_call_a_change_is_said_after_the_second_round() ->
     assert len(said) == 1  # round 1 is not the pace: nothing said yet
     progress(2, 20, 21, 600.0 - 334.0, [run])
     assert said[-1] == (
-        "at 134 s per round, --budget 10m holds 3 rounds, and a change is called from round 5 "
-        "on: --budget 13m or more, or fewer checks (-k), let the rounds decide"
+        "after 2 rounds in 334 s, at 134 s per round, --budget 10m holds 3 rounds, and a change "
+        "is called from round 5 on: --budget 13m or more, or fewer checks (-k), let the rounds "
+        "decide"
     )
     progress(3, 20, 21, 600.0 - 468.0, [run])  # said once
     assert len(said) == 4
@@ -996,12 +1051,23 @@ def test_a_budget_too_short_to_call_a_change_is_said_after_the_second_round() ->
     progress = ab_run._Progress(plan, said.append)
     progress(1, 20, 21, 0.0, [run])
     assert said[-1].startswith("at 600 s per round, --budget 10m holds 1 round, ")
+    progress(2, 20, 21, 0.0, [run])  # a round 2 ran after all: not said twice
+    assert len(said) == 3
     # A short pace after a slow first round: nothing to say.
     said.clear()
     progress = ab_run._Progress(plan, said.append)
     progress(1, 20, 21, 600.0 - 130.0, [run])
     progress(2, 20, 21, 600.0 - 218.0, [run])
     assert len(said) == 2
+    # A round 2 cut short by a failed side sets no pace: round 3 does.
+    said.clear()
+    progress = ab_run._Progress(plan, said.append)
+    failed = rounds.SideRun(2, "B", 0, 5.0, 1, "exit 1 before any check", {})
+    progress(1, 20, 21, 600.0 - 200.0, [run])
+    progress(2, 20, 21, 600.0 - 205.0, [run, failed])
+    assert len(said) == 2
+    progress(3, 20, 21, 600.0 - 339.0, [run])
+    assert said[-1].startswith("after 3 rounds in 339 s, at 134 s per round, --budget 10m holds 4 ")
 
 
 def test_a_round_cap_that_can_never_call_a_change_is_said_before_the_rounds() -> None:

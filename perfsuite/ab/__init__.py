@@ -45,6 +45,7 @@ class CheckVerdict:
     tainted: tuple[int, ...] = ()  # rounds left out: its two readings saw different conditions
     left_out: tuple[str, ...] = ()  # why, one per round in ``tainted``
     loads: tuple[float, ...] = ()  # the foreign load each judged round's pair shared, in cores
+    by_turns: tuple[int, ...] = ()  # rounds judged by their turn pairs' median, not medians
 
     @property
     def ratio(self) -> float | None:
@@ -71,6 +72,7 @@ class CheckVerdict:
             "tainted_rounds": list(self.tainted),
             "left_out": list(self.left_out),
             "shared_loads": [round(x, 3) for x in self.loads],
+            "turn_pair_rounds": list(self.by_turns),
             "ratio": self.ratio,
             "ci_low": _exp(j.pairs.low) if j else None,
             "ci_high": _exp(j.pairs.high) if j else None,
@@ -229,6 +231,7 @@ def gather(
             s.tainted,
             s.left_out,
             s.loads,
+            s.by_turns,
         )
         for s in states.values()
     )

@@ -27,6 +27,7 @@ is taken over moments spread across the check's pair instead of one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import selectors
 import time
@@ -117,6 +118,38 @@ class Broker:
         )
         return self._grant(behind)
 
+    def turn_pairs(self) -> tuple[str, ...]:
+        """The checks whose every sample ran a turn apart from the other side's same sample.
+
+        Such a check's i-th samples of A and B were granted one right after the other
+        (``NODEID#i`` to one side, then to the other), for every i, and it had two samples
+        or more each.  A check a side took whole (a device timer, child ranks, a side in
+        xdist workers) or whose turns fell out of step (the sides' selections differed) is
+        not among them.
+        """
+        pairs: dict[str, set[int]] = {}
+        taken: dict[tuple[str, str], set[int]] = {}
+        j = 0
+        while j < len(self.granted):
+            side, key = self.granted[j]
+            base = key.rpartition("#")[0] if _sample(key) > 1 else key
+            taken.setdefault((side, base), set()).add(_sample(key))
+            if j + 1 < len(self.granted):
+                other, next_key = self.granted[j + 1]
+                if other != side and next_key == key:
+                    taken.setdefault((other, base), set()).add(_sample(key))
+                    pairs.setdefault(base, set()).add(_sample(key))
+                    j += 2
+                    continue
+            j += 1
+        return tuple(
+            sorted(
+                base
+                for base, both in pairs.items()
+                if len(both) >= 2 and all(taken.get((s, base)) == both for s in SIDES)
+            )
+        )
+
     def _grant(self, side: str) -> str:
         self.holder = side
         self.state[side] = "running"
@@ -192,8 +225,10 @@ def lockstep_runner(
                     for t, (side, nodeid) in zip(turn_times, broker.granted, strict=True)
                 )
             )
+            paired = broker.turn_pairs()
             for side in order:
-                keep(collect(launches[side], side in hung, waited[side]))
+                run = collect(launches[side], side in hung, waited[side])
+                keep(dataclasses.replace(run, turn_pairs=paired))
         except BaseException:  # an interrupt, or the second side failed to start
             processes.end_many([started.proc for started in launches.values()])
             raise

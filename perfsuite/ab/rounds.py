@@ -79,6 +79,9 @@ class SideRun:
     selected: int = 0  # checks the round asked for (0: the whole selection)
     waited: float = 0.0  # of ``seconds``, the time it waited for turns (sides in lockstep)
     forked: bool = False  # a fork of its side's warm interpreter, not a new process
+    # The round's checks whose samples both sides took turn by turn, A's i-th and B's i-th
+    # a turn apart (:meth:`perfsuite.ab.lockstep.Broker.turn_pairs`); the same on both sides.
+    turn_pairs: tuple[str, ...] = ()
 
     @property
     def own_seconds(self) -> float:
@@ -94,6 +97,7 @@ class SideRun:
             "seconds": round(self.seconds, 3),
             "waited": round(self.waited, 3),
             "forked": self.forked,
+            "turn_pairs": list(self.turn_pairs),
             "returncode": self.returncode,
             "failed": self.failed,
             "selected": self.selected,
@@ -196,11 +200,6 @@ class Plan:
     # runs all its checks, then the other's.
     interleave: str = "samples"
 
-    @property
-    def by_turns(self) -> bool:
-        """Whether a round's evidence pairs samples turn by turn (see :func:`round_value`)."""
-        return self.interleave == "samples"
-
     def __post_init__(self) -> None:
         """Reject plans that cannot run."""
         if self.interleave not in INTERLEAVES:
@@ -227,43 +226,52 @@ class CheckState:
     tainted: tuple[int, ...] = ()  # rounds left out: its two readings saw different conditions
     left_out: tuple[str, ...] = ()  # why, one per round in ``tainted`` (see :func:`unshared`)
     loads: tuple[float, ...] = ()  # the load each kept round's pair shared, in cores
+    by_turns: tuple[int, ...] = ()  # the rounds whose value is their turn pairs' median
 
 
 def round_value(a: Reading, b: Reading, by_turns: bool = False) -> float:
     """A round's evidence on one check: the log ratio of B over A.
 
-    By default the ratio of the two sides' medians.  ``by_turns`` is for sides that took
-    turns sample by sample (``--interleave samples``): A's i-th sample and B's i-th sample
-    are then a turn apart, and the value is the median over i of ``ln(B_i / A_i)``.  A load
-    that comes and goes within the check (a neighbour's burst of a few seconds) lands on
+    By default the ratio of the two sides' medians.  ``by_turns`` is for a check whose
+    samples the sides took turn by turn (:attr:`SideRun.turn_pairs`): A's i-th sample and
+    B's i-th were a turn apart, and the value is the median over i of ``ln(B_i / A_i)``.  A
+    load that comes and goes within the check (a neighbour's burst of a few seconds) lands on
     both samples of most turn pairs and cancels in each pair's ratio; a pair it split is one
     of the median's outliers.  The sides' medians would instead take whichever samples the
-    burst happened to hit on each side.
+    burst happened to hit on each side.  Unequal sample counts, or a sample that is not
+    positive, leave the medians.
     """
-    if not by_turns:
-        return math.log(b.median / a.median)
-    logs = [math.log(y / x) for x, y in zip(a.samples, b.samples, strict=False) if x > 0 < y]
-    return float(np.median(logs)) if logs else math.log(b.median / a.median)
+    if by_turns and pairable(a, b):
+        logs = [math.log(y / x) for x, y in zip(a.samples, b.samples, strict=True)]
+        return float(np.median(logs))
+    return math.log(b.median / a.median)
 
 
-def evidence(
-    runs: Sequence[SideRun], tolerance: float | None = None, by_turns: bool = False
-) -> dict[str, CheckState]:
+def pairable(a: Reading, b: Reading) -> bool:
+    """Whether two readings' samples can be paired by index: as many, two or more, positive."""
+    return len(a.samples) == len(b.samples) >= 2 and all(x > 0 for x in a.samples + b.samples)
+
+
+def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
     """Each check's log ratios B/A over the rounds whose two readings shared their conditions.
 
     A load both readings saw (a steady neighbour) slows both and cancels in the ratio: the
     pair is kept, with the load it shared.  A pair whose readings saw different conditions
     (a load that started or stopped between them, a throttled GPU) is left out and listed
     with the reason: the ratio would hold the difference, not the software's.  A round's
-    ratio is :func:`round_value`'s (``by_turns``: sample by sample).
+    ratio is :func:`round_value`'s, by turn pairs where both sides' runs list the check in
+    ``turn_pairs``.
     """
     by_round: dict[int, list[SideRun]] = {}
     for run in runs:
         by_round.setdefault(run.round, []).append(run)
     kept: dict[str, list[tuple[int, float, float]]] = {}
     dropped: dict[str, list[tuple[int, str]]] = {}
+    turned: dict[str, list[int]] = {}
     meta: dict[str, Reading] = {}
     for rnd in sorted(by_round):
+        sides = [r for r in by_round[rnd] if not r.failed]
+        paired = set.intersection(*(set(r.turn_pairs) for r in sides)) if sides else set()
         for check, ra, rb in pairs_of(by_round[rnd]):
             if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
                 continue
@@ -272,8 +280,11 @@ def evidence(
             if why:
                 dropped.setdefault(check, []).append((rnd, why))
                 continue
+            by_turns = check in paired and pairable(ra, rb)
             ratio = round_value(ra, rb, by_turns)
             kept.setdefault(check, []).append((rnd, ratio, shared_load(ra, rb)))
+            if by_turns:
+                turned.setdefault(check, []).append(rnd)
     out = {}
     for check in sorted(meta):
         m = meta[check]
@@ -290,6 +301,7 @@ def evidence(
             tuple(r for r, _ in gone),
             tuple(w for _, w in gone),
             tuple(load for _, _, load in pairs),
+            tuple(turned.get(check, ())),
         )
     return out
 
@@ -352,28 +364,27 @@ def one_then_the_other(run_side: SideRunner) -> RoundRunner:
 
 
 def short_budget(
-    first_round_s: float, plan: Plan, later_round_s: float | None = None
+    spent_s: float, plan: Plan, pace_s: float | None = None, done: int = 1
 ) -> tuple[int, float] | None:
     """The rounds a budget holds, where too few to call a change.
 
-    The first round pays once for what later rounds reuse (a warm side's imports, a STREAM
-    set's first pages), so the pace of the rounds after it is ``later_round_s``, the second
-    round's time; without it the first round's pace stands for all.  Later rounds run only
-    the undecided checks, so the second round's pace is the slowest still to come.
+    ``done`` rounds took ``spent_s``; the rest will take ``pace_s`` each (default: the
+    rounds so far, on average).  The first round pays once for what later rounds reuse (a
+    warm side's imports, a STREAM set's first pages), so the pace is best taken from a later
+    round; later rounds still run only the undecided checks, so it errs long.
 
     None where the budget holds the sign-flip guard's minimum of rounds (or where the round
     cap is below it: then no budget helps).  Otherwise the rounds it holds and the budget
     that would hold enough, with a twentieth to spare.
     """
     needed = paired.MIN_SIGN_ROUNDS
-    pace = later_round_s if later_round_s is not None else first_round_s
-    if first_round_s <= 0 or pace <= 0 or plan.max_rounds < needed:
+    pace = pace_s if pace_s is not None else spent_s / max(done, 1)
+    if spent_s <= 0 or pace <= 0 or plan.max_rounds < needed:
         return None
-    left = max(0.0, plan.budget_s - first_round_s)
-    held = 1 + int(left // pace)  # the first round always runs
+    held = done + int(max(0.0, plan.budget_s - spent_s) // pace)  # the rounds done ran
     if held >= needed:
         return None
-    return held, (first_round_s + (needed - 1) * pace) * 1.05
+    return held, (spent_s + (needed - done) * pace) * 1.05
 
 
 def run_rounds(
@@ -418,7 +429,7 @@ def run_rounds(
 
             run_round(rnd, order, selection, keep)
             last_round_s = clock() - round_start
-            session.states = judge(evidence(session.runs, plan.tolerance, plan.by_turns), plan)
+            session.states = judge(evidence(session.runs, plan.tolerance), plan)
             undecided = [c for c, s in session.states.items() if verdict(s) == "unknown"]
             last_selected = len(selection) if selection else max(1, len(session.states))
             left = plan.budget_s - (clock() - session.started)
@@ -439,6 +450,6 @@ def run_rounds(
     except KeyboardInterrupt:
         session.stopped = "interrupted"
         session.incomplete = f"interrupted during round {len(session.order)}"
-        session.states = judge(evidence(session.runs, plan.tolerance, plan.by_turns), plan)
+        session.states = judge(evidence(session.runs, plan.tolerance), plan)
     session.seconds = clock() - session.started
     return session

@@ -104,7 +104,8 @@ class _Progress:
     def __init__(self, plan: Plan, say: Callable[[str], None]) -> None:
         self.say = say
         self.plan = plan
-        self.first_round_s = 0.0
+        self.spent_s = 0.0  # seconds of budget spent by the rounds so far
+        self.budget_checked = False  # whether the budget's rounds were checked
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -129,12 +130,14 @@ class _Progress:
             self.bar.write(line, file=sys.stderr)
         else:
             self.say(line)
-        short = self._short(done, self.plan.budget_s - left)
+        short = self._short(done, self.plan.budget_s - left, runs)
         if short is not None:  # say it now, not when the budget has run out
             held, enough, pace = short
             budget = self.plan.budget_s
+            spent = self.plan.budget_s - left
+            so_far = f"after {done} rounds in {spent:.0f} s, " if done > 1 else ""
             warning = (
-                f"at {pace:.0f} s per round, --budget {duration_text(budget)} holds "
+                f"{so_far}at {pace:.0f} s per round, --budget {duration_text(budget)} holds "
                 f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
                 f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m or more, or "
                 "fewer checks (-k), let the rounds decide"
@@ -144,21 +147,31 @@ class _Progress:
             else:
                 self.say(warning)
 
-    def _short(self, done: int, elapsed: float) -> tuple[int, float, float] | None:
-        """After round 2 (round 1 where no second fits): the rounds the budget holds, if few.
+    def _short(
+        self, done: int, elapsed: float, runs: Sequence[SideRun]
+    ) -> tuple[int, float, float] | None:
+        """Once, after the first whole round past round 1: the rounds the budget holds, if few.
 
         Round 1 pays once for imports and first pages, so its pace would undercount the
-        rounds; the second round's pace is the one the rest keep to.
+        rounds; the next round whose sides both ran whole sets the pace (a side that failed
+        early makes a round short).  Where not even a second round fits, it is said after
+        round 1.
         """
+        spent_before, self.spent_s = self.spent_s, elapsed
+        if self.budget_checked:
+            return None
         if done == 1:
-            self.first_round_s = elapsed
             short = short_budget(elapsed, self.plan)
-            return (*short, elapsed) if short is not None and short[0] < 2 else None
-        if done == 2 and self.first_round_s > 0:
-            pace = elapsed - self.first_round_s
-            short = short_budget(self.first_round_s, self.plan, pace)
-            return (*short, pace) if short is not None else None
-        return None
+            if short is not None and short[0] < 2:
+                self.budget_checked = True
+                return (*short, elapsed)
+            return None
+        if any(r.failed for r in runs):
+            return None
+        self.budget_checked = True
+        pace = elapsed - spent_before
+        short = short_budget(elapsed, self.plan, pace, done)
+        return (*short, pace) if short is not None else None
 
     def close(self) -> None:
         if self.bar is not None:
