@@ -41,7 +41,7 @@ from perfsuite.ab.rounds import (
 )
 from perfsuite.errors import PerfsuiteError
 from perfsuite.measure import processes
-from perfsuite.report.ab import round_load_words
+from perfsuite.report.ab import round_load_words, short_budget_words
 from perfsuite.report.terminal import clock
 from perfsuite.settings import MAX_SAMPLE_SECONDS, MIN_SAMPLES, duration, duration_text
 
@@ -132,16 +132,7 @@ class _Progress:
             self.say(line)
         short = self._short(done, self.plan.budget_s - left, runs)
         if short is not None:  # say it now, not when the budget has run out
-            held, enough, pace = short
-            budget = self.plan.budget_s
-            spent = self.plan.budget_s - left
-            so_far = f"after {done} rounds in {spent:.0f} s, " if done > 1 else ""
-            warning = (
-                f"{so_far}at {pace:.0f} s per round, --budget {duration_text(budget)} holds "
-                f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
-                f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough / 60)}m or more, or "
-                "fewer checks (-k), let the rounds decide"
-            )
+            warning = short_budget_words(done, self.plan.budget_s, left, *short)
             if self.bar is not None:
                 self.bar.write(warning, file=sys.stderr)
             else:

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.ab import CheckVerdict, Outcome, rounds, unfingerprinted
+from perfsuite.ab import CheckVerdict, Outcome, paired, rounds, unfingerprinted
 from perfsuite.judge import outcome
 from perfsuite.model import FlagKind
 from perfsuite.report.terminal import cores_span, format_table, short_id
+from perfsuite.settings import duration_text
 from perfsuite.store.files import write_text_atomic
 
 # The environment diff shows at most this many rows on the terminal (all in the record).
@@ -160,6 +161,19 @@ def verdict_line(result: Outcome) -> str:
     return (
         f"perfsuite ab: {word} ({parts or 'nothing compared'}) after {len(s.order)} rounds in "
         f"{s.seconds:.0f} s, stopped: {s.stopped}{failed_text}"
+    )
+
+
+def short_budget_words(
+    done: int, budget_s: float, left_s: float, held: int, enough_s: float, pace_s: float
+) -> str:
+    """The warning that a budget holds too few rounds to call a change (after round ``done``)."""
+    so_far = f"after {done} rounds in {budget_s - left_s:.0f} s, " if done > 1 else ""
+    return (
+        f"{so_far}at {pace_s:.0f} s per round, --budget {duration_text(budget_s)} holds "
+        f"{held} round{'s' if held != 1 else ''}, and a change is called from round "
+        f"{paired.MIN_SIGN_ROUNDS} on: --budget {math.ceil(enough_s / 60)}m or more, or "
+        "fewer checks (-k), let the rounds decide"
     )
 
 
