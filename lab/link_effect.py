@@ -42,10 +42,10 @@ def main() -> None:
         except StorageError as exc:
             parser.error(f"not a readable run record: {exc}")
         for r in record.results:
-            kept = readings.stored(r.machine, link=True) or {}
-            if probe.LINK not in kept:
+            kept = readings.stored(r.machine, link=True)
+            if kept is None or kept.rates.link is None:
                 continue  # no link reading, or it changed state during this check
-            link = float(kept[probe.LINK])
+            link = kept.rates.link
             rows.append((r.id, link, statistics.median(r.samples), r.higher_is_better))
     if not rows:
         sys.exit("no result carries a steady link reading (records from before the link probe?)")

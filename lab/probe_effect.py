@@ -41,6 +41,7 @@ from typing import Any
 
 from perfsuite.judge import family, speed, stats
 from perfsuite.measure import readings
+from perfsuite.measure import readings as probe_readings
 from perfsuite.model import upgraded
 from perfsuite.model.baseline import Baseline, BaselineEntry
 from perfsuite.store.baseline import BaselineStore
@@ -81,7 +82,7 @@ def link_selected(
     if not kinds or not any(LINK_KINDS[k](r) for k in kinds.split(",")):
         return entry, None
     before = [readings.get(run.run_id, {}).get(r["id"]) for run in entry.runs]
-    kept = [readings.stored(b, link=True) if b else None for b in before]
+    kept = [probe_readings.stored(b, link=True) if b else None for b in before]
     same, flag = speed.link_state(r.get("machine"), kept)
     if same is None:
         return entry, flag
@@ -102,7 +103,7 @@ def recombined(reading: Any) -> Any:
 
 def judged_runs(
     r: dict[str, Any], entry: BaselineEntry, rule: str, readings: Readings
-) -> tuple[list[float], list[tuple[float, ...]], dict[str, Any] | None]:
+) -> tuple[list[float], list[tuple[float, ...]], speed.SpeedChange | None]:
     """The check's samples and the baseline's runs under a rule, and the probe's move."""
     hib = bool(r["higher_is_better"])
     current, runs = list(r["samples"]), entry.run_samples
@@ -124,8 +125,8 @@ def judged_runs(
         change = speed.machine_change(now, [{**(b or {}), "component": component} for b in before])
     if change is None:
         return current, runs, None
-    adjusted = [tuple(x) for x in speed.adjust_runs(runs, change["rates"], hib)]
-    return speed.adjust(current, change["now"], hib), adjusted, change
+    adjusted = [tuple(x) for x in speed.adjust_runs(runs, change.rates, hib)]
+    return speed.adjust(current, change.now, hib), adjusted, change
 
 
 def replay(
@@ -256,8 +257,8 @@ def main() -> None:
                 if entry is None or (r.get("machine") or {}).get("component") is None:
                     continue
                 _, _, change = judged_runs(r, entry, f"{c}+{c}", readings)
-                if change is not None and change["component"] == c:
-                    moves[c].append(change["ratio"])
+                if change is not None and change.component == c:
+                    moves[c].append(change.ratio)
         guarded = sum("the machine itself" in r["baseline"].get("reason", "") for r in results)
         cells = []
         for rule in rules:

@@ -41,13 +41,13 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from perfsuite.errors import StorageError
 from perfsuite.judge import speed
 from perfsuite.measure import readings
+from perfsuite.model import MachineReading
 from perfsuite.model.baseline import bare_reference_value
 from perfsuite.store.records import load_record
 
@@ -100,7 +100,7 @@ def main() -> None:
         report(adjusted, {k: f"{units[k]} per probe unit" for k in adjusted}, args.runs, args.limit)
 
 
-LINKS: dict[str, list[dict[str, Any] | None]] = defaultdict(list)  # check -> kept readings
+LINKS: dict[str, list[MachineReading | None]] = defaultdict(list)  # check -> kept readings
 REFERENCES: dict[str, list[float | None]] = defaultdict(list)  # check -> bare reference rates
 FIDELITY: dict[str, list[float]] = defaultdict(list)  # check -> its fidelity, per run
 PAIRED: dict[str, list[bool]] = defaultdict(list)  # check -> reference sampled in pairs, per run
@@ -125,7 +125,7 @@ def read_records(
             median = float(np.median(result.samples))
             medians[result.id].append(median)
             units[result.id] = result.unit
-            machine = result.machine or {}
+            machine = result.machine
             LINKS[result.id].append(readings.stored(machine, link=True))
             REFERENCES[result.id].append(bare_reference_value(result.bare_reference))
             bare = result.bare_reference

@@ -24,7 +24,7 @@ from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.judge import outcome, stats
 from perfsuite.measure import noise, probe
 from perfsuite.measure.loop import BenchmarkClock, Measurement, Workload, measure
-from perfsuite.model import Result
+from perfsuite.model import MachineReading, Result
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
 
@@ -183,8 +183,9 @@ class Perf:
         measurement = _hooked(replaced, measurement, "measured")
         guards = self._noise_guards(before, workload, measurement)
         noise_s += lap()
+        reading = None
         if machine is not None:
-            machine = probe.combine(machine, self._machine_reading())
+            reading = MachineReading.read(probe.combine(machine, self._machine_reading()))
         probe_s += lap()
         phases = _phases(workload, measurement, build_s, probe_s, noise_s, measure_s)
         result = judge.judge(
@@ -194,7 +195,7 @@ class Perf:
             plan,
             floor_fraction=kwargs.get("floor"),
             noise=guards,
-            machine=machine,
+            machine=reading,
             policy=policy,
             framework_warnings=seen,
         )

@@ -27,6 +27,7 @@ from perfsuite.model import (
     FloorVerdict,
     LinkSubset,
     MachineChange,
+    MachineReading,
     NoiseFlag,
     Result,
     Summary,
@@ -98,8 +99,8 @@ def test_the_machine_change_needs_the_same_component_and_source_in_every_run() -
     runs = [readings.stored({**reading(v, 9.0), "component": "memory"}) for v in (25.0, 24.0, 26.0)]
     change = speed.machine_change(now, runs)
     assert change is not None
-    assert change["rates"] == [25.0, 24.0, 26.0]
-    assert change["ratio"] == pytest.approx(20.0 / float(np.exp(np.mean(np.log([25, 24, 26])))))
+    assert change.rates == (25.0, 24.0, 26.0)
+    assert change.ratio == pytest.approx(20.0 / float(np.exp(np.mean(np.log([25, 24, 26])))))
     assert speed.machine_change({**now, "component": None}, runs) is None, "a GPU check"
     assert speed.machine_change(now, [*runs, None]) is None, "a run without a probe"
     other = {**now, "source": "numpy and a Python loop, one thread (no C compiler)"}
@@ -108,8 +109,8 @@ def test_the_machine_change_needs_the_same_component_and_source_in_every_run() -
 
 
 def test_the_guard_fires_beyond_twice_the_tolerance() -> None:
-    def change(ratio: float) -> dict[str, object]:
-        return {"component": "memory", "ratio": ratio}
+    def change(ratio: float) -> speed.SpeedChange:
+        return speed.SpeedChange("memory", ratio, (1.0,), ratio)
 
     assert speed.guard(change(0.91), 0.05) is None
     assert speed.guard(change(1.09), 0.05) is None
@@ -122,8 +123,8 @@ def test_the_guard_fires_beyond_twice_the_tolerance() -> None:
 def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> None:
     """Slower beyond the tolerance on a faster machine: the machine cannot have caused it."""
 
-    def change(ratio: float) -> dict[str, object]:
-        return {"component": "cache", "ratio": ratio}
+    def change(ratio: float) -> speed.SpeedChange:
+        return speed.SpeedChange("cache", ratio, (1.0,), ratio)
 
     assert speed.guard(change(1.15), 0.05, raw=0.80) is None
     assert speed.guard(change(0.80), 0.05, raw=1.10) is None, "faster on a slower machine"
@@ -134,10 +135,11 @@ def test_the_guard_lets_a_check_that_moved_against_the_machine_be_judged() -> No
 
 def test_the_guard_lets_a_check_that_moved_far_beyond_the_machine_be_judged() -> None:
     """Pinned to one core under -n 2: STREAM at 0.26-0.32 while the memory probe read -9..-18%."""
-    change = {"component": "memory", "ratio": 0.87}
+    change = speed.SpeedChange("memory", 0.87, (1.0,), 0.87)
     assert speed.guard(change, 0.05, raw=0.30) is None, "the machine cannot make it 3x slower"
     assert speed.guard(change, 0.05, raw=0.80) is not None, "within twice the machine's move"
-    assert speed.guard({"component": "memory", "ratio": 1.15}, 0.05, raw=1.60) is None
+    faster = speed.SpeedChange("memory", 1.15, (1.0,), 1.15)
+    assert speed.guard(faster, 0.05, raw=1.60) is None
 
 
 def test_the_raw_ratio_is_the_check_against_the_baseline_runs_unadjusted() -> None:
@@ -184,7 +186,7 @@ def result(node_id: str, samples: list[float], machine: dict[str, object] | None
         work=Work(1e9, "B"),
         floor=FloorVerdict("no-reference"),
         baseline=BaselineVerdict("new"),
-        machine=reading,
+        machine=MachineReading.read(reading),
     )
 
 
@@ -196,7 +198,8 @@ def test_each_baseline_run_keeps_its_probe_rate_and_a_bad_one_is_a_load_error(
     store.save("cpu", [result("a", [12.0, 13.0], None)], "run-2")
     entry = store.load("cpu").get("a")
     assert entry is not None
-    assert entry.machines == [{"component": "memory", "memory": 25.0, "source": SOURCE}, None]
+    kept = [m and m.to_dict() for m in entry.machines]
+    assert kept == [{"component": "memory", "memory": 25.0, "source": SOURCE}, None]
     assert speed.judged_run_samples(entry) == entry.run_samples, "not every run has a probe"
     path = tmp_path / "cpu" / "baseline.json"
     data = json.loads(path.read_text())
@@ -321,7 +324,7 @@ def test_perfsuite_compare_judges_per_machine_speed_as_the_plugin_does() -> None
     before = [record(f"a{i}", level, level) for i, level in enumerate(LEVELS)]
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.8, CENTRE))
     assert rows[0].verdict == "regressed", rows[0].decision
-    assert rows[0].machine is not None and rows[0].machine["ratio"] == pytest.approx(1.0)
+    assert rows[0].machine is not None and rows[0].machine.ratio == pytest.approx(1.0)
     rows, _, _ = compare_runs(before, record("b", CENTRE * 0.55, CENTRE * 0.7))
     assert rows[0].verdict == "noisy"
     assert rows[0].decision.why.because is Because.NOISE_FLAGS
@@ -427,7 +430,7 @@ def stream_like(samples: list[float], link: float, before: float | None = None) 
     r = result("copy", samples, None)
     machine = {**linked(link, before), "component": "memory"}
     params = {"device": "cpu", "cross_cpu": "memory"}
-    return replace(r, params=params, machine=machine)
+    return replace(r, params=params, machine=MachineReading.read(machine))
 
 
 def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_state(
@@ -487,7 +490,7 @@ def collective(samples: list[float], link: float) -> Result:
         metric="latency",
         unit="µs",
         higher_is_better=False,
-        machine={**linked(link), "component": "cache"},
+        machine=MachineReading.read({**linked(link), "component": "cache"}),
     )
 
 
@@ -563,7 +566,8 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
     # Faster than the near state's runs, measured across both states: improved.
     across = collective(list(12.0 * (1 + 0.01 * rng.standard_normal(10))), 25.0)
     machine = {**linked(25.0, before=6.0), "component": "cache"}
-    b = RunRecord("b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, machine=machine),))
+    typed = MachineReading.read(machine)
+    b = RunRecord("b", "2026-01-01", {"name": "cpu"}, {}, (replace(across, machine=typed),))
     rows, _, _ = compare_runs(before, b)
     assert rows[0].verdict == "improved" and rows[0].judged_against_bound == "faster", rows[
         0
@@ -572,10 +576,14 @@ def test_perfsuite_compare_compares_a_collective_like_with_like() -> None:
 
 def test_a_baseline_run_keeps_the_link_only_for_a_check_that_follows_it_in_one_state() -> None:
     steady = {**linked(6.0), "component": "cache"}
-    assert readings.stored(steady, link=True)["link"] == 6.0  # type: ignore[index]
-    assert "link" not in (readings.stored(steady) or {}), "a check that does not follow it"
+    kept = readings.stored(steady, link=True)
+    assert kept is not None and kept.rates.link == 6.0 and kept.rates.cache == 100.0
+    assert kept.to_dict() == {"cache": 100.0, "link": 6.0, "source": SOURCE, "component": "cache"}
+    alone = readings.stored(steady)
+    assert alone is not None and alone.rates.link is None, "a check that does not follow it"
     changed = {**linked(6.0, before=25.0), "component": "cache"}
-    assert "link" not in (readings.stored(changed, link=True) or {}), "measured across two states"
+    across = readings.stored(changed, link=True)
+    assert across is not None and across.rates.link is None, "measured across two states"
 
 
 def test_the_prior_sees_each_link_state_of_a_collective_on_its_own() -> None:

@@ -17,6 +17,7 @@ from perfsuite.measure.loop import Expectation, Measurement, Workload
 from perfsuite.model import (
     SCHEMA_VERSION,
     BareReference,
+    MachineReading,
     MeasuringPolicy,
     Result,
     RunRecord,
@@ -71,7 +72,8 @@ def test_the_judge_fills_the_typed_fields(tmp_path: Path) -> None:
     assert result.outcome == "fail"  # a failed expectation, read from the typed field
     assert isinstance(result.bare_reference, BareReference)
     assert result.bare_reference.value == 4.0
-    assert result.machine is not None and result.machine["component"] == "cache"
+    assert isinstance(result.machine, MachineReading) and result.machine.component == "cache"
+    assert result.machine.rates.memory == 10.0 and result.machine.source == "probe"
     assert result.policy is not None and result.policy.calls_per_sample == 1
     assert Result.from_dict(result.to_dict()) == result
 
@@ -90,3 +92,20 @@ def test_a_schema_3_record_is_read_with_its_context_keys_moved_out(tmp_path: Pat
     loaded = load_record(path)
     assert loaded.results[0] == result
     assert upgraded(old)["results"][0]["context"] == {"layers": 3}
+
+
+def test_the_machine_reading_is_typed_and_reads_hostile_values_as_missing() -> None:
+    stored = {
+        "memory": 25.0, "cache": "fast", "compute": float("nan"), "link": 10**400,
+        "source": "probe", "component": "memory", "before": [1, 2], "after": {"link": 6.0},
+    }  # fmt: skip
+    reading = MachineReading.read(stored)
+    assert reading is not None and reading.own_rate() == 25.0
+    assert reading.rate("cache") is None and reading.rate("compute") is None
+    assert reading.rate("link") is None, "past a float's range: no rate"
+    assert reading.rate("memory", source="another probe") is None
+    assert reading.before is None and reading.after is not None and reading.after.link == 6.0
+    assert MachineReading.read([25.0]) is None and MachineReading.read(None) is None
+    text = json.dumps(reading.to_dict())
+    again = MachineReading.read(json.loads(text))
+    assert again is not None and json.dumps(again.to_dict()) == text

@@ -117,7 +117,7 @@ def _print_table(rows: list[Row]) -> None:
             )
         )
     print("\n".join(format_table(table)))
-    moves = [r.machine["ratio"] for r in rows if r.machine]
+    moves = [r.machine.ratio for r in rows if r.machine]
     if moves:
         print(
             f"* {len(moves)} check(s) judged per unit of machine speed: the framework-free "

@@ -23,6 +23,7 @@ from perfsuite.model import (
     LinkSubset,
     LoadCancelled,
     MachineChange,
+    MachineReading,
     ModeDifference,
     NoiseFlag,
     ReferenceChange,
@@ -51,7 +52,7 @@ def against(
     workload: Workload,
     values: Sequence[float],
     entry: BaselineEntry | None,
-    machine: dict[str, Any] | None,
+    machine: MachineReading | None,
     tolerance: float,
     noise_flags: list[NoiseFlag],
     ratios: Sequence[float] = (),
@@ -86,7 +87,7 @@ def against(
         entry = used
     if machine is None:
         return against
-    machines: list[Any] = entry.machines
+    machines = entry.machines
     if readings.follows_link(workload.params):
         same, flag, way = speed.link_runs(
             values,
@@ -108,12 +109,10 @@ def against(
     change = speed.machine_change(machine, machines)
     if change is not None:
         hib = workload.higher_is_better
-        against.machine_change = MachineChange(
-            str(change["component"]), float(change["ratio"]), int(change["baseline_runs"])
-        )
+        against.machine_change = change.recorded
         raw = speed.raw_ratio(values, against.runs or [], hib)
-        against.judged = speed.adjust(values, change["now"], hib)
-        against.runs = speed.adjust_runs(against.runs or [], change["rates"], hib)
+        against.judged = speed.adjust(values, change.now, hib)
+        against.runs = speed.adjust_runs(against.runs or [], change.rates, hib)
         flag = speed.guard(change, tolerance, raw)
         against.noise_flags = [*against.noise_flags, flag] if flag else against.noise_flags
     return against

@@ -17,6 +17,7 @@ from perfsuite.model import (
     Because,
     FlagKind,
     LoadCancelled,
+    MachineReading,
     NoiseFlag,
     PassesKept,
     Result,
@@ -29,6 +30,9 @@ from perfsuite.model.baseline import (
     paired_ratios,
     same_direction,
 )
+
+# B's samples, A's runs and the machine's move they were adjusted by (None: unadjusted).
+Judged = tuple[Sequence[float], list[Sequence[float]], speed.SpeedChange | None]
 
 # Readings that change from run to run by nature; they are noise facts, not configuration.
 VOLATILE = (
@@ -52,7 +56,7 @@ class Row:
     b_median: float
     comparison: stats.Comparison
     decision: family.Decision
-    machine: dict[str, Any] | None = None  # the probe's move, when judged per machine speed
+    machine: speed.SpeedChange | None = None  # the probe's move, when judged per machine speed
     significant: bool = False  # after the correction over every compared check
     noise_flags: tuple[NoiseFlag, ...] = ()  # noise flags that keep a change "noisy"
     judged_against_bound: str = ""  # "slower"/"faster": see family.decide
@@ -284,7 +288,7 @@ def _rows(
     common: Sequence[str],
     b_results: Mapping[str, Result],
     runs: Mapping[str, list[Result]],
-    judged: Mapping[str, tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]],
+    judged: Mapping[str, Judged],
     members: Sequence[family.Member],
     decided: Sequence[tuple[family.Decision, bool]],
     bound_flags: Mapping[str, NoiseFlag | None],
@@ -327,8 +331,8 @@ def _like_links(
     common: Sequence[str],
     b_results: Mapping[str, Result],
     runs: dict[str, list[Result]],
-    judged: dict[str, tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]],
-    kept: Mapping[str, list[dict[str, Any] | None]],
+    judged: dict[str, Judged],
+    kept: Mapping[str, list[MachineReading | None]],
     tolerance: float | None,
 ) -> tuple[dict[str, NoiseFlag], dict[str, tuple[str, NoiseFlag | None]]]:
     """Checks that follow the CPUs' link, compared like with like as the plugin does.
@@ -398,17 +402,15 @@ def _tolerance(b: Result, tolerance: float | None) -> float:
     return tolerance if tolerance is not None else b.baseline.tolerance or 0.05
 
 
-def _judged_samples(
-    b: Result, a_runs: Sequence[Result]
-) -> tuple[Sequence[float], list[Sequence[float]], dict[str, Any] | None]:
+def _judged_samples(b: Result, a_runs: Sequence[Result]) -> Judged:
     """B's samples and A's runs, per unit of machine speed when every run has a probe."""
     change = speed.machine_change(b.machine, [r.machine for r in a_runs])
     runs: list[Sequence[float]] = [r.samples for r in a_runs]
     if change is None:
         return b.samples, runs, None
     return (
-        speed.adjust(b.samples, change["now"], b.higher_is_better),
-        list(speed.adjust_runs(runs, change["rates"], b.higher_is_better)),
+        speed.adjust(b.samples, change.now, b.higher_is_better),
+        list(speed.adjust_runs(runs, change.rates, b.higher_is_better)),
         change,
     )
 
@@ -420,7 +422,7 @@ def _ratios(result: Result) -> tuple[float, ...]:
 def _flags(
     b: Result,
     a_runs: Sequence[Result],
-    change: dict[str, Any] | None,
+    change: speed.SpeedChange | None,
     tolerance: float,
     link_flag: NoiseFlag | None,
     plan: against.LoadPlan | None,

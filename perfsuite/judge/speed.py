@@ -17,19 +17,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from perfsuite.judge import stats
 from perfsuite.measure.readings import (
     LINK,
     LINK_STATES,
+    as_reading,
     link_edges,
     link_effect,
     link_steady,
     own_rate,
     rate,
+    source_of,
 )
-from perfsuite.model import FlagKind, NoiseFlag
+from perfsuite.model import FlagKind, MachineChange, NoiseFlag
 from perfsuite.model.baseline import Baseline, BaselineEntry
 
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
@@ -97,9 +100,11 @@ def link_state(current: Any, baseline: Sequence[Any]) -> tuple[list[int] | None,
         return None, None
     band = math.log(LINK_STATES)
     if not link_steady(current):
-        before, after = (current[k][LINK] for k in ("before", "after"))
-        return None, NoiseFlag(FlagKind.LINK_CHANGED, link_before=float(before), link=float(after))
-    source = str(current.get("source", ""))
+        before, after = link_edges(current)
+        return None, NoiseFlag(
+            FlagKind.LINK_CHANGED, link_before=float(before or 0.0), link=float(after or 0.0)
+        )
+    source = source_of(current)
     rates = [rate(r, LINK, source) for r in baseline]
     known = [r for r in rates if r is not None]
     if not known:
@@ -134,7 +139,7 @@ def link_bounds(current: Any, baseline: Sequence[Any], effect: int) -> dict[str,
     if effect == 0 or not seen:
         return {"slower": [], "faster": []}
     low, high = min(seen), max(seen)
-    source = str(current.get("source", ""))
+    source = source_of(current)
     rates = [rate(r, LINK, source) for r in baseline]
     # A run in the state of both readings now (they were a little over 2x apart) bounds
     # neither way.
@@ -180,8 +185,8 @@ def link_bound(
         then: Sequence[Sequence[float]] = [runs[i] for i in indices]
         change = machine_change(current, [machines[i] for i in indices])
         if change is not None:
-            now = adjust(samples, change["now"], higher_is_better)
-            then = adjust_runs(then, change["rates"], higher_is_better)
+            now = adjust(samples, change.now, higher_is_better)
+            then = adjust_runs(then, change.rates, higher_is_better)
         move = math.log(raw_ratio(now, then, higher_is_better))
         if (move < -band and direction == "slower") or (move > band and direction == "faster"):
             return direction, indices
@@ -222,28 +227,38 @@ def link_runs(
     return same, flag, ""
 
 
-def machine_change(current: Any, baseline: Sequence[Any]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class SpeedChange:
+    """How the machine moved since the baseline runs, for one component of the probe."""
+
+    component: str
+    now: float  # the rate over the check
+    rates: tuple[float, ...]  # each baseline run's
+    ratio: float  # now against the runs' geometric mean (above 1: faster)
+
+    @property
+    def recorded(self) -> MachineChange:
+        """What the result's record keeps of it."""
+        return MachineChange(self.component, self.ratio, len(self.rates))
+
+
+def machine_change(current: Any, baseline: Sequence[Any]) -> SpeedChange | None:
     """How the machine moved since the baseline runs, for the check's component.
 
     None unless the check follows the host and the current reading and every baseline run's
     have that component's rate from the same source.
     """
-    component = current.get("component") if isinstance(current, Mapping) else None
-    if not component or not baseline:
+    reading = as_reading(current)
+    component = reading.component if reading is not None else None
+    if reading is None or not component or not baseline:
         return None
-    source = str(current.get("source", ""))
-    now = rate(current, component, source)
+    source = reading.source or ""
+    now = reading.rate(component, source)
     rates = [rate(r, component, source) for r in baseline]
     if now is None or any(r is None for r in rates):
         return None
-    known = [float(r or 0.0) for r in rates]
-    return {
-        "component": component,
-        "now": now,
-        "rates": known,
-        "ratio": now / statistics.geometric_mean(known),
-        "baseline_runs": len(known),
-    }
+    known = tuple(float(r or 0.0) for r in rates)
+    return SpeedChange(component, now, known, now / statistics.geometric_mean(known))
 
 
 def raw_ratio(
@@ -255,7 +270,7 @@ def raw_ratio(
 
 
 def guard(
-    change: Mapping[str, Any] | None, tolerance: float, raw: float | None = None
+    change: SpeedChange | None, tolerance: float, raw: float | None = None
 ) -> NoiseFlag | None:
     """The noise flag of a machine that moved beyond the guard since its baseline runs.
 
@@ -268,17 +283,15 @@ def guard(
     check three times slower.
     """
     band = math.log1p(GUARD_TOLERANCES * tolerance)
-    if change is None or abs(math.log(change["ratio"])) <= band:
+    if change is None or abs(math.log(change.ratio)) <= band:
         return None
-    if raw is not None and (raw - 1) * (change["ratio"] - 1) < 0:
+    if raw is not None and (raw - 1) * (change.ratio - 1) < 0:
         if abs(math.log(raw)) > math.log1p(tolerance):
             return None
-    machine = abs(math.log(change["ratio"]))
+    machine = abs(math.log(change.ratio))
     if raw is not None and abs(math.log(raw)) > 2 * machine + math.log1p(tolerance):
         return None
-    return NoiseFlag(
-        FlagKind.MACHINE_MOVED, ratio=float(change["ratio"]), component=str(change["component"])
-    )
+    return NoiseFlag(FlagKind.MACHINE_MOVED, ratio=float(change.ratio), component=change.component)
 
 
 def adjust(samples: Sequence[float], speed: float, higher_is_better: bool) -> list[float]:
@@ -295,12 +308,11 @@ def adjust_runs(
 
 def judged_run_samples(entry: BaselineEntry) -> list[tuple[float, ...]]:
     """A baseline entry's runs, machine-adjusted when every run carries the same probe."""
-    change = machine_change(
-        entry.runs[-1].policy.get("machine"), [r.policy.get("machine") for r in entry.runs]
-    )
+    machines = entry.machines
+    change = machine_change(machines[-1], machines)
     if change is None:
         return entry.run_samples
-    adjusted = adjust_runs(entry.run_samples, change["rates"], entry.higher_is_better)
+    adjusted = adjust_runs(entry.run_samples, change.rates, entry.higher_is_better)
     return [tuple(r) for r in adjusted]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from perfsuite.model import (
     Because,
     FloorBecause,
     FloorVerdict,
+    MachineReading,
     MeasuringPolicy,
     Result,
     Undetectable,
@@ -326,13 +327,14 @@ class Judge:
         *,
         floor_fraction: float | None = None,
         noise: dict[str, Any] | None = None,
-        machine: dict[str, Any] | None = None,
+        machine: MachineReading | Mapping[str, Any] | None = None,
         policy: Policy | None = None,
         framework_warnings: Sequence[str] = (),
     ) -> Result:
         """Turn a measurement into a result with its floor and baseline verdicts.
 
-        ``machine`` is the machine probe's reading over the check (see :mod:`probe`).
+        ``machine`` is the machine probe's reading over the check (see :mod:`probe`; a
+        probe's mapping is read into a :class:`MachineReading`).
         ``policy``: the one the check was measured under, which its record keeps; the
         session's by default.
         """
@@ -347,12 +349,12 @@ class Judge:
         measured_flags = tuple(noise.pop("flags", ()))
         unlike = against.timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
         recorded_machine = None
+        machine = MachineReading.read(machine)
         if machine is not None:
             host = readings.follows_host(workload.params) and not workload.ratio
-            recorded_machine = {
-                **machine,
-                "component": readings.component_for(workload.unit) if host else None,
-            }
+            recorded_machine = replace(
+                machine, component=readings.component_for(workload.unit) if host else None
+            )
         compared = against.against(
             workload,
             values,

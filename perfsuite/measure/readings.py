@@ -1,7 +1,8 @@
 """What a machine-probe reading holds, and which of its rates a check follows.
 
-The probe (:mod:`perfsuite.measure.probe`) reads the machine; a reading is a mapping of
-component rates.  These functions read one (a rate, the check's own, the link's and whether
+The probe (:mod:`perfsuite.measure.probe`) reads the machine; a reading is a
+:class:`perfsuite.model.MachineReading` of component rates (a probe's mapping is read into
+one here).  These functions read one (a rate, the check's own, the link's and whether
 it held steady) and say which component a check follows, so that a baseline can keep what
 its runs saw and a verdict (:mod:`perfsuite.judge.speed`) can adjust for it.  Nothing here
 judges.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from perfsuite.model import MachineReading, ProbeRates
 
 # The probe's reading of the link between two CPUs (a cache line handed back and forth).
 LINK = "link"
@@ -86,52 +89,58 @@ def follows_host(params: Mapping[str, Any]) -> bool:
     return str(params.get("device", "cpu")).split(":")[0] == "cpu"
 
 
+def as_reading(reading: Any) -> MachineReading | None:
+    """A reading as the typed :class:`MachineReading`, or None.
+
+    A probe's or a record's mapping is read into one; anything else is None.
+    """
+    return MachineReading.read(reading)
+
+
 def rate(reading: Any, component: str, source: str | None = None) -> float | None:
     """A reading's rate for one component (only from ``source`` when given), or None."""
-    if not isinstance(reading, Mapping):
-        return None
-    if source is not None and reading.get("source") != source:
-        return None
-    value = reading.get(component)
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
+    typed = as_reading(reading)
+    return typed.rate(component, source) if typed is not None else None
 
 
 def own_rate(reading: Any) -> float | None:
-    """The rate of the component the reading's check follows (``reading["component"]``)."""
-    component = reading.get("component") if isinstance(reading, Mapping) else None
-    return rate(reading, str(component)) if component else None
+    """The rate of the component the reading's check follows (its ``component``)."""
+    typed = as_reading(reading)
+    return typed.own_rate() if typed is not None else None
 
 
-def stored(reading: Any, link: bool = False) -> dict[str, Any] | None:
+def source_of(reading: Any) -> str:
+    """The probe that took a reading ("" where not known)."""
+    typed = as_reading(reading)
+    return (typed.source or "") if typed is not None else ""
+
+
+def stored(reading: Any, link: bool = False) -> MachineReading | None:
     """What a baseline run keeps of a check's reading: its component's rate and source.
 
     With ``link`` (a check that follows the CPUs' link), the link rate is kept beside it,
     where it was read and held one state over the check (a run measured across two states
     belongs to neither).
     """
-    value = own_rate(reading)
-    if value is None:
+    typed = as_reading(reading)
+    value = typed.own_rate() if typed is not None else None
+    if typed is None or value is None or typed.component is None:
         return None
-    component = reading["component"]
-    out = {
-        "component": str(component),
-        str(component): value,
-        "source": str(reading.get("source", "")),
-    }
-    value = rate(reading, LINK) if link else None
-    if value is not None and link_steady(reading):
-        out[LINK] = value
-    return out
+    kept = {typed.component: value}
+    link_rate = typed.rate(LINK) if link else None
+    if link_rate is not None and link_steady(typed):
+        kept[LINK] = link_rate
+    return MachineReading(ProbeRates(**kept), source=typed.source or "", component=typed.component)
 
 
-def link_edges(reading: Mapping[str, Any]) -> list[float | None]:
+def link_edges(reading: Any) -> list[float | None]:
     """The link rates read right before and right after a check (None where not read)."""
-    return [rate(reading.get(k), LINK) for k in ("before", "after")]
+    typed = as_reading(reading)
+    edges = (typed.before, typed.after) if typed is not None else (None, None)
+    return [e.rate(LINK) if e is not None else None for e in edges]
 
 
-def link_steady(reading: Mapping[str, Any]) -> bool:
+def link_steady(reading: Any) -> bool:
     """Whether the link stayed in one state from the reading before to the one after."""
     edges = link_edges(reading)
     if edges[0] is None or edges[1] is None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from perfsuite.model.measured import (
     BareReference,
     Expectation,
+    MachineReading,
     MeasuringPolicy,
+    ProbeRates,
 )
 from perfsuite.model.result import (
     READABLE_VERSIONS,
@@ -72,10 +74,12 @@ __all__ = [
     "LinkSubset",
     "LoadCancelled",
     "MachineChange",
+    "MachineReading",
     "MeasuringPolicy",
     "ModeDifference",
     "NoiseFlag",
     "PassesKept",
+    "ProbeRates",
     "ReferenceChange",
     "Result",
     "RunRecord",

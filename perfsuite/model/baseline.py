@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfsuite.errors import StorageError
-from perfsuite.model.measured import BareReference
+from perfsuite.model.measured import BareReference, MachineReading
 from perfsuite.model.verdicts import FlagKind
 
 if TYPE_CHECKING:
@@ -80,9 +80,9 @@ class BaselineEntry:
         return [r.samples for r in self.runs]
 
     @property
-    def machines(self) -> list[Any]:
+    def machines(self) -> list[MachineReading | None]:
         """The machine-probe reading each run kept (None where it had none)."""
-        return [r.policy.get("machine") for r in self.runs]
+        return [MachineReading.read(r.policy.get("machine")) for r in self.runs]
 
     @property
     def references(self) -> list[float]:

@@ -2,15 +2,16 @@
 
 A check's own description of its workload stays free-form in ``Result.context``, and only
 the report reads it.  What the rooms exchange about the measurement itself is typed here:
-the check's expectations, the bare reference timed beside it, and the measuring policy.
-The timer, the tolerance's source, the machine probe's reading and the framework's warnings
-are plain fields of :class:`perfsuite.model.Result`.  Before schema 4 all of them lived in
-``context``; a record of an earlier version is read with them moved out
-(:func:`perfsuite.model.upgraded`).
+the check's expectations, the bare reference timed beside it, the measuring policy and the
+machine probe's reading over the check.  The timer, the tolerance's source and the
+framework's warnings are plain fields of :class:`perfsuite.model.Result`.  Before schema 4
+all of them lived in ``context``; a record of an earlier version is read with them moved
+out (:func:`perfsuite.model.upgraded`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -132,3 +133,105 @@ class MeasuringPolicy:
         known = _known(cls, data)
         known["warmup_windows"] = tuple(known.get("warmup_windows") or ())
         return cls(**known)
+
+
+# The machine probe's components (:mod:`perfsuite.measure.probe`): memory and cache in GB/s,
+# compute in GFLOP/s, and the CPUs' link in million cache-line handoffs per second.
+RATES = ("memory", "cache", "compute", "link")
+
+
+def _rate_value(value: Any) -> float | None:
+    """A stored rate as a float (kept even when not finite, so a loader can refuse it)."""
+    if not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer past a float's range
+        return math.inf
+
+
+@dataclass(frozen=True)
+class ProbeRates:
+    """One pass of the machine probe: each component's rate, None where it was not read."""
+
+    memory: float | None = None
+    cache: float | None = None
+    compute: float | None = None
+    link: float | None = None
+
+    def rate(self, component: str) -> float | None:
+        """A component's rate, where it is a finite positive number; else None."""
+        value = getattr(self, component) if component in RATES else None
+        if value is None or not math.isfinite(value) or value <= 0:
+            return None
+        return float(value)
+
+    def to_dict(self) -> dict[str, float]:
+        """Its stored form: the rates that were read."""
+        return {k: v for k in RATES if (v := getattr(self, k)) is not None}
+
+    @classmethod
+    def read(cls, data: Any) -> ProbeRates | None:
+        """From its stored form (None for anything else)."""
+        if not isinstance(data, Mapping):
+            return None
+        return cls(**{k: _rate_value(data.get(k)) for k in RATES})
+
+
+@dataclass(frozen=True)
+class MachineReading:
+    """The machine probe's reading over a check, or what a baseline run kept of it.
+
+    ``rates`` is the faster of the readings before and after the check (both kept in
+    ``before`` and ``after`` where read); ``component`` is the rate the check follows
+    (None for a check that does not run on the host).  ``source`` names the probe, so that
+    only rates of one probe are compared.  :mod:`perfsuite.measure.readings` reads it.
+    """
+
+    rates: ProbeRates
+    source: str | None = None
+    component: str | None = None
+    before: ProbeRates | None = None
+    after: ProbeRates | None = None
+    seconds: float | None = None  # how long one probe pass took, where it was timed
+
+    def rate(self, component: str, source: str | None = None) -> float | None:
+        """A component's rate (only from ``source`` when given), or None."""
+        if source is not None and self.source != source:
+            return None
+        return self.rates.rate(component)
+
+    def own_rate(self) -> float | None:
+        """The rate of the component the check follows, or None."""
+        return self.rate(self.component) if self.component else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its stored form: the rates, source, component, and the two edge readings."""
+        out: dict[str, Any] = dict(self.rates.to_dict())
+        if self.source is not None:
+            out["source"] = self.source
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        for name, edge in (("before", self.before), ("after", self.after)):
+            if edge is not None:
+                out[name] = edge.to_dict()
+        out["component"] = self.component
+        return out
+
+    @classmethod
+    def read(cls, data: Any) -> MachineReading | None:
+        """From its stored form or a probe's mapping (an instance passes through)."""
+        if isinstance(data, MachineReading):
+            return data
+        rates = ProbeRates.read(data)
+        if rates is None:
+            return None
+        source, component, seconds = (data.get(k) for k in ("source", "component", "seconds"))
+        return cls(
+            rates,
+            source=None if source is None else str(source),
+            component=None if component is None else str(component),
+            before=ProbeRates.read(data.get("before")),
+            after=ProbeRates.read(data.get("after")),
+            seconds=_rate_value(seconds),
+        )

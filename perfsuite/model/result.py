@@ -16,6 +16,7 @@ from perfsuite.model.measured import (
     MOVED_IN_4,
     BareReference,
     Expectation,
+    MachineReading,
     MeasuringPolicy,
 )
 from perfsuite.model.verdicts import (
@@ -196,7 +197,7 @@ class Result:
     expectations: tuple[Expectation, ...] = ()
     policy: MeasuringPolicy | None = None
     bare_reference: BareReference | None = None
-    machine: Mapping[str, Any] | None = None
+    machine: MachineReading | None = None
     # What the framework warned while the check measured (never raised, never judged).
     framework_warnings: tuple[str, ...] = ()
 
@@ -212,7 +213,7 @@ class Result:
         data["expectations"] = [asdict(e) for e in self.expectations]
         data["policy"] = self.policy.to_dict() if self.policy is not None else None
         data["bare_reference"] = self.bare_reference and self.bare_reference.to_dict()
-        data["machine"] = dict(self.machine) if self.machine is not None else None
+        data["machine"] = self.machine and self.machine.to_dict()
         data["framework_warnings"] = list(self.framework_warnings)
         data["params"] = dict(self.params)
         data["floor"] = _plain(data["floor"])
@@ -270,7 +271,7 @@ class Result:
             ),
             policy=MeasuringPolicy.read(data.get("policy")),
             bare_reference=BareReference.read(data.get("bare_reference")),
-            machine=dict(data["machine"]) if isinstance(data.get("machine"), Mapping) else None,
+            machine=MachineReading.read(data.get("machine")),
             framework_warnings=tuple(str(w) for w in data.get("framework_warnings") or ()),
         )
 

@@ -82,5 +82,5 @@ def result_policy(result: Result) -> dict[str, Any]:
         policy["reference"] = reference
     machine = readings.stored(result.machine, link=readings.follows_link(result.params))
     if machine is not None:
-        policy["machine"] = machine
+        policy["machine"] = machine.to_dict()
     return policy

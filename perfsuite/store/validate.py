@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfsuite.errors import StorageError
+from perfsuite.model.measured import MachineReading
 
 MAX_DEPTH = 48  # nesting of objects and arrays; perfsuite writes at most about 10
 MAX_INT_DIGITS = 24  # an integer longer than this is no count or size perfsuite writes
@@ -197,6 +198,9 @@ def check_value(value: Any, hint: Any, where: str) -> None:
         if len(args) == 2 and args[1] is not Any:
             for key, item in value.items():
                 check_value(item, args[1], f"{where}.{key}")
+        return
+    if hint is MachineReading:  # stored flat, its rates beside its source: read by its ``read``
+        check_value(value, Mapping[str, Any], where)
         return
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         check_fields(hint, value, where)
