@@ -111,6 +111,7 @@ class Outcome:
     record: Path | None = None
     html: Path | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    test: str = paired.TEST  # the test the rounds were judged by (a record keeps its own)
 
     def worst_first(self) -> list[CheckVerdict]:
         """Regressed first, then unknown, same, improved; each by its change, worst first."""
@@ -140,7 +141,7 @@ class Outcome:
             "fingerprints": {k: dict(v) for k, v in self.fingerprints.items()},
             "environment_diff": [list(row) for row in self.diff],
             "same_stack": self.same_stack,
-            "test": paired.TEST,
+            "test": self.test,
             "confidence": paired.CONFIDENCE,
             "correction": self.plan.correction,
             "alpha": self.plan.alpha,

@@ -193,11 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
             "Render one run record as a self-contained HTML page: each check's verdicts, "
             "samples and explanation, with sparklines from the profile's earlier runs under "
             "--report-dir, and, with --baseline, another run of the same profile as ghosts and "
-            f"an environment diff. Exit status: {outcome.EXIT_OK} written, "
+            "an environment diff. Given the record of a perfsuite ab (its ab.json), render the "
+            f"A/B's page again, as the A/B wrote it. Exit status: {outcome.EXIT_OK} written, "
             f"{outcome.EXIT_USAGE} usage error (the table below)."
         ),
     )
-    rep.add_argument("run", metavar="RUN.json", type=path_arg, help="the run record to render")
+    rep.add_argument(
+        "run", metavar="RUN.json", type=path_arg, help="the run record (or ab.json) to render"
+    )
     rep.add_argument(
         "--baseline",
         type=path_arg,

@@ -5,21 +5,30 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
-from perfsuite.errors import PerfsuiteError
+from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.judge import outcome
 from perfsuite.judge.compare import (
     comparable,
 )
-from perfsuite.model import RunRecord
+from perfsuite.model import READABLE_VERSIONS, RunRecord
 from perfsuite.report.terminal import short_id
 from perfsuite.store import records
 from perfsuite.store.baseline import (
     BaselineStore,
     safe_profile_name,
 )
-from perfsuite.store.files import check_target, write_text_atomic
+from perfsuite.store.files import (
+    check_schema_version,
+    check_target,
+    read_text_bounded,
+    write_text_atomic,
+)
+
+if TYPE_CHECKING:
+    from perfsuite.ab import Outcome
 
 
 def readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
@@ -31,6 +40,23 @@ def readable_history(report_dir: Path, profile: str) -> list[RunRecord]:
     return runs
 
 
+def read_run_or_ab(path: Path) -> RunRecord | Outcome:
+    """A run record, or an A/B's record (``ab.json``), read and checked whole once."""
+    from perfsuite.ab.record import is_ab_record, read_outcome
+    from perfsuite.store.validate import parse_json
+
+    text = read_text_bounded(path, "run record", records.MAX_RECORD_BYTES)
+    data = parse_json(text, str(path), "run record")
+    if not isinstance(data, dict):
+        raise StorageError(
+            f"{path}: corrupt run record: expected a JSON object (file left untouched)"
+        )
+    if is_ab_record(data):
+        return read_outcome(path, data)
+    check_schema_version(data, path, "run record", READABLE_VERSIONS)
+    return records.record_from(data, path)
+
+
 def report_command(args: argparse.Namespace) -> int:
     from perfsuite.report.html import render
 
@@ -38,7 +64,17 @@ def report_command(args: argparse.Namespace) -> int:
     out = not_an_input(args.output or Path(args.run).with_suffix(".html"), inputs, "-o")
     a_page(out, "-o")
     check_target(out)
-    record = records.load_record(Path(args.run))
+    record = read_run_or_ab(Path(args.run))
+    if not isinstance(record, RunRecord):
+        if args.baseline:
+            raise PerfsuiteError(
+                f"{args.run} is an A/B record: it holds both sides, so --baseline has no place"
+            )
+        from perfsuite.report.ab import page
+
+        write_text_atomic(out, page(record))
+        print(f"HTML report: {out}")
+        return outcome.EXIT_OK
     baseline = records.load_record(Path(args.baseline)) if args.baseline else None
     if baseline is not None:  # judged against it, as compare would be: the same checks
         distinct_inputs([args.baseline, args.run], [baseline, record])

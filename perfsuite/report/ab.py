@@ -351,7 +351,7 @@ svg{{max-width:100%;height:auto}}
 <ul>{stacks}</ul>
 {health}
 <p>{len(s.order)} rounds ({esc(", ".join("".join(o) for o in s.order))}), {s.seconds:.0f} s;
-stopped: {esc(s.stopped)}. {esc(s.incomplete)} Test: {esc(result.to_dict()["test"])};
+stopped: {esc(s.stopped)}. {esc(s.incomplete)} Test: {esc(result.test)};
 correction: {esc(result.plan.correction)} at {result.plan.alpha}.</p>
 <h2>B against A, worst first</h2>
 {_forest_svg(result)}

@@ -180,11 +180,19 @@ def read_json(
     """
     from perfsuite.store.validate import parse_json
 
-    accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
     text = read_text_bounded(path, what, max_bytes)
     data = parse_json(text, str(path), what)
     if not isinstance(data, dict):
         raise StorageError(f"{path}: corrupt {what}: expected a JSON object (file left untouched)")
+    check_schema_version(data, path, what, schema_version)
+    return data
+
+
+def check_schema_version(
+    data: Mapping[str, Any], path: Path, what: str, schema_version: int | Collection[int]
+) -> None:
+    """Raise StorageError unless parsed JSON has one of the schema versions this reads."""
+    accepted = {schema_version} if isinstance(schema_version, int) else set(schema_version)
     found = data.get("schema_version")
     if not isinstance(found, int) or isinstance(found, bool) or found not in accepted:
         readable = " or ".join(str(v) for v in sorted(accepted))
@@ -192,7 +200,6 @@ def read_json(
             f"{path}: {what} has schema_version {found!r}, this perfsuite reads "
             f"{readable} (file left untouched)"
         )
-    return data
 
 
 MAX_TOML_BYTES = 16 << 20  # a profile, waivers or tolerances file is a page or two

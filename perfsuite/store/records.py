@@ -56,6 +56,11 @@ def load_record(path: Path) -> RunRecord:
     A record of an earlier version is read in this version's layout (:func:`model.upgraded`).
     """
     data = read_json(path, "run record", READABLE_VERSIONS, max_bytes=MAX_RECORD_BYTES)
+    return record_from(data, path)
+
+
+def record_from(data: Mapping[str, Any], path: Path) -> RunRecord:
+    """The run record parsed JSON holds (its version already checked), checked whole."""
     data = upgraded(data)
     check_record(data, str(path))
     return RunRecord.from_dict(data)
