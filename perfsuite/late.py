@@ -13,18 +13,19 @@ brought in line, so that every view counts the same outcomes:
 * a check whose new outcome is a waived regression becomes an expected failure (xfail), as
   it would have been had it been decided when its test ran.
 
-The session's exit status follows the moved reports (:func:`amend_reports` says by how
-many the failures changed).
+The session's failure count and exit status follow the moved reports
+(:func:`amend_session`, from what :func:`amend_reports` says of how many failures changed).
 
 Why rewrite rather than decide before pytest writes: pytest offers no hook between a test's
 end and its report.  ``pytest_runtest_logreport`` hands the report to every plugin at once:
 the terminal counts it and ``junitxml`` appends its XML element then, long before the
 session's family is complete.  pytest-benchmark avoids this by never failing a test for its
 figures and failing only the session; perfsuite's users asked for the failing check named
-in pytest's summary and in CI's JUnit view, so the three rewrites stay, here only, each with
-its test in ``tests/test_verdict_rules.py``: the terminal's counts and reports
-(:func:`amend_reports`), the JUnit elements (:func:`amend_junit`), and the JUnit
-session verdict (:func:`state_junit`).
+in pytest's summary and in CI's JUnit view, so the four rewrites stay, here only, each with
+its test in ``tests/test_late.py`` and ``tests/test_verdict_rules.py``: the terminal's
+counts and reports (:func:`amend_reports`), the session's failure count and exit status
+(:func:`amend_session`), the JUnit elements (:func:`amend_junit`), and the JUnit session
+verdict (:func:`state_junit`).
 """
 
 from __future__ import annotations
@@ -102,6 +103,29 @@ def amend_reports(
         moved -= have == "failed"
         stats.setdefault(want, []).append(report)
     return moved
+
+
+def amend_session(session: pytest.Session, moved: int, fails: bool) -> None:
+    """The session's failure count and exit status, after :func:`amend_reports` moved reports.
+
+    ``moved``: how many more reports failed (fewer where negative); ``fails``: whether
+    perfsuite's own evidence fails the session (a failing outcome, a crashed check, an
+    error, a baseline that could not be saved).  A session that fails that way exits
+    ``TESTS_FAILED`` even where every pytest test passed; one whose only failures were noisy
+    checks the whole family decided otherwise exits ``OK``, unless ``-x`` or ``--maxfail``
+    stopped it (the checks it never ran stay unknown).
+    """
+    session.testsfailed += moved
+    if fails:
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif (
+        moved < 0
+        and session.testsfailed <= 0
+        and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+        and not (session.shouldfail or session.shouldstop)
+    ):
+        session.exitstatus = pytest.ExitCode.OK
 
 
 def junit_path(config: pytest.Config) -> Path | None:

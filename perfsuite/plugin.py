@@ -222,20 +222,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     final = {r.id: r for r in perf_session.results}
     changed = config.stash[LATE_KEY] = {i: final[i] for i in done.late}
     moved = late.amend_reports(config, changed, perf_session.settings.fail_on)
-    session.testsfailed += moved
     failing = outcome.failing(perf_session.results, perf_session.settings.fail_on)
-    if done.errors or failing or perf_session.crashed or done.save_failed:
-        if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    elif (
-        moved < 0
-        and session.testsfailed <= 0
-        and session.exitstatus == pytest.ExitCode.TESTS_FAILED
-        # -x / --maxfail stopped the run on a failure: the checks it never ran stay unknown.
-        and not (session.shouldfail or session.shouldstop)
-    ):
-        # Every failure was a noisy check that the whole family decided otherwise.
-        session.exitstatus = pytest.ExitCode.OK
+    fails = bool(done.errors or failing or perf_session.crashed or done.save_failed)
+    late.amend_session(session, moved, fails)
     if session.exitstatus == pytest.ExitCode.OK and session_verdict(config).state == "inconclusive":
         session.exitstatus = outcome.EXIT_INCONCLUSIVE  # undecided is not a pass
 

@@ -35,13 +35,11 @@ from perfsuite.measure import noise
 from perfsuite.model import (
     BASELINE_VERDICTS,
     FLOOR_VERDICTS,
-    READABLE_VERSIONS,
     Result,
     RunRecord,
-    upgraded,
 )
-from perfsuite.store.files import is_plain_name, read_json, read_text_bounded
-from perfsuite.store.records import MAX_RECORD_BYTES, check_record
+from perfsuite.store.files import is_plain_name, read_text_bounded
+from perfsuite.store.records import MAX_RECORD_BYTES, load_record
 from perfsuite.store.validate import MAX_MAGNITUDE, MAX_TEXT, is_number
 
 # A digest: what the fleet reads of one record, written beside it by the node that ran it.
@@ -109,20 +107,17 @@ def digest(path: Path) -> dict[str, Any]:
     let a report turn a digest into arrays without a Python step per result.  ``record``
     pins the record's size and time, so a digest of a record changed since is never used.
 
-    The record is read as :func:`perfsuite.store.records.load_record` reads it, with the
-    fleet's own checks first (:func:`_fleet_fields`).
+    The record is read by :func:`perfsuite.store.records.load_record`, with the fleet's own
+    checks first (:func:`_fleet_fields`).
     """
     where = str(path)
     try:
         st = path.stat()
     except OSError as exc:
         raise StorageError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    data = read_json(path, "run record", READABLE_VERSIONS, max_bytes=MAX_RECORD_BYTES)
-    data = upgraded(data)
-    _fleet_fields(data, where)
-    check_record(data, where)
+    record = load_record(path, first=_fleet_fields)
     pinned = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    return digest_of(RunRecord.from_dict(data), where, pinned)
+    return digest_of(record, where, pinned)
 
 
 def _fleet_fields(data: Mapping[str, Any], where: str) -> None:

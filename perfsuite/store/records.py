@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from perfsuite.store.validate import (
 )
 
 MAX_RECORD_BYTES = 512 << 20
+# A reader's own checks of a record's data, with where it came from (see load_record).
+Check = Callable[[Mapping[str, Any], str], None]
 # Settings a record's readers act on, with the type each must have.
 _SETTINGS_KEYS: dict[str, Any] = {
     "fail_on": tuple[str, ...],
@@ -49,19 +51,23 @@ OUTCOMES = frozenset({*ORDER, "", "passed", "failed"})
 _FLAG_WORDS = frozenset({"no", "yes", "true", "false", "0", "1", "n", "y", "none", "on", "off"})
 
 
-def load_record(path: Path) -> RunRecord:
+def load_record(path: Path, first: Check | None = None) -> RunRecord:
     """Load and check one run record: every field's type, every sample, the profile's name.
 
     Anything a later step would trip over is a StorageError naming the file and the entry.
     A record of an earlier version is read in this version's layout (:func:`model.upgraded`).
+    ``first``: a reader's own checks, run on that layout before the store's (a fleet names
+    what is wrong in its own words).
     """
     data = read_json(path, "run record", READABLE_VERSIONS, max_bytes=MAX_RECORD_BYTES)
-    return record_from(data, path)
+    return record_from(data, path, first)
 
 
-def record_from(data: Mapping[str, Any], path: Path) -> RunRecord:
+def record_from(data: Mapping[str, Any], path: Path, first: Check | None = None) -> RunRecord:
     """The run record parsed JSON holds (its version already checked), checked whole."""
     data = upgraded(data)
+    if first is not None:
+        first(data, str(path))
     check_record(data, str(path))
     return RunRecord.from_dict(data)
 
