@@ -128,15 +128,12 @@ def _reading(data: Any, where: str) -> Reading:
 
 def _side_run(data: Any, where: str) -> SideRun:
     readings = _field(data, "readings", dict, where)
-    code = data.get("returncode") if isinstance(data, Mapping) else None
-    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-        raise _Bad(f"{where}.returncode: {code!r} is not an integer")
     return SideRun(
         round=_field(data, "round", int, where),
         side=_side(data, where),
         position=_field(data, "position", int, where),
         seconds=_number(data, "seconds", where),
-        returncode=code,
+        returncode=_optional(data, "returncode", _field_int, where),
         failed=_field(data, "failed", str, where),
         readings={
             str(check): _reading(r, f"{where}.readings[{check!r}]") for check, r in readings.items()
@@ -245,9 +242,7 @@ def _plan(data: Mapping[str, Any]) -> Plan:
     if interleave not in INTERLEAVES:
         raise _Bad(f"plan.interleave: {interleave!r} is not one of {', '.join(INTERLEAVES)}")
     tolerance = _optional(plan, "tolerance", _number, "plan")
-    seed = plan.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise _Bad(f"plan.seed: {seed!r} is not an integer")
+    seed = _optional(plan, "seed", _field_int, "plan")
     try:
         return Plan(
             min_rounds=_field(plan, "min_rounds", int, "plan"),

@@ -24,7 +24,6 @@ from perfsuite.judge import stats
 from perfsuite.measure.readings import (
     LINK,
     LINK_STATES,
-    as_reading,
     link_edges,
     link_effect,
     link_steady,
@@ -32,7 +31,7 @@ from perfsuite.measure.readings import (
     rate,
     source_of,
 )
-from perfsuite.model import FlagKind, MachineChange, NoiseFlag
+from perfsuite.model import FlagKind, MachineChange, MachineReading, NoiseFlag
 from perfsuite.model.baseline import Baseline, BaselineEntry
 
 # A probe move beyond this many tolerances makes a result noisy: a check that follows the
@@ -248,7 +247,7 @@ def machine_change(current: Any, baseline: Sequence[Any]) -> SpeedChange | None:
     None unless the check follows the host and the current reading and every baseline run's
     have that component's rate from the same source.
     """
-    reading = as_reading(current)
+    reading = MachineReading.read(current)
     component = reading.component if reading is not None else None
     if reading is None or not component or not baseline:
         return None

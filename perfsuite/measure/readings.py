@@ -89,29 +89,21 @@ def follows_host(params: Mapping[str, Any]) -> bool:
     return str(params.get("device", "cpu")).split(":")[0] == "cpu"
 
 
-def as_reading(reading: Any) -> MachineReading | None:
-    """A reading as the typed :class:`MachineReading`, or None.
-
-    A probe's or a record's mapping is read into one; anything else is None.
-    """
-    return MachineReading.read(reading)
-
-
 def rate(reading: Any, component: str, source: str | None = None) -> float | None:
     """A reading's rate for one component (only from ``source`` when given), or None."""
-    typed = as_reading(reading)
+    typed = MachineReading.read(reading)
     return typed.rate(component, source) if typed is not None else None
 
 
 def own_rate(reading: Any) -> float | None:
     """The rate of the component the reading's check follows (its ``component``)."""
-    typed = as_reading(reading)
+    typed = MachineReading.read(reading)
     return typed.own_rate() if typed is not None else None
 
 
 def source_of(reading: Any) -> str:
     """The probe that took a reading ("" where not known)."""
-    typed = as_reading(reading)
+    typed = MachineReading.read(reading)
     return (typed.source or "") if typed is not None else ""
 
 
@@ -122,7 +114,7 @@ def stored(reading: Any, link: bool = False) -> MachineReading | None:
     where it was read and held one state over the check (a run measured across two states
     belongs to neither).
     """
-    typed = as_reading(reading)
+    typed = MachineReading.read(reading)
     value = typed.own_rate() if typed is not None else None
     if typed is None or value is None or typed.component is None:
         return None
@@ -135,7 +127,7 @@ def stored(reading: Any, link: bool = False) -> MachineReading | None:
 
 def link_edges(reading: Any) -> list[float | None]:
     """The link rates read right before and right after a check (None where not read)."""
-    typed = as_reading(reading)
+    typed = MachineReading.read(reading)
     edges = (typed.before, typed.after) if typed is not None else (None, None)
     return [e.rate(LINK) if e is not None else None for e in edges]
 
