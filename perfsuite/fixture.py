@@ -21,10 +21,11 @@ import pytest
 from perfsuite.backends import Target, skip_reason
 from perfsuite.errors import PerfsuiteError, first_line
 from perfsuite.hardware.profile import HardwareProfile
-from perfsuite.judge import outcome, stats
+from perfsuite.judge import stats
 from perfsuite.measure import noise, probe
 from perfsuite.measure.loop import BenchmarkClock, Measurement, Workload, measure
 from perfsuite.model import MachineReading, Result
+from perfsuite.report.headline import failure_text, floor_label
 from perfsuite.session import PerfSession
 from perfsuite.settings import Settings
 
@@ -204,7 +205,7 @@ class Perf:
         result = dataclasses.replace(result, phases={k: round(v, 4) for k, v in phases.items()})
         self._publish(result, benchmark)
         if result.outcome in self._session.settings.fail_on:
-            _fail(outcome.failure_text(result))
+            _fail(failure_text(result))
         if result.outcome == "waived":
             pytest.xfail(result.message)
         return result
@@ -235,7 +236,7 @@ class Perf:
                 ("perf_metric", result.metric),
                 ("perf_value", best),
                 ("perf_unit", result.unit),
-                ("perf_floor", outcome.floor_label(result)),
+                ("perf_floor", floor_label(result)),
                 ("perf_baseline", result.baseline.verdict),
                 ("perf_outcome", result.outcome),
             ]

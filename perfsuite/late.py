@@ -41,6 +41,7 @@ import pytest
 
 from perfsuite.judge import outcome
 from perfsuite.model import Result
+from perfsuite.report.headline import failure_text, headline
 from perfsuite.store.files import write_text_atomic
 
 WAS = "noisy"  # the only outcome a late decision changes
@@ -93,7 +94,7 @@ def amend_reports(
         report.longrepr = None
         if want == "failed":
             report.outcome = "failed"
-            report.longrepr = outcome.failure_text(result)
+            report.longrepr = failure_text(result)
             moved += 1
         elif want == "xfailed":
             report.outcome = "skipped"
@@ -188,7 +189,7 @@ def amend_junit(
                     prop.set("value", result.baseline.verdict)
             failure = case.find("failure")
             if result.outcome in fail_on and failure is None:
-                added = ET.SubElement(case, "failure", message=outcome.failure_text(result))
+                added = ET.SubElement(case, "failure", message=failure_text(result))
                 added.text = result.message
                 failures += 1
             elif (
@@ -228,7 +229,7 @@ def state_junit(path: Path, verdict: outcome.SessionVerdict) -> bool:
             suite.insert(0, props)
         for name, value in (
             ("perfsuite_verdict", verdict.state),
-            ("perfsuite_headline", verdict.headline),
+            ("perfsuite_headline", headline(verdict)),
         ):
             for old in [p for p in props.iter("property") if p.get("name") == name]:
                 props.remove(old)

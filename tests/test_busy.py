@@ -25,6 +25,7 @@ from perfsuite.model import (
     Summary,
     Work,
 )
+from perfsuite.report.headline import floor_label, headline
 from perfsuite.report.notes import verdict_advice
 from perfsuite.report.terminal import baseline_lines, no_floor_lines
 from perfsuite.session import Finished, refusals
@@ -59,7 +60,7 @@ def test_a_run_that_judged_nothing_says_measured_and_exits_0() -> None:
     verdict = outcome.session_verdict(results)
     assert verdict.state == "measured" and verdict.exit_code == 0
     assert (
-        verdict.headline
+        headline(verdict)
         == "MEASURED (53 checks; no floor reference for this profile, no baseline yet)"
     )
     assert "nothing was judged" in verdict_advice(verdict)
@@ -69,17 +70,17 @@ def test_passed_needs_one_check_judged_and_says_how_many() -> None:
     judged = _result("a", floor=FloorVerdict("pass", value=2.0, peak=4.0, estimated=True))
     verdict = outcome.session_verdict([judged, _result("b"), _result("c")])
     assert verdict.state == "passed"
-    assert verdict.headline == (
+    assert headline(verdict) == (
         "PASSED (1 of 3 checks judged; against estimated floors only, no baseline yet)"
     )
     datasheet = replace(judged, floor=FloorVerdict("pass", value=2.0, peak=4.0))
     verdict = outcome.session_verdict([datasheet, _result("b"), _result("c")])
-    assert verdict.headline == "PASSED (1 of 3 checks judged)"
+    assert headline(verdict) == "PASSED (1 of 3 checks judged)"
 
 
 def test_a_check_judged_only_against_a_baseline_counts_as_judged() -> None:
     ok = _result("a", baseline=BaselineVerdict("ok", ratio=1.0))
-    assert outcome.session_verdict([ok]).headline == "PASSED (1 check)"
+    assert headline(outcome.session_verdict([ok])) == "PASSED (1 check)"
 
 
 def test_inconclusive_advice_under_load_names_the_load_and_perfsuite_ab() -> None:
@@ -229,7 +230,7 @@ def test_a_reading_above_an_estimated_peak_is_a_finding_about_the_estimate() -> 
     )  # fmt: skip
     above = _result("conv", floor=floor, unit="TFLOP/s")
     assert outcome.above_estimate(above)
-    assert outcome.floor_label(above) == "pass (above est. peak)"
+    assert floor_label(above) == "pass (above est. peak)"
     assert "132% of compute.fp32_tflops" in explain(above)
     assert "the estimate is low" in explain(above)
     copy = replace(floor, figure="memory.bandwidth_gbs")
@@ -244,16 +245,16 @@ def test_a_held_flop_count_judges_no_speed_so_the_counts_add_up() -> None:
     conv = _result("conv", expectations=held)
     gemm = _result("gemm", floor=FloorVerdict("pass", value=2.0, peak=4.0), expectations=held)
     verdict = outcome.session_verdict([conv, gemm, _result("x")])
-    assert verdict.headline == "PASSED (1 of 3 checks judged)"
+    assert headline(verdict) == "PASSED (1 of 3 checks judged)"
     assert outcome.counts([conv, gemm, _result("x")])["no-reference"] == 2
     only_counts = outcome.session_verdict([conv])
     assert only_counts.state == "measured" and only_counts.exit_code == 0
     wrong = replace(conv, expectations=(Expectation("flops", False, "off by 2x"),))
-    assert outcome.session_verdict([wrong]).headline.startswith("FAILED (1 fail")
+    assert headline(outcome.session_verdict([wrong])).startswith("FAILED (1 fail")
     # Tolerated by --perf-fail-on, a failed count is still a verdict, and said to be one.
     tolerated = outcome.session_verdict([wrong, _result("x")], {"regressed"})
     assert (
-        tolerated.headline
+        headline(tolerated)
         == "PASSED (1 of 2 checks judged; 1 fail not failing under --perf-fail-on)"
     )
 
@@ -330,11 +331,9 @@ def test_a_check_without_a_floor_above_its_estimated_ceiling_says_so(tmp_path: P
     assert above.verdict == "no-reference" and above.note == "batch 1 < 32"
     assert above.fraction_of_peak == pytest.approx(0.21 / 0.16) and above.estimated
     result = _result("conv", floor=above, unit="TFLOP/s")
-    assert outcome.floor_label(result) == "no-reference (above est. peak)"
+    assert floor_label(result) == "no-reference (above est. peak)"
     below = judge.floor(conv, 0.10, None)
-    assert (
-        below.peak is None and outcome.floor_label(_result("conv", floor=below)) == "no-reference"
-    )
+    assert below.peak is None and floor_label(_result("conv", floor=below)) == "no-reference"
     datasheet = replace(cpu, estimated=frozenset())  # a datasheet roof: no estimate questioned
     assert (
         Judge(Settings(), datasheet, judge.baseline, Tolerances(), [], judge.today)

@@ -18,10 +18,10 @@ import pytest
 
 from perfsuite.cli import main
 from perfsuite.judge import changepoints as cps
-from perfsuite.judge import trends as hist
-from perfsuite.judge.attribution import NOTHING
 from perfsuite.judge.outcome import EXIT_OK, EXIT_REGRESSED, EXIT_USAGE
 from perfsuite.report import history_text
+from perfsuite.report.history_text import NOTHING_CHANGED as NOTHING
+from perfsuite.report.history_text import attribution_lines
 from perfsuite.store.files import write_json_atomic
 from perfsuite.store.records import load_record
 
@@ -169,7 +169,9 @@ def test_a_regression_is_attributed_to_the_package_that_changed_that_night(
     root = write_nights(tmp_path, [40.0] * 30 + [34.0] * 30, numpy_versions=versions)
     code, doc = history_json(root)
     assert code == EXIT_REGRESSED
-    assert doc["schema_version"] == hist.JSON_SCHEMA_VERSION and doc["verdict"] == "regressed"
+    assert (
+        doc["schema_version"] == history_text.JSON_SCHEMA_VERSION and doc["verdict"] == "regressed"
+    )
     (change,) = check(doc, "numpy")["changes"]
     assert change["run"] == 31 and change["direction"] == "regressed"
     assert change["ratio"] == pytest.approx(0.85, abs=0.02)
@@ -335,8 +337,11 @@ def test_attribution_lists_options_kernel_and_a_downgrade_without_a_bisect() -> 
     keys = [c.key for c in why.changes]
     assert keys == ["host.kernel", "options.repetitions", "software.numpy.version"]
     assert why.bisect == ()
-    assert "numpy went from 2.4.6 to 2.3.0" in why.notes[0]
-    lines = why.lines()
+    assert [(m.package, m.old, m.new) for m in why.not_bisected] == [("numpy", "2.4.6", "2.3.0")]
+    lines = attribution_lines(why)
+    assert "numpy went from 2.4.6 to 2.3.0" in lines[-1]
     assert "options.repetitions: 3 -> 5" in lines and NOTHING not in " ".join(lines)
     same = attribute(before, replace(before, run_id="same"), check=NUMPY, direction="regressed")
-    assert same.changes == () and same.lines() == [f"{NOTHING} ({before.run_id} -> same)"]
+    assert same.changes == () and attribution_lines(same) == [
+        f"{NOTHING} ({before.run_id} -> same)"
+    ]

@@ -19,6 +19,7 @@ import pytest
 from perfsuite.cli import main as cli
 from perfsuite.judge import outcome
 from perfsuite.model import Crash, Expectation, FlagKind, NoiseFlag
+from perfsuite.report.headline import floor_label, headline
 
 WORKLOAD = """
 import time
@@ -194,7 +195,7 @@ def test_the_one_rule_orders_interrupted_failed_empty() -> None:
     assert outcome.session_verdict([], incomplete="interrupted").state == "interrupted"
     empty = outcome.session_verdict([])
     assert empty.state == "empty" and empty.exit_code == outcome.EXIT_INCONCLUSIVE
-    assert empty.headline == "INCONCLUSIVE (nothing judged)"
+    assert headline(empty) == "INCONCLUSIVE (nothing judged)"
 
 
 def _record(tmp_path: Path, name: str, run_id: str, results: list[dict]) -> Path:
@@ -451,6 +452,6 @@ def test_a_failed_expectation_fails_even_when_a_floor_was_missed_under_load() ->
         floor=replace(r.floor, verdict="fail", estimated=False),
         noise_flags=(NoiseFlag(FlagKind.FOREIGN_LOAD, cores=1.0),),
     )
-    assert outcome.of(missed) == "noisy" and outcome.floor_label(missed) == "fail (under load)"
+    assert outcome.of(missed) == "noisy" and floor_label(missed) == "fail (under load)"
     broken = replace(missed, expectations=(Expectation("flops", False, "counted twice"),))
     assert outcome.of(broken) == "fail"

@@ -15,6 +15,7 @@ from perfsuite.judge.compare import compare_runs, compared_record
 from perfsuite.model import ReferenceChange
 from perfsuite.report.charts import CHARTS
 from perfsuite.report.explain import explained_record
+from perfsuite.report.headline import headline
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 from perfsuite.store.records import load_record
@@ -259,12 +260,12 @@ def test_a_tolerated_regression_is_named_beside_noisy_checks() -> None:
     verdict = outcome.session_verdict(record.results, ["fail"])
     assert verdict.state == "inconclusive"
     assert (
-        verdict.headline == "INCONCLUSIVE (1 noisy; 1 regressed not failing under --perf-fail-on)"
+        headline(verdict) == "INCONCLUSIVE (1 noisy; 1 regressed not failing under --perf-fail-on)"
     )
     html = render(record, baseline=base)
     banner = html[html.index('id="banner"') : html.index("</div>", html.index('class="tolerated"'))]
     assert 'data-state="inconclusive"' in banner and "does not count as failing" in banner
-    assert verdict.headline in render_markdown(record)
+    assert headline(verdict) in render_markdown(record)
 
 
 def test_compare_lists_the_worst_first(capsys: pytest.CaptureFixture[str], repeated_runs) -> None:

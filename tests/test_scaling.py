@@ -27,6 +27,7 @@ from perfsuite.collectives.launch import Launcher, LauncherError
 from perfsuite.hardware.profile import ProfileRegistry
 from perfsuite.model import RunRecord
 from perfsuite.report import charts
+from perfsuite.report.headline import floor_label
 from perfsuite.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -518,5 +519,5 @@ def test_a_missed_rule_of_thumb_is_a_warning_labelled_against_the_ideal() -> Non
     assert isinstance(result.summary, Summary)
     assert floor.verdict == "fail" and not outcome.floor_missed(result)
     assert outcome.of(result) == "floor-warning"
-    assert outcome.floor_label(result) == "warning"
+    assert floor_label(result) == "warning"
     assert of_reference(floor) == "60.0% of ideal"

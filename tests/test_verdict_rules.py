@@ -24,6 +24,7 @@ from perfsuite.cli import main
 from perfsuite.judge import outcome, stats
 from perfsuite.model import ModeDifference, Result, RunRecord
 from perfsuite.model.baseline import BaselineEntry, BaselineRun
+from perfsuite.report.headline import headline
 from perfsuite.report.html import render
 from perfsuite.report.markdown import render_markdown
 from perfsuite.report.terminal import format_result_lines
@@ -301,20 +302,20 @@ def test_every_view_states_the_session_verdict_under_fail_on(project: pytest.Pyt
     assert [r.id for r in verdict.tolerated] == [ids["slow"], ids["other"]]
     lines = result.outlines
     last = max(i for i, line in enumerate(lines) if line.startswith("perfsuite: "))
-    assert lines[last] == "perfsuite: " + verdict.headline
+    assert lines[last] == "perfsuite: " + headline(verdict)
     assert "2 regressed not failing under --perf-fail-on" in lines[last]
     # After pytest's short summary (-rA), before pytest's counts.
     assert last > max(i for i, line in enumerate(lines) if "short test summary" in line)
     html = render(record)
-    assert 'data-state="passed"' in html and verdict.headline in html
+    assert 'data-state="passed"' in html and headline(verdict) in html
     assert html.index("test_rate[slow") < html.index("test_rate[other", html.index('id="banner"'))
     md = (project.path / "summary.md").read_text()
-    assert f"**{verdict.headline}**" in md
+    assert f"**{headline(verdict)}**" in md
     rows = [line for line in md.splitlines() if line.startswith(r"| test\_rate")]
     assert rows[0].startswith(r"| test\_rate\[slow") and rows[1].startswith(r"| test\_rate\[other")
     # The default --perf-fail-on fails the same results, naming the worse first.
     assert outcome.session_verdict(record.results).exit_code == outcome.EXIT_REGRESSED
-    assert outcome.session_verdict(record.results).headline == "FAILED (2 regressed)"
+    assert headline(outcome.session_verdict(record.results)) == "FAILED (2 regressed)"
 
 
 def project_profile(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
@@ -1019,7 +1020,10 @@ def test_the_session_verdict_is_stated_on_each_junit_suite(tmp_path: Path) -> No
     verdict = outcome.SessionVerdict("interrupted", Counter({"pass": 1}))
     assert state_junit(path, verdict) and state_junit(path, verdict)  # rewriting twice: once
     props = [(p.get("name"), p.get("value")) for p in ET.parse(path).iter("property")]
-    assert props == [("perfsuite_verdict", "interrupted"), ("perfsuite_headline", verdict.headline)]
+    assert props == [
+        ("perfsuite_verdict", "interrupted"),
+        ("perfsuite_headline", headline(verdict)),
+    ]
     path.write_text("<not xml")
     assert not state_junit(path, verdict)
     assert not state_junit(tmp_path / "missing.xml", verdict)

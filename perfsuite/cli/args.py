@@ -16,10 +16,6 @@ from perfsuite.settings import duration
 from perfsuite.store.files import same_file
 
 
-def signed(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.0f}%"
-
-
 def distinct_inputs(paths: Sequence[str], loaded: Sequence[RunRecord]) -> None:
     """Refuse a record given twice: it is one run, and counting it twice fakes evidence."""
     seen: dict[str, str] = {}

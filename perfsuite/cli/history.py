@@ -62,7 +62,9 @@ def history_command(args: argparse.Namespace) -> int:
         current = (args.profile, shown, len(runs), trends)
         _write_site(args, report_dir, current, settings, known)
     if args.json:
-        doc = hist.to_json(args.profile, shown, trends, settings, verdict, code, problems)
+        doc = history_text.history_json(
+            args.profile, shown, trends, settings, verdict, code, problems
+        )
         print(json.dumps(doc, indent=1))
         return code
     for line in history_text.text(args.profile, shown, len(runs), trends, failed, code):

@@ -18,7 +18,6 @@ from packaging.version import InvalidVersion, Version
 from perfsuite.judge.compare import environment_diff
 from perfsuite.model import RunRecord
 
-NOTHING = "nothing in the recorded environment changed"
 # Versions under ``software`` that are not packages one bisects on an index.
 _NOT_BISECTED = frozenset({"python", "python_implementation", "perfsuite"})
 
@@ -33,6 +32,15 @@ class EnvChange:
 
 
 @dataclass(frozen=True)
+class PackageMove:
+    """A package whose recorded version changed."""
+
+    package: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
 class Attribution:
     """What changed between the run before a change point and the run after it."""
 
@@ -40,14 +48,9 @@ class Attribution:
     after_run: str
     changes: tuple[EnvChange, ...]
     bisect: tuple[str, ...]  # ready-to-run commands, one per package that moved up
-    notes: tuple[str, ...]  # why a changed package has no command
-
-    def lines(self) -> list[str]:
-        """The attribution as short lines for the terminal and the page."""
-        if not self.changes:
-            return [f"{NOTHING} ({self.before_run} -> {self.after_run})"]
-        out = [f"{c.key}: {c.old!r} -> {c.new!r}" for c in self.changes]
-        return out + [f"next: {cmd}" for cmd in self.bisect] + list(self.notes)
+    # Packages that moved at a regression but not up (a downgrade, or versions that do not
+    # order): bisect searches an upgrade, so they get no command.
+    not_bisected: tuple[PackageMove, ...] = ()
 
 
 def _fingerprint(record: RunRecord) -> dict[str, Any]:
@@ -73,7 +76,8 @@ def attribute(before: RunRecord, after: RunRecord, *, check: str, direction: str
     """The diff of two runs' environments and options, with bisect commands for packages."""
     diff = environment_diff(_fingerprint(before), _fingerprint(after))
     changes = tuple(EnvChange(k, old, new) for k, old, new in diff)
-    commands, notes = [], []
+    commands: list[str] = []
+    held: list[PackageMove] = []
     for c in changes:
         package = _package(c.key)
         if package is None or c.old is None or c.new is None:
@@ -81,13 +85,10 @@ def attribute(before: RunRecord, after: RunRecord, *, check: str, direction: str
         if direction != "regressed":
             continue
         if not _upgrade(c.old, c.new):
-            notes.append(
-                f"{package} went from {c.old} to {c.new}: bisect searches an upgrade for a "
-                "slowdown; run perfsuite ab on the two stacks instead"
-            )
+            held.append(PackageMove(package, c.old, c.new))
             continue
         commands.append(
             f"perfsuite bisect --package {shlex.quote(package)} --good {shlex.quote(str(c.old))} "
             f"--bad {shlex.quote(str(c.new))} -- {shlex.quote(check)}"
         )
-    return Attribution(before.run_id, after.run_id, changes, tuple(commands), tuple(notes))
+    return Attribution(before.run_id, after.run_id, changes, tuple(commands), tuple(held))

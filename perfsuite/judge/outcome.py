@@ -123,18 +123,6 @@ def worst_first(results: Iterable[Result]) -> list[Result]:
     return sorted(results, key=lambda r: (rank(r), -distance(r), r.id))
 
 
-def floor_label(result: Result) -> str:
-    """The floor verdict as every view shows it: an estimated peak's miss is a warning."""
-    f = result.floor
-    if floor_missed(result) and tainted(result):
-        return "fail (under load)"
-    if f.verdict == "fail" and f.advisory:
-        return "warning"
-    if above_estimate(result):
-        return f"{f.verdict} (above est. peak)"
-    return "warning (est.)" if f.verdict == "fail" and f.estimated else f.verdict
-
-
 def above_estimate(result: Result) -> bool:
     """Whether the best sample beat an estimated peak: a finding about the estimate.
 
@@ -175,43 +163,6 @@ class SessionVerdict:
     estimates_only: bool = False
 
     @property
-    def headline(self) -> str:
-        """``FAILED (2 regressed)``, ``INCONCLUSIVE (3 noisy)`` or ``PASSED (54 checks)``."""
-        crashed = f"{len(self.crashed)} crashed" if self.crashed else ""
-        if self.state == "interrupted":
-            judged = f"{self.total} check{'' if self.total == 1 else 's'} judged"
-            return f"INTERRUPTED ({', '.join(x for x in (judged, crashed) if x)})"
-        if self.state == "failed":
-            kinds = Counter(of(r) for r in self.failing)
-            parts = (crashed, _count_text(kinds), "run incomplete" if self.incomplete else "")
-            return f"FAILED ({', '.join(x for x in parts if x)})"
-        if self.state == "empty":
-            return "INCONCLUSIVE (nothing judged)"
-        if self.state == "measured":
-            why = [
-                text
-                for flag, text in (
-                    (self.no_floor, "no floor reference for this profile"),
-                    (self.no_baseline, "no baseline yet"),
-                )
-                if flag
-            ]
-            checks = f"{self.total} check{'' if self.total == 1 else 's'}"
-            return f"MEASURED ({'; '.join([checks, ', '.join(why)])})"
-        if self.state == "inconclusive":
-            text = f"INCONCLUSIVE ({len(self.noisy)} noisy"
-        else:
-            checks = f"{self.total} check{'' if self.total == 1 else 's'}"
-            judged = "" if self.judged == self.total else f"{self.judged} of "
-            text = f"PASSED ({judged}{checks}{' judged' if judged else ''}"
-            if self.estimates_only:
-                text += "; against estimated floors only, no baseline yet"
-        if self.tolerated:
-            kinds = Counter(of(r) for r in self.tolerated)
-            text += f"; {_count_text(kinds)} not failing under --perf-fail-on"
-        return text + ")"
-
-    @property
     def exit_code(self) -> int:
         """The exit status of this verdict, for ``perfsuite compare`` and the plugin alike."""
         return {
@@ -225,17 +176,6 @@ class SessionVerdict:
     def failed_count(self) -> int:
         """How many checks fail the session (a check that both failed and crashed once)."""
         return len({c.id for c in self.crashed} | {r.id for r in self.failing})
-
-    def named(self, n: int = 3) -> str:
-        """The ``n`` worst failing checks by name (no file path), crashed first, then more."""
-        ids = list(dict.fromkeys([c.id for c in self.crashed] + [r.id for r in self.failing]))
-        names = ", ".join(i.rsplit("::", 1)[-1] for i in ids[:n])
-        more = len(ids) - n
-        return names + (f" and {more} more" if more > 0 else "")
-
-
-def _count_text(counter: Counter[str]) -> str:
-    return ", ".join(f"{counter[k]} {k}" for k in ORDER if counter.get(k))
 
 
 def session_verdict(
@@ -314,8 +254,3 @@ def failing(results: Iterable[Result], fail_on: Iterable[str] = DEFAULT_FAIL_ON)
     """The results whose outcome fails the session."""
     chosen = set(fail_on)
     return [r for r in results if of(r) in chosen]
-
-
-def failure_text(result: Result) -> str:
-    """How a check that fails the session says so (its pytest failure, its JUnit failure)."""
-    return f"{result.outcome}: {result.message}"

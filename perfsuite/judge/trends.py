@@ -26,7 +26,6 @@ from perfsuite.judge import stats
 from perfsuite.judge.attribution import Attribution, attribute
 from perfsuite.model import RunRecord
 
-JSON_SCHEMA_VERSION = 1
 NIGHTS_STEPS = (0.05, 0.10, 0.20)  # the steps whose nights-to-detect each check shows
 DEFAULT_MIN_EFFECT = 0.02
 
@@ -222,81 +221,6 @@ def _placed(
 def exit_verdicts(trends_: Sequence[Trend]) -> set[str]:
     """The verdicts the shown checks reached (what ``--fail-on`` is matched against)."""
     return {t.verdict for t in trends_}
-
-
-def to_json(
-    profile: str,
-    runs: Sequence[tuple[int, RunRecord]],
-    trends_: Sequence[Trend],
-    settings: Settings,
-    verdict: str,
-    exit_status: int,
-    problems: Sequence[str],
-) -> dict[str, Any]:
-    """The ``--json`` document (its schema is in docs/history.md)."""
-    return {
-        "schema_version": JSON_SCHEMA_VERSION,
-        "profile": profile,
-        "runs": len(runs),
-        "first_run": runs[0][0] if runs else None,
-        "last_run": runs[-1][0] if runs else None,
-        "from": runs[0][1].created if runs else None,
-        "to": runs[-1][1].created if runs else None,
-        "settings": settings.to_json(),
-        "verdict": verdict,
-        "exit_status": exit_status,
-        "skipped_records": list(problems),
-        "checks": [_trend_json(t) for t in trends_],
-    }
-
-
-def _trend_json(t: Trend) -> dict[str, Any]:
-    s = t.series
-    outliers = set(t.outliers)
-    return {
-        "id": s.id,
-        "unit": s.unit,
-        "higher_is_better": s.higher_is_better,
-        "verdict": t.verdict,
-        "spread": t.spread,
-        "nights_to_detect": {
-            f"{step:g}": n for step, n in zip(NIGHTS_STEPS, t.nights, strict=True)
-        },
-        "points": [
-            {
-                "run": p.run,
-                "run_id": p.run_id,
-                "created": p.created,
-                "value": p.median,
-                "outlier": p.run in outliers,
-            }
-            for p in s.points
-        ],
-        "changes": [_found_json(f) for f in t.changes],
-    }
-
-
-def _found_json(f: Found) -> dict[str, Any]:
-    c, a = f.change, f.attribution
-    return {
-        "run": f.run,
-        "run_id": f.run_id,
-        "created": f.created,
-        "direction": c.direction,
-        "before": c.before,
-        "after": c.after,
-        "ratio": c.ratio,
-        "interval": [c.low, c.high],
-        "p_value": c.p_value,
-        "attribution": {
-            "before_run_id": a.before_run,
-            "after_run_id": a.after_run,
-            "nothing_changed": not a.changes,
-            "changes": [{"key": e.key, "old": e.old, "new": e.new} for e in a.changes],
-            "bisect": list(a.bisect),
-            "notes": list(a.notes),
-        },
-    }
 
 
 def since_arg(text: str) -> dt.datetime:

@@ -19,6 +19,7 @@ from perfsuite import __version__
 from perfsuite.judge import trends as hist
 from perfsuite.model import RunRecord
 from perfsuite.report.charts import figure, svg
+from perfsuite.report.history_text import attribution_lines
 from perfsuite.report.html import _environment
 from perfsuite.store import records
 from perfsuite.store.files import write_text_atomic
@@ -75,7 +76,7 @@ def _change_rows(t: hist.Trend) -> list[dict[str, Any]]:
                 "interval": f"{c.low - 1:+.1%} to {c.high - 1:+.1%}",
                 "p": f"{c.p_value:.2g}",
                 "level": f"{c.before:.4g} -> {c.after:.4g} {t.series.unit}",
-                "why": f.attribution.lines(),
+                "why": attribution_lines(f.attribution),
             }
         )
     return rows

@@ -14,10 +14,14 @@ from typing import Any
 import numpy as np
 
 from perfsuite.judge import changepoints as cps
-from perfsuite.judge.trends import NIGHTS_STEPS, Trend
+from perfsuite.judge.attribution import Attribution
+from perfsuite.judge.trends import NIGHTS_STEPS, Found, Settings, Trend
 from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, printable, short_id
 
+JSON_SCHEMA_VERSION = 1  # of ``perfsuite history --json`` (docs/history.md)
+
+NOTHING_CHANGED = "nothing in the recorded environment changed"
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
@@ -78,7 +82,7 @@ def details(trends_: Sequence[Trend], short: Any) -> list[str]:
                 f"{c.ratio - 1:+.1%} (95% CI {c.low - 1:+.1%} to {c.high - 1:+.1%}, "
                 f"p {c.p_value:.2g}), {c.before:.4g} -> {c.after:.4g} {t.series.unit}"
             )
-            out += [f"    {line}" for line in f.attribution.lines()]
+            out += [f"    {line}" for line in attribution_lines(f.attribution)]
         if t.outliers:
             runs = ", ".join(str(r) for r in t.outliers[:8])
             more = f" and {len(t.outliers) - 8} more" if len(t.outliers) > 8 else ""
@@ -108,3 +112,95 @@ def text(
     )
     fails = f"; fails on {', '.join(failed)}" if failed else ""
     return [*out, f"\nhistory: {summary or 'no check'}{fails} (exit {code})"]
+
+
+def history_json(
+    profile: str,
+    runs: Sequence[tuple[int, RunRecord]],
+    trends_: Sequence[Trend],
+    settings: Settings,
+    verdict: str,
+    exit_status: int,
+    problems: Sequence[str],
+) -> dict[str, Any]:
+    """The ``--json`` document (its schema is in docs/history.md)."""
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "profile": profile,
+        "runs": len(runs),
+        "first_run": runs[0][0] if runs else None,
+        "last_run": runs[-1][0] if runs else None,
+        "from": runs[0][1].created if runs else None,
+        "to": runs[-1][1].created if runs else None,
+        "settings": settings.to_json(),
+        "verdict": verdict,
+        "exit_status": exit_status,
+        "skipped_records": list(problems),
+        "checks": [_trend_json(t) for t in trends_],
+    }
+
+
+def _trend_json(t: Trend) -> dict[str, Any]:
+    s = t.series
+    outliers = set(t.outliers)
+    return {
+        "id": s.id,
+        "unit": s.unit,
+        "higher_is_better": s.higher_is_better,
+        "verdict": t.verdict,
+        "spread": t.spread,
+        "nights_to_detect": {
+            f"{step:g}": n for step, n in zip(NIGHTS_STEPS, t.nights, strict=True)
+        },
+        "points": [
+            {
+                "run": p.run,
+                "run_id": p.run_id,
+                "created": p.created,
+                "value": p.median,
+                "outlier": p.run in outliers,
+            }
+            for p in s.points
+        ],
+        "changes": [_found_json(f) for f in t.changes],
+    }
+
+
+def _found_json(f: Found) -> dict[str, Any]:
+    c, a = f.change, f.attribution
+    return {
+        "run": f.run,
+        "run_id": f.run_id,
+        "created": f.created,
+        "direction": c.direction,
+        "before": c.before,
+        "after": c.after,
+        "ratio": c.ratio,
+        "interval": [c.low, c.high],
+        "p_value": c.p_value,
+        "attribution": {
+            "before_run_id": a.before_run,
+            "after_run_id": a.after_run,
+            "nothing_changed": not a.changes,
+            "changes": [{"key": e.key, "old": e.old, "new": e.new} for e in a.changes],
+            "bisect": list(a.bisect),
+            "notes": attribution_notes(a),
+        },
+    }
+
+
+def attribution_lines(a: Attribution) -> list[str]:
+    """What changed at a change point as short lines, for the terminal and the page."""
+    if not a.changes:
+        return [f"{NOTHING_CHANGED} ({a.before_run} -> {a.after_run})"]
+    out = [f"{c.key}: {c.old!r} -> {c.new!r}" for c in a.changes]
+    return out + [f"next: {cmd}" for cmd in a.bisect] + attribution_notes(a)
+
+
+def attribution_notes(a: Attribution) -> list[str]:
+    """Why a package that moved at a regression has no bisect command."""
+    return [
+        f"{m.package} went from {m.old} to {m.new}: bisect searches an upgrade for a "
+        "slowdown; run perfsuite ab on the two stacks instead"
+        for m in a.not_bisected
+    ]

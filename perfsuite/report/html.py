@@ -29,6 +29,7 @@ from perfsuite.report.explain import (
     mode_tag,
     reference_tag,
 )
+from perfsuite.report.headline import floor_label, headline
 from perfsuite.report.notes import (
     baseline_note,
     machine_note,
@@ -56,7 +57,7 @@ def _environment() -> Any:
     return env
 
 
-# The CSS class of each floor label (outcome.floor_label): a miss under load is a warning.
+# The CSS class of each floor label (headline.floor_label): a miss under load is a warning.
 FLOOR_CLASSES = {
     "fail": "fail",
     "fail (under load)": "warning",
@@ -106,7 +107,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         "p": "" if b.p_value is None else f"{b.p_value:.2g}",
         "verdict": b.verdict,
         "verdict_sort": VERDICT_ORDER.get(b.verdict, 9),
-        "floor": outcome.floor_label(r),
+        "floor": floor_label(r),
         "floor_failed": outcome.floor_missed(r) and not outcome.tainted(r),
         "waiver": waiver,
         "outcome": outcome.of(r),
@@ -173,7 +174,7 @@ def render(
     by_id = {row["id"]: row for row in rows}
     verdicts = Counter(r.baseline.verdict for r in record.results)
     # An estimated peak's miss is a warning, never a "fail" (the one outcome rule's view).
-    floors = Counter(outcome.floor_label(r) for r in record.results)
+    floors = Counter(floor_label(r) for r in record.results)
     outcomes = outcome.counts(record.results)
     base_env = baseline.environment if baseline is not None else baseline_environment
     env_rows = _flat_environment(record.environment, base_env)
@@ -191,6 +192,7 @@ def render(
             host=host.get("hostname", "?") if isinstance(host, Mapping) else "?",
             rows=rows,
             verdict=verdict,
+            headline=headline(verdict),
             advice=verdict_advice(verdict),
             baseline_notice=baseline_notice,
             failing=[by_id[r.id] for r in verdict.failing],

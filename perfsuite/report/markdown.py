@@ -8,6 +8,7 @@ from pathlib import Path
 from perfsuite.judge import outcome, stats
 from perfsuite.model import RunRecord
 from perfsuite.report import of_reference
+from perfsuite.report.headline import floor_label, headline, worst_named
 from perfsuite.report.notes import verdict_advice
 
 # Characters that CommonMark and GitHub's tables, links, emphasis, code spans and
@@ -33,21 +34,21 @@ def render_markdown(record: RunRecord, html: Path | None = None, baseline_notice
     outcomes = outcome.counts(record.results)
     fail_on = record.settings.get("fail_on") or outcome.DEFAULT_FAIL_ON
     verdict = outcome.record_verdict(record, fail_on)
-    headline = f"**{verdict.headline}**"
+    text = f"**{headline(verdict)}**"
     if verdict.state == "interrupted":
-        headline += f" {_cell(verdict.incomplete)}: this record is incomplete."
-    if verdict.state in ("failed", "interrupted") and verdict.named():
-        headline += f" Worst: {_cell(verdict.named())}."
+        text += f" {_cell(verdict.incomplete)}: this record is incomplete."
+    if verdict.state in ("failed", "interrupted") and worst_named(verdict):
+        text += f" Worst: {_cell(worst_named(verdict))}."
     advice = verdict_advice(verdict)
     if advice:
-        headline += f" {_cell(advice[0].upper() + advice[1:])}."
+        text += f" {_cell(advice[0].upper() + advice[1:])}."
     if baseline_notice:
-        headline += f" **{_cell(baseline_notice[0].upper() + baseline_notice[1:])}**."
+        text += f" **{_cell(baseline_notice[0].upper() + baseline_notice[1:])}**."
     lines = [
         f"## perfsuite: {_cell(str(record.hardware_profile.get('name')))} · run "
         f"{_cell(record.run_id)}",
         "",
-        f"{headline} Outcomes: "
+        f"{text} Outcomes: "
         + ", ".join(f"{outcomes[k]} {k}" for k in outcome.ORDER if outcomes.get(k)),
         "",
         "| check | value | vs reference | change [95% CI] | floor | baseline | outcome |",
@@ -63,7 +64,7 @@ def render_markdown(record: RunRecord, html: Path | None = None, baseline_notice
         best = stats.best(r.samples, r.higher_is_better)
         lines.append(
             f"| {_cell(short(r.id))} | {best:.4g} {_cell(r.unit)} | {peak} | {change} "
-            f"| {outcome.floor_label(r)} | {b.verdict} | {outcome.of(r)} |"
+            f"| {floor_label(r)} | {b.verdict} | {outcome.of(r)} |"
         )
     if verdict.crashed:
         lines += ["", f"{len(verdict.crashed)} selected check(s) crashed and produced no result:"]

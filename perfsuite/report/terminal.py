@@ -23,6 +23,7 @@ from perfsuite.report.explain import (
     mode_tag,
     reference_tag,
 )
+from perfsuite.report.headline import floor_label, headline, worst_named
 from perfsuite.report.notes import (
     baseline_note,
     load_remedy,
@@ -126,7 +127,7 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
                 _value(r),
                 _peak(r),
                 change(r),
-                outcome.floor_label(r),
+                floor_label(r),
                 base,
                 outcome.of(r),
             )
@@ -173,7 +174,7 @@ def verdict_lines(
     incomplete: str = "",
 ) -> list[Line]:
     """Two short lines (floors, baselines), the crashed checks, and the session's outcome."""
-    floors = Counter(outcome.floor_label(r) for r in results)
+    floors = Counter(floor_label(r) for r in results)
     bases = Counter(r.baseline.verdict for r in results)
     lines: list[Line] = [
         (
@@ -193,7 +194,7 @@ def verdict_lines(
     if len(crashed) > NAMED:
         lines.append((f"crashed: {len(crashed) - NAMED} more", {"red": True}))
     verdict = outcome.session_verdict(results, fail_on, crashed=crashed, incomplete=incomplete)
-    text = f"perfsuite: {verdict.headline}"
+    text = f"perfsuite: {headline(verdict)}"
     if verdict.state == "interrupted":
         text += (
             f": {incomplete}; the checks that did not run are unknown, the record is marked "
@@ -201,7 +202,7 @@ def verdict_lines(
         )
         lines.append((text, {"red": True, "bold": True}))
     elif verdict.state == "failed":
-        text += f": {verdict.named()}"
+        text += f": {worst_named(verdict)}"
         lines.append((text, {"red": True, "bold": True}))
     elif verdict.state in ("inconclusive", "empty", "measured"):
         advice = verdict_advice(verdict)
