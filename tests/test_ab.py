@@ -1201,7 +1201,16 @@ def test_a_side_taking_turns_check_by_check_never_hands_over_mid_check() -> None
 
 
 def test_a_device_check_the_host_load_could_not_reach_is_judged_whatever_the_load() -> None:
-    from perfsuite.model import BaselineVerdict, FloorVerdict, Result, RunRecord, Summary, Work
+    from perfsuite.model import (
+        BaselineVerdict,
+        FloorVerdict,
+        LoadNotFlagged,
+        NoiseReading,
+        Result,
+        RunRecord,
+        Summary,
+        Work,
+    )  # fmt: skip
 
     def record(load: float) -> RunRecord:
         result = Result(
@@ -1209,7 +1218,7 @@ def test_a_device_check_the_host_load_could_not_reach_is_judged_whatever_the_loa
             unit="TFLOP/s", higher_is_better=True, samples=(1.0, 1.0, 1.0), seconds=(1.0,) * 3,
             summary=Summary(1.0, 1.0, 1.0, 1.0, 3, None), work=Work(1.0, "FLOP"),
             floor=FloorVerdict("no-reference"), baseline=BaselineVerdict("new"),
-            noise={"foreign_cores": load, "load_not_flagged": {"device": "gpu:0"}},
+            noise=NoiseReading(foreign_cores=load, load_not_flagged=LoadNotFlagged("gpu:0")),
         )  # fmt: skip
         return RunRecord("r", "2026-12-02T00:00:00+00:00", {}, {}, (result,))
 

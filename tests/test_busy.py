@@ -21,6 +21,7 @@ from perfsuite.model import (
     FloorVerdict,
     MeasuringPolicy,
     NoiseFlag,
+    NoiseReading,
     Result,
     Summary,
     Work,
@@ -46,7 +47,7 @@ def _result(name: str, load: float | None = None, **kw: object) -> Result:
         work=Work(1.0, "B"),
         floor=FloorVerdict("no-reference"),
         baseline=BaselineVerdict("new"),
-        noise={"foreign_cores": load} if load is not None else {},
+        noise=NoiseReading(foreign_cores=load),
         noise_flags=flags,
     )
     return replace(base, **kw)  # type: ignore[arg-type]

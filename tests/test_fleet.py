@@ -28,6 +28,7 @@ from perfsuite.model import (
     FlagKind,
     FloorVerdict,
     NoiseFlag,
+    NoiseReading,
     Result,
     RunRecord,
     Summary,
@@ -73,7 +74,7 @@ def result(
         floor=FloorVerdict(verdict=floor),
         baseline=BaselineVerdict(verdict=baseline),
         outcome="passed",
-        noise=facts,
+        noise=NoiseReading.read(facts),
         noise_flags=flags,
     )
 

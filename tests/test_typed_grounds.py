@@ -110,7 +110,7 @@ def typed(result: Result) -> Result:
     facts = replace(result.facts, link_state=LinkSubset(2, 5, "slower", flags[3]))
     return replace(
         result, floor=floor, baseline=baseline, facts=facts, noise_flags=flags[:2],
-        noise={**result.noise, "foreign_cores": 1.304},
+        noise=replace(result.noise, foreign_cores=1.304),
     )  # fmt: skip
 
 

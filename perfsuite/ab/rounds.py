@@ -129,8 +129,8 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
         if not result.samples:
             continue
         tolerance = result.baseline.tolerance or DEFAULT_TOLERANCE
-        load = result.noise.get("foreign_cores")
-        if result.noise.get("load_not_flagged"):
+        load = result.noise.foreign_cores
+        if result.noise.load_not_flagged is not None:
             load = None  # a device check the host's load could not reach: not compared
         out[result.id] = Reading(
             result.unit,

@@ -256,19 +256,18 @@ def _taint(r: Result, where: str) -> tuple[Taint, float | None, int]:
     """
     throttle = 0
     throttled_gpus = 0
-    for g in _noise_facts(dict(r.noise), where):
-        masks = g.get("throttle_reasons")
+    for g in r.noise.gpus:
         mask = 0
-        for m in masks if isinstance(masks, list) else ():
-            mask |= m if isinstance(m, int) and not isinstance(m, bool) else 0
+        for m in g.throttle_reasons:
+            mask |= m or 0
         mask &= THROTTLE_MASK
         throttle |= mask
-        throttled_gpus += bool(mask or g.get("throttled"))
-    cores = _real(r.noise.get("foreign_cores"))
+        throttled_gpus += bool(mask or g.throttled)
+    cores = _real(r.noise.foreign_cores)
     taint = Taint(0)
     if r.noise_flags:
         explained = 0
-        wall = _real(r.noise.get("wall_s"))
+        wall = _real(r.noise.wall_s)
         loaded = cores is not None and cores > noise.FOREIGN_LOAD_CORES
         if cores is not None and wall is not None:
             loaded = loaded and cores * wall >= noise.FOREIGN_MIN_SECONDS * 0.98  # both rounded

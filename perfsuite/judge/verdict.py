@@ -30,6 +30,7 @@ from perfsuite.model import (
     FloorVerdict,
     MachineReading,
     MeasuringPolicy,
+    NoiseReading,
     Result,
     Undetectable,
     Why,
@@ -326,27 +327,31 @@ class Judge:
         plan: Plan,
         *,
         floor_fraction: float | None = None,
-        noise: dict[str, Any] | None = None,
+        noise: NoiseReading | Mapping[str, Any] | None = None,
         machine: MachineReading | Mapping[str, Any] | None = None,
         policy: Policy | None = None,
         framework_warnings: Sequence[str] = (),
     ) -> Result:
         """Turn a measurement into a result with its floor and baseline verdicts.
 
+        ``noise``: the noise guard's mapping over the check (its ``flags`` and figures,
+        :func:`perfsuite.measure.noise.assess`), read into the result's typed fields.
         ``machine`` is the machine probe's reading over the check (see :mod:`probe`; a
         probe's mapping is read into a :class:`MachineReading`).
         ``policy``: the one the check was measured under, which its record keeps; the
         session's by default.
         """
         policy = policy or self.settings.policy
-        noise = dict(noise or {})
+        guard = dict(noise) if isinstance(noise, Mapping) else {}
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
         entry = self._entry(node_id, workload)
         summary = stats.summarize(values)
-        noise["cv"] = summary.cv
         bare = BareReference.read(measurement.bare)
-        measured_flags = tuple(noise.pop("flags", ()))
+        # The guard's flags become the result's typed ``noise_flags``; its figures a reading.
+        measured_flags = tuple(guard.pop("flags", ()))
+        reading = noise if isinstance(noise, NoiseReading) else NoiseReading.read(guard)
+        reading = replace(reading, cv=summary.cv)
         unlike = against.timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
         recorded_machine = None
         machine = MachineReading.read(machine)
@@ -379,7 +384,7 @@ class Judge:
             floor=self.floor(workload, summary.median if workload.ratio else best, floor_fraction),
             baseline=baseline,
             context=dict(workload.context),
-            noise=noise,
+            noise=reading,
             waiver=self._waiver(node_id, baseline),
             source=measurement.source,
             facts=against.facts(entry, compared, bare, policy),

@@ -235,3 +235,170 @@ class MachineReading:
             after=ProbeRates.read(data.get("after")),
             seconds=_rate_value(seconds),
         )
+
+
+def _number(value: Any) -> float | None:
+    """A stored figure as stored (a whole number stays one); None for a word, a bool, nothing."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _numbers(value: Any) -> tuple[float | None, ...]:
+    return tuple(_number(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """A GPU's clock and throttling before and after a check (NVML's figures)."""
+
+    index: int | None = None
+    sm_clock_mhz: tuple[float | None, ...] = ()  # before, after
+    throttle_reasons: tuple[int | None, ...] = ()  # NVML's bit masks, before and after
+    throttled: tuple[str, ...] = ()  # the reasons that slow it (a power cap, heat)
+    info: tuple[str, ...] = ()  # the reasons that do not (idle, application clocks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its stored form."""
+        return {
+            "index": self.index,
+            "sm_clock_mhz": list(self.sm_clock_mhz),
+            "throttle_reasons": list(self.throttle_reasons),
+            "throttled": list(self.throttled),
+            "info": list(self.info),
+        }
+
+    @classmethod
+    def read(cls, data: Any) -> GpuState | None:
+        """From its stored form (None for anything else)."""
+        if not isinstance(data, Mapping):
+            return None
+        index, masks = data.get("index"), data.get("throttle_reasons")
+        return cls(
+            index if isinstance(index, int) and not isinstance(index, bool) else None,
+            _numbers(data.get("sm_clock_mhz")),
+            tuple(
+                m if isinstance(m, int) and not isinstance(m, bool) else None
+                for m in (masks if isinstance(masks, list | tuple) else ())
+            ),
+            _words(data.get("throttled")),
+            _words(data.get("info")),
+        )
+
+
+@dataclass(frozen=True)
+class LoadNotFlagged:
+    """Why a device check's host load stayed a fact and not a flag (the host could not pace it).
+
+    ``host_share``: the sync's share of a sample; ``call_s``: one call's device time;
+    ``graph``: the calls replay a captured graph.
+    """
+
+    device: str
+    host_share: float | None = None
+    graph: bool = False
+    call_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its stored form."""
+        out: dict[str, Any] = {
+            "device": self.device,
+            "host_share": self.host_share,
+            "graph": self.graph,
+        }
+        if self.call_s is not None:
+            out["call_s"] = self.call_s
+        return out
+
+    @classmethod
+    def read(cls, data: Any) -> LoadNotFlagged | None:
+        """From its stored form (None for anything else)."""
+        if not isinstance(data, Mapping):
+            return None
+        return cls(
+            str(data.get("device", "")),
+            _number(data.get("host_share")),
+            data.get("graph") is True,
+            _number(data.get("call_s")),
+        )
+
+
+@dataclass(frozen=True)
+class NoiseReading:
+    """What the noise guard read of the machine over a check, and the samples' dispersion.
+
+    ``foreign_cores``: the CPU time of other work and steal over the check's wall time, in
+    cores; ``steal_cores`` the steal alone.  ``load_average`` and ``cpu_mhz`` are the
+    readings before and after.  ``cv``: the samples' coefficient of variation.  The flags
+    the guard raised are :attr:`perfsuite.model.Result.noise_flags` (stored with these, as
+    the noise's ``flags``).  ``wall_s`` is None where no guard read the machine.
+    """
+
+    wall_s: float | None = None
+    foreign_cores: float | None = None
+    steal_cores: float | None = None
+    load_average: tuple[tuple[float | None, ...], ...] = ()
+    cpu_mhz: tuple[float | None, ...] = ()
+    governor: str | None = None
+    gpus: tuple[GpuState, ...] = ()
+    cv: float | None = None
+    load_not_flagged: LoadNotFlagged | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its stored form: the guard's figures where it read them, the dispersion."""
+        out: dict[str, Any] = {}
+        if self.wall_s is not None:
+            out.update(
+                wall_s=self.wall_s,
+                foreign_cores=self.foreign_cores,
+                steal_cores=self.steal_cores,
+                load_average=[list(x) for x in self.load_average],
+                cpu_mhz=list(self.cpu_mhz),
+                governor=self.governor,
+                gpus=[g.to_dict() for g in self.gpus],
+            )
+        elif self.foreign_cores is not None:
+            out["foreign_cores"] = self.foreign_cores
+        if self.cv is not None or self.wall_s is not None:
+            out["cv"] = self.cv
+        if self.load_not_flagged is not None:
+            out["load_not_flagged"] = self.load_not_flagged.to_dict()
+        return out
+
+    @classmethod
+    def read(cls, data: Any) -> NoiseReading:
+        """From its stored form or the guard's mapping (its ``flags`` are read elsewhere).
+
+        A figure that is not a number reads as None; anything but a mapping as no reading.
+        """
+        if isinstance(data, NoiseReading):
+            return data
+        if not isinstance(data, Mapping):
+            return cls()
+        loads = data.get("load_average")
+        governor = data.get("governor")
+        gpus = data.get("gpus")
+        return cls(
+            wall_s=_number(data.get("wall_s")),
+            foreign_cores=_number(data.get("foreign_cores")),
+            steal_cores=_number(data.get("steal_cores")),
+            load_average=tuple(
+                _numbers(x) for x in (loads if isinstance(loads, list | tuple) else ())
+            ),
+            cpu_mhz=_numbers(data.get("cpu_mhz")),
+            governor=None if governor is None else str(governor),
+            gpus=tuple(
+                g
+                for g in map(GpuState.read, gpus if isinstance(gpus, list | tuple) else ())
+                if g is not None
+            ),
+            cv=_number(data.get("cv")),
+            load_not_flagged=LoadNotFlagged.read(data.get("load_not_flagged")),
+        )
+
+    def __bool__(self) -> bool:
+        return self != NoiseReading()

@@ -18,6 +18,7 @@ from perfsuite.model.measured import (
     Expectation,
     MachineReading,
     MeasuringPolicy,
+    NoiseReading,
 )
 from perfsuite.model.verdicts import (
     BaselineFacts,
@@ -178,7 +179,7 @@ class Result:
     outcome: str = ""
     message: str = ""
     context: Mapping[str, Any] = field(default_factory=dict)  # the check's own facts
-    noise: Mapping[str, Any] = field(default_factory=dict)  # dispersion, clocks, load
+    noise: NoiseReading = field(default_factory=NoiseReading)  # load, clocks, dispersion
     waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
     # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
@@ -222,7 +223,7 @@ class Result:
         data["baseline"]["noise_flags"] = [f.to_dict() for f in b.noise_flags]
         data["baseline"]["bound_because"] = b.bound_because and b.bound_because.to_dict()
         data["context"] = {**self.context, **self.facts.to_context()}
-        data["noise"] = dict(self.noise)
+        data["noise"] = self.noise.to_dict()
         if self.noise or self.noise_flags:
             data["noise"]["flags"] = [f.to_dict() for f in self.noise_flags]
         data["waiver"] = dict(self.waiver) if self.waiver is not None else None
@@ -256,7 +257,7 @@ class Result:
                 for k, v in dict(data.get("context", {})).items()
                 if k not in BaselineFacts.NAMES
             },
-            noise={k: v for k, v in dict(data.get("noise", {})).items() if k != "flags"},
+            noise=NoiseReading.read(data.get("noise")),
             waiver=data.get("waiver"),
             source=dict(data.get("source", {})),
             phases=dict(data.get("phases", {})),

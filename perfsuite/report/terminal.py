@@ -232,10 +232,9 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
     reasons = Counter(why for whys in done.refused.values() for why in whys)
     load = FLAG_REFUSALS[FlagKind.FOREIGN_LOAD]
     loads = [
-        float(r.noise["foreign_cores"])
+        cores
         for r in results
-        if load in done.refused.get(r.id, ())
-        and isinstance(r.noise.get("foreign_cores"), int | float)
+        if load in done.refused.get(r.id, ()) and (cores := r.noise.foreign_cores) is not None
     ]
 
     def shown(why: str, n: int) -> str:
