@@ -1121,6 +1121,9 @@ class _FakeTurns:
     def give(self, what: str) -> None:
         self.said.append(f"done {what}")
 
+    def over(self, what: str) -> None:
+        self.said.append(f"over {what}")
+
 
 def test_a_side_hands_over_between_samples_and_counts_only_the_lent_cpu_as_its_own(
     monkeypatch: pytest.MonkeyPatch,

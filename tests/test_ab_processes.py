@@ -197,7 +197,14 @@ def test_by_default_the_sides_alternate_sample_by_sample_and_never_measure_at_on
     # Forked by default: every side of every round a fork of its side's warm interpreter.
     assert [r["forked"] for r in data["rounds"]] == [sides == "forked"] * 4
     turns = sorted((tmp_path / "out").glob("*/round-01-turns.tsv"))[0].read_text().splitlines()
-    granted = [tuple(line.split("\t")[1:]) for line in turns]
+    granted = [tuple(line.split("\t")[1:3]) for line in turns]
+    # The broker measured every turn's foreign load (cores), and each turn pair's is kept.
+    assert all(float(line.split("\t")[3]) >= 0 for line in turns)
+    for run in data["rounds"]:
+        assert (
+            sorted(run["turn_loads"]) == sorted(run["turn_pairs"]) and len(run["turn_pairs"]) == 3
+        )
+        assert all(len(pairs) == 3 for pairs in run["turn_loads"].values())
     o0, o1 = data["order"][0]
     for n, at in zip((1, 2, 3), range(0, 18, 6), strict=True):
         check = f"test_logged.py::test_logged[{n}]"

@@ -46,6 +46,10 @@ class CheckVerdict:
     left_out: tuple[str, ...] = ()  # why, one per round in ``tainted``
     loads: tuple[float, ...] = ()  # the foreign load each judged round's pair shared, in cores
     by_turns: tuple[int, ...] = ()  # rounds judged by their turn pairs' median, not medians
+    # Turn pairs left out of the judged rounds because a load started or stopped between
+    # their two turns, and the turn pairs those rounds measured (0: not measured by turn).
+    turns_split: int = 0
+    turns_seen: int = 0
 
     @property
     def ratio(self) -> float | None:
@@ -73,6 +77,8 @@ class CheckVerdict:
             "left_out": list(self.left_out),
             "shared_loads": [round(x, 3) for x in self.loads],
             "turn_pair_rounds": list(self.by_turns),
+            "turn_pairs_split": self.turns_split,
+            "turn_pairs_seen": self.turns_seen,
             "ratio": self.ratio,
             "ci_low": _exp(j.pairs.low) if j else None,
             "ci_high": _exp(j.pairs.high) if j else None,
@@ -233,6 +239,8 @@ def gather(
             s.left_out,
             s.loads,
             s.by_turns,
+            s.turns_split,
+            s.turns_seen,
         )
         for s in states.values()
     )

@@ -11,11 +11,14 @@ check, then alternating), and only one side ever measures at a time.
 
 The protocol runs over two pipes per side, their descriptors named in ``PERFSUITE_AB_TURNS``
 (``GO,ASK``): the side writes ``want NODEID`` and reads one line ``go`` before a check, and
-writes ``done NODEID`` after it.  A side that never asks (an older perfsuite, or a crash
-before its first check) runs when the other has ended or is waiting alone, never beside a
-check of the other; a side that ends, crashes or is killed frees its turn.  A side that
-cannot take turns check by check (its checks run in xdist workers) asks once for the
-whole session, ``want *``, and so runs alone.
+writes ``done NODEID`` after it (``over NODEID`` after its session's last check: it keeps the
+turn until it exits).  The broker reads the host's foreign load at each turn's start and
+end (:func:`foreign_meter`), so a turn pair's two readings are known to have shared their
+conditions or not (:class:`perfsuite.ab.rounds.TurnLoad`).  A side that never asks (an
+older perfsuite, or a crash before its first check) runs when the other has ended or is
+waiting alone, never beside a check of the other; a side that ends, crashes or is killed
+frees its turn.  A side that cannot take turns check by check (its checks run in xdist
+workers) asks once for the whole session, ``want *``, and so runs alone.
 
 A check's own samples taken back to back still share one moment of the machine, and on a
 shared VM a moment can be slow: single spells of a few tenths of a second read 10-40% off
@@ -37,8 +40,8 @@ from pathlib import Path
 
 from perfsuite.ab.forks import WarmSides
 from perfsuite.ab.launch import Launch, SideCommand, collect, kill, launch, side_timeout
-from perfsuite.ab.rounds import SIDES, RoundRunner, SideRun
-from perfsuite.measure import processes
+from perfsuite.ab.rounds import SIDES, RoundRunner, SideRun, TurnLoad
+from perfsuite.measure import noise, processes
 
 ENV = "PERFSUITE_AB_TURNS"
 # "samples": the sides also take turns between a check's samples (NODEID#2, NODEID#3, ...).
@@ -46,6 +49,23 @@ GRAIN_ENV = "PERFSUITE_AB_GRAIN"
 # The pid of ``perfsuite ab``: both sides run in its process tree.
 ROOT_ENV = "PERFSUITE_AB_ROOT"
 WHOLE_SESSION = "*"
+
+# A reading of the machine: (wall seconds, foreign CPU seconds so far).
+Meter = Callable[[], tuple[float, float]]
+
+
+def foreign_meter() -> tuple[float, float]:
+    """Now, and the CPU seconds the host spent so far outside this process's tree.
+
+    The host's busy time and steal less this process's tree's (both sides are in it; the
+    side waiting for its turn is blocked and idle), as the noise guard counts them.
+    """
+    import psutil
+
+    times = psutil.cpu_times()
+    busy = sum(getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq"))
+    own = noise.own_cpu_seconds(os.getpid())
+    return time.monotonic(), busy + getattr(times, "steal", 0.0) - own
 
 
 def _sample(key: str) -> int:
@@ -70,6 +90,9 @@ class Broker:
     holder: str = ""
     checks: int = 0  # checks both sides started together so far
     granted: list[tuple[str, str]] = field(default_factory=list)  # (side, node id), in order
+    # Each granted turn's foreign CPU seconds and wall seconds, where the runner measured
+    # them (None: the side ended without saying the turn was done).
+    loads: list[tuple[float, float] | None] = field(default_factory=list)
 
     def want(self, side: str, nodeid: str) -> None:
         """``side`` waits to run ``nodeid`` (a check's first turn, or ``NODEID#k``)."""
@@ -118,6 +141,38 @@ class Broker:
         )
         return self._grant(behind)
 
+    def turn_loads(self) -> dict[str, tuple[TurnLoad, ...]]:
+        """Each turn-paired check's turn pairs' loads, in sample order.
+
+        Only checks of :meth:`turn_pairs` whose every turn was measured are listed; the
+        others are judged by their whole readings' loads.
+        """
+        paired = set(self.turn_pairs())
+        found: dict[str, dict[int, TurnLoad]] = {}
+        broken: set[str] = set()
+        for j in range(len(self.granted) - 1):
+            (side, key), (other, next_key) = self.granted[j], self.granted[j + 1]
+            base = key.rpartition("#")[0] if _sample(key) > 1 else key
+            if base not in paired or other == side or next_key != key:
+                continue
+            first, second = self._load(j), self._load(j + 1)
+            if first is None or second is None:
+                broken.add(base)
+                continue
+            by_side = {side: first, other: second}
+            (fa, wa), (fb, wb) = by_side["A"], by_side["B"]
+            found.setdefault(base, {})[_sample(key)] = TurnLoad(
+                fa / wa if wa > 0 else 0.0, fb / wb if wb > 0 else 0.0, min(wa, wb)
+            )
+        return {
+            base: tuple(pairs[i] for i in sorted(pairs))
+            for base, pairs in found.items()
+            if base not in broken and sorted(pairs) == list(range(1, len(pairs) + 1))
+        }
+
+    def _load(self, j: int) -> tuple[float, float] | None:
+        return self.loads[j] if j < len(self.loads) else None
+
     def turn_pairs(self) -> tuple[str, ...]:
         """The checks whose every sample ran a turn apart from the other side's same sample.
 
@@ -154,6 +209,7 @@ class Broker:
         self.holder = side
         self.state[side] = "running"
         self.granted.append((side, self.wants.pop(side)))
+        self.loads.append(None)
         return side
 
 
@@ -173,11 +229,13 @@ def lockstep_runner(
     seconds_left: Callable[[], float] | None = None,
     per_sample: bool = True,
     sides: WarmSides | None = None,
+    meter: Meter | None = foreign_meter,
 ) -> RoundRunner:
     """A round runner whose sides start at once and take turns check by check.
 
     ``per_sample``: they also take turns between a check's samples.  ``sides``: the warm
-    interpreters to fork each side from (:mod:`perfsuite.ab.forks`).
+    interpreters to fork each side from (:mod:`perfsuite.ab.forks`).  ``meter``: reads the
+    foreign load at each turn's start and end (None: turns are not measured).
     """
     grain = {GRAIN_ENV: "samples"} if per_sample else {}
 
@@ -217,18 +275,20 @@ def lockstep_runner(
             started_at = time.monotonic()
             turn_times: list[float] = []
             waited = dict.fromkeys(order, 0.0)
-            hung = _broker_loop(broker, pipes, selector, launches, turn_times, waited)
+            hung = _broker_loop(broker, pipes, selector, launches, turn_times, waited, meter)
             # The turns as handed out, kept beside the sides' folders: when each check ran.
             (workdir / f"round-{rnd:02d}-turns.tsv").write_text(
                 "".join(
-                    f"{t - started_at:.3f}\t{side}\t{nodeid}\n"
-                    for t, (side, nodeid) in zip(turn_times, broker.granted, strict=True)
+                    f"{t - started_at:.3f}\t{side}\t{nodeid}\t{_cores(load)}\n"
+                    for t, (side, nodeid), load in zip(
+                        turn_times, broker.granted, broker.loads, strict=True
+                    )
                 )
             )
-            paired = broker.turn_pairs()
+            paired, loads = broker.turn_pairs(), broker.turn_loads()
             for side in order:
                 run = collect(launches[side], side in hung, waited[side])
-                keep(dataclasses.replace(run, turn_pairs=paired))
+                keep(dataclasses.replace(run, turn_pairs=paired, turn_loads=loads))
         except BaseException:  # an interrupt, or the second side failed to start
             processes.end_many([started.proc for started in launches.values()])
             raise
@@ -244,6 +304,35 @@ def lockstep_runner(
     return run_round
 
 
+def _cores(load: tuple[float, float] | None) -> str:
+    """A turn's foreign load in cores, for the turns' file ("" where not measured)."""
+    if load is None or load[1] <= 0:
+        return ""
+    return f"{load[0] / load[1]:.3f}"
+
+
+@dataclass
+class _TurnMeter:
+    """Reads the foreign load over each turn, from its grant to its side's word that it ended."""
+
+    broker: Broker
+    meter: Meter | None
+    started: dict[str, tuple[int, tuple[float, float]]] = field(default_factory=dict)
+
+    def start(self, side: str) -> None:
+        """``side`` was just granted the broker's last turn."""
+        if self.meter is not None:
+            self.started[side] = (len(self.broker.granted) - 1, self.meter())
+
+    def stop(self, side: str) -> None:
+        """``side``'s turn ended: its foreign CPU seconds and wall seconds, into the broker."""
+        if self.meter is None or side not in self.started:
+            return
+        j, (wall0, foreign0) = self.started.pop(side)
+        wall1, foreign1 = self.meter()
+        self.broker.loads[j] = (max(0.0, foreign1 - foreign0), wall1 - wall0)
+
+
 def _broker_loop(
     broker: Broker,
     pipes: Mapping[str, _Pipe],
@@ -251,17 +340,20 @@ def _broker_loop(
     launches: Mapping[str, Launch],
     turn_times: list[float],
     waited: dict[str, float],
+    meter: Meter | None = None,
 ) -> set[str]:
     """Hand out turns until both sides have ended; kill a side that runs past its timeout.
 
     A side's time is its own: the time it spent waiting for a turn is not counted, so a side
     that hangs holding the turn is killed at its timeout while the other, which waited, goes
     on.  ``turn_times`` gets the time of each turn handed out, ``waited`` each side's time
-    spent waiting.  Returns the sides killed.
+    spent waiting.  ``meter`` reads the foreign load when a turn is handed out and when
+    its side says it is done, into ``broker.loads``.  Returns the sides killed.
     """
     open_sides = set(pipes)
     waiting_since: dict[str, float] = {}
     hung: set[str] = set()
+    turns = _TurnMeter(broker, meter)
 
     def own_time(side: str, now: float) -> float:
         waiting = now - waiting_since[side] if side in waiting_since else 0.0
@@ -299,9 +391,12 @@ def _broker_loop(
                 if word == "want":
                     broker.want(side, nodeid)
                     waiting_since[side] = time.monotonic()
-                elif word == "done":
-                    broker.release(side)
+                elif word in ("done", "over"):  # over: the side's last check, turn kept
+                    turns.stop(side)
+                    if word == "done":
+                        broker.release(side)
         while side_to_go := broker.next():
+            turns.start(side_to_go)
             since = waiting_since.pop(side_to_go, None)
             turn_times.append(time.monotonic())
             if since is not None:
@@ -352,9 +447,20 @@ class Turns:
 
     def give(self, what: str) -> None:
         """Say ``what`` has ended."""
+        self._say(f"done {what}")
+
+    def over(self, what: str) -> None:
+        """Say ``what``, the session's last check, has ended; the turn is kept until exit.
+
+        The broker reads the turn's load here, not after the session's own end (its record,
+        its summary), which the side runs alone.
+        """
+        self._say(f"over {what}")
+
+    def _say(self, line: str) -> None:
         if self.broken:
             return
         try:
-            self._ask.write(f"done {what}\n".encode())
+            self._ask.write(f"{line}\n".encode())
         except OSError:
             self.broken = True

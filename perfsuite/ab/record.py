@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from perfsuite.ab import SCHEMA, SCHEMA_VERSION, CheckVerdict, Outcome, paired
-from perfsuite.ab.rounds import INTERLEAVES, Plan, Reading, Session, SideRun
+from perfsuite.ab.rounds import INTERLEAVES, Plan, Reading, Session, SideRun, TurnLoad
 from perfsuite.ab.stacks import Stack
 from perfsuite.errors import StorageError
 from perfsuite.store.files import check_schema_version, read_json
@@ -33,6 +33,8 @@ MAX_LOG_RATIO = 10.0
 # The most rounds a record may hold: each check's p-value is recomputed, and past 16 rounds
 # that draws 65,536 sign patterns a round (a hostile file of 10^4 rounds would ask for GBs).
 MAX_ROUNDS = 1000
+# The largest figure a turn pair's load may hold (cores, or seconds of a turn's wall time).
+MAX_TURN_FIGURE = 1e6
 
 
 class _Bad(Exception):
@@ -146,7 +148,26 @@ def _side_run(data: Any, where: str) -> SideRun:
         waited=_later(data, "waited", _number, where, 0.0),
         forked=_later(data, "forked", _flag, where, False),
         turn_pairs=_later(data, "turn_pairs", _strings, where, ()),
+        turn_loads=_later(data, "turn_loads", _turn_loads, where, {}),
     )
+
+
+def _turn_loads(data: Any, key: str, where: str) -> dict[str, tuple[TurnLoad, ...]]:
+    """Each turn-paired check's turn pairs' loads: ``[a cores, b cores, wall s]`` a pair."""
+    loads = _field(data, key, dict, where)
+    out = {}
+    for check, pairs in loads.items():
+        at = f"{where}.{key}[{check!r}]"
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, list)
+            and len(p) == 3
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
+            and all(math.isfinite(v) and 0 <= v <= MAX_TURN_FIGURE for v in p)
+            for p in pairs
+        ):
+            raise _Bad(f"{at}: not a list of [A cores, B cores, wall s] of finite figures")
+        out[str(check)] = tuple(TurnLoad(float(a), float(b), float(w)) for a, b, w in pairs)
+    return out
 
 
 def _side(data: Any, where: str) -> str:
@@ -193,6 +214,10 @@ def _check(data: Any, where: str, most: int) -> CheckVerdict:
             math.inf if ruled_out is None else ruled_out,
             _optional(data, "rounds_needed", _field_int, where),
         )
+    split = _later(data, "turn_pairs_split", _field_int, where, 0)
+    seen = _later(data, "turn_pairs_seen", _field_int, where, 0)
+    if not 0 <= split <= seen:
+        raise _Bad(f"{where}: {split} turn pairs split of {seen} seen")
     return CheckVerdict(
         id=_field(data, "id", str, where),
         unit=_field(data, "unit", str, where),
@@ -207,6 +232,8 @@ def _check(data: Any, where: str, most: int) -> CheckVerdict:
         left_out=_later(data, "left_out", _strings, where, ()),
         loads=_later(data, "shared_loads", _numbers, where, ()),
         by_turns=_later(data, "turn_pair_rounds", _ints, where, ()),
+        turns_split=split,
+        turns_seen=seen,
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from perfsuite.ab import paired
 from perfsuite.judge import stats
-from perfsuite.measure.noise import FOREIGN_LOAD_CORES
+from perfsuite.measure.noise import FOREIGN_LOAD_CORES, FOREIGN_MIN_SECONDS
 from perfsuite.model import FlagKind, RunRecord
 from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
@@ -34,6 +34,34 @@ LOAD_MATCH_CORES = FOREIGN_LOAD_CORES
 # Why a pair was left out: its two readings saw different conditions.
 LOAD_CHANGED = "load-changed"  # a foreign load started or stopped between the two readings
 LOAD_UNKNOWN = "load-unknown"  # one reading was flagged for load, the other has no figure
+
+
+@dataclass(frozen=True)
+class TurnLoad:
+    """The foreign load over the two turns of one turn pair: A's i-th sample and B's i-th.
+
+    Measured by the broker that handed the turns out (:mod:`perfsuite.ab.lockstep`): the
+    host's busy CPU time and steal over each turn, less the A/B's own process tree's, over
+    the turn's wall time.  ``wall_s`` is the shorter turn's.
+    """
+
+    a: float  # cores
+    b: float  # cores
+    wall_s: float
+
+    @property
+    def split(self) -> bool:
+        """Whether a load started or stopped between the two turns (it did not cancel).
+
+        Their loads differ by more than :data:`LOAD_MATCH_CORES`, by more CPU time than the
+        kernel's accounting ticks can blur (:data:`FOREIGN_MIN_SECONDS`).
+        """
+        gap = abs(self.a - self.b)
+        return gap > LOAD_MATCH_CORES and gap * self.wall_s >= FOREIGN_MIN_SECONDS
+
+    def to_list(self) -> list[float]:
+        """Its stored form, ``[a, b, wall_s]``."""
+        return [round(self.a, 3), round(self.b, 3), round(self.wall_s, 4)]
 
 
 @dataclass(frozen=True)
@@ -82,6 +110,9 @@ class SideRun:
     # The round's checks whose samples both sides took turn by turn, A's i-th and B's i-th
     # a turn apart (:meth:`perfsuite.ab.lockstep.Broker.turn_pairs`); the same on both sides.
     turn_pairs: tuple[str, ...] = ()
+    # For those checks, each turn pair's foreign load, in sample order, where the broker
+    # measured every turn of the check; the same on both sides.
+    turn_loads: Mapping[str, tuple[TurnLoad, ...]] = field(default_factory=dict)
 
     @property
     def own_seconds(self) -> float:
@@ -98,6 +129,7 @@ class SideRun:
             "waited": round(self.waited, 3),
             "forked": self.forked,
             "turn_pairs": list(self.turn_pairs),
+            "turn_loads": {c: [t.to_list() for t in ts] for c, ts in self.turn_loads.items()},
             "returncode": self.returncode,
             "failed": self.failed,
             "selected": self.selected,
@@ -227,6 +259,22 @@ class CheckState:
     left_out: tuple[str, ...] = ()  # why, one per round in ``tainted`` (see :func:`unshared`)
     loads: tuple[float, ...] = ()  # the load each kept round's pair shared, in cores
     by_turns: tuple[int, ...] = ()  # the rounds whose value is their turn pairs' median
+    # Turn pairs left out of kept rounds because a load started or stopped between their
+    # two turns (the round's other turn pairs judged it), and the turn pairs of those rounds.
+    turns_split: int = 0
+    turns_seen: int = 0
+
+
+@dataclass(frozen=True)
+class PairValue:
+    """What one round gives on one check: its value, or why it was left out."""
+
+    left_out: str = ""  # why (see :func:`unshared`); "" when kept
+    value: float = 0.0  # ln(B/A)
+    load: float = 0.0  # the load the kept readings (or turn pairs) shared, in cores
+    by_turns: bool = False
+    split: int = 0  # turn pairs left out: a load started or stopped between their turns
+    turns: int = 0  # turn pairs measured (0: the round was not judged by turn pairs)
 
 
 def round_value(a: Reading, b: Reading, by_turns: bool = False) -> float:
@@ -252,39 +300,73 @@ def pairable(a: Reading, b: Reading) -> bool:
     return len(a.samples) == len(b.samples) >= 2 and all(x > 0 for x in a.samples + b.samples)
 
 
+def pair_value(
+    a: Reading, b: Reading, paired: bool, loads: Sequence[TurnLoad] | None = None
+) -> PairValue:
+    """One round's value on one check, or why its two readings cannot give one.
+
+    ``paired``: the sides took the check's samples turn by turn.  With every turn pair's
+    load (``loads``), the pair's conditions are judged turn by turn: a burst that started or
+    stopped between two turns leaves out that turn pair only, and the round is the median of
+    the rest (left out when fewer than two remain).  Otherwise, and for readings without a
+    load figure (a device check the host's load could not reach), the whole check's readings
+    are judged (:func:`unshared`), and the value is :func:`round_value`'s.
+    """
+    by_turns = paired and pairable(a, b)
+    loaded = a.load is not None and b.load is not None
+    if by_turns and loaded and loads is not None and len(loads) == len(a.samples):
+        states = tuple(dict.fromkeys(a.states + b.states))
+        if states:
+            return PairValue(states[0])
+        kept = [i for i, t in enumerate(loads) if not t.split]
+        split = len(loads) - len(kept)
+        if len(kept) < 2:
+            return PairValue(LOAD_CHANGED, split=split, turns=len(loads))
+        logs = [math.log(b.samples[i] / a.samples[i]) for i in kept]
+        load = sum((loads[i].a + loads[i].b) / 2 for i in kept) / len(kept)
+        return PairValue("", float(np.median(logs)), load, True, split, len(loads))
+    why = unshared(a, b)
+    if why:
+        return PairValue(why)
+    return PairValue("", round_value(a, b, by_turns), shared_load(a, b), by_turns)
+
+
+def round_pairs(runs: Sequence[SideRun]) -> list[tuple[str, Reading, PairValue]]:
+    """Each check one round's runs compared: (check, A's reading, the round's value)."""
+    sides = [r for r in runs if not r.failed]
+    paired = set.intersection(*(set(r.turn_pairs) for r in sides)) if sides else set()
+    loads = sides[0].turn_loads if sides else {}
+    out = []
+    for check, ra, rb in pairs_of(runs):
+        if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
+            continue
+        out.append((check, ra, pair_value(ra, rb, check in paired, loads.get(check))))
+    return out
+
+
 def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[str, CheckState]:
     """Each check's log ratios B/A over the rounds whose two readings shared their conditions.
 
     A load both readings saw (a steady neighbour) slows both and cancels in the ratio: the
     pair is kept, with the load it shared.  A pair whose readings saw different conditions
     (a load that started or stopped between them, a throttled GPU) is left out and listed
-    with the reason: the ratio would hold the difference, not the software's.  A round's
-    ratio is :func:`round_value`'s, by turn pairs where both sides' runs list the check in
-    ``turn_pairs``.
+    with the reason: the ratio would hold the difference, not the software's.  Where the
+    sides took turns sample by sample and each turn's load was measured, that is judged turn
+    pair by turn pair (:func:`pair_value`).
     """
     by_round: dict[int, list[SideRun]] = {}
     for run in runs:
         by_round.setdefault(run.round, []).append(run)
-    kept: dict[str, list[tuple[int, float, float]]] = {}
+    kept: dict[str, list[tuple[int, PairValue]]] = {}
     dropped: dict[str, list[tuple[int, str]]] = {}
-    turned: dict[str, list[int]] = {}
     meta: dict[str, Reading] = {}
     for rnd in sorted(by_round):
-        sides = [r for r in by_round[rnd] if not r.failed]
-        paired = set.intersection(*(set(r.turn_pairs) for r in sides)) if sides else set()
-        for check, ra, rb in pairs_of(by_round[rnd]):
-            if ra.unit != rb.unit or ra.median <= 0 or rb.median <= 0:
-                continue
+        for check, ra, value in round_pairs(by_round[rnd]):
             meta[check] = ra
-            why = unshared(ra, rb)
-            if why:
-                dropped.setdefault(check, []).append((rnd, why))
-                continue
-            by_turns = check in paired and pairable(ra, rb)
-            ratio = round_value(ra, rb, by_turns)
-            kept.setdefault(check, []).append((rnd, ratio, shared_load(ra, rb)))
-            if by_turns:
-                turned.setdefault(check, []).append(rnd)
+            if value.left_out:
+                dropped.setdefault(check, []).append((rnd, value.left_out))
+            else:
+                kept.setdefault(check, []).append((rnd, value))
     out = {}
     for check in sorted(meta):
         m = meta[check]
@@ -295,13 +377,15 @@ def evidence(runs: Sequence[SideRun], tolerance: float | None = None) -> dict[st
             m.unit,
             m.higher_is_better,
             tolerance if tolerance is not None else m.tolerance,
-            tuple(v for _, v, _ in pairs),
-            tuple(r for r, _, _ in pairs),
+            tuple(v.value for _, v in pairs),
+            tuple(r for r, _ in pairs),
             None,
             tuple(r for r, _ in gone),
             tuple(w for _, w in gone),
-            tuple(load for _, _, load in pairs),
-            tuple(turned.get(check, ())),
+            tuple(v.load for _, v in pairs),
+            tuple(r for r, v in pairs if v.by_turns),
+            sum(v.split for _, v in pairs),
+            sum(v.turns for _, v in pairs),
         )
     return out
 

@@ -75,6 +75,11 @@ class _Turns:
             self.turns.give(self.holding)
             self.holding = ""
 
+    def over(self) -> None:
+        """The session's last check ended: the turn is kept, its end is said."""
+        if self.holding:
+            self.turns.over(self.holding)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Checks run in workers cannot take turns one by one: the side waits to run alone.
@@ -98,6 +103,8 @@ class _Turns:
         finally:
             if nextitem is not None:
                 self.give()
+            else:
+                self.over()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_perfsuite_between_samples(self, nodeid: str) -> Callable[[int], object] | None:

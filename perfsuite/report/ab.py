@@ -78,6 +78,8 @@ def note(c: CheckVerdict) -> str:
     if busy:
         n = sum(1 for x in c.loads if x > rounds.LOAD_MATCH_CORES)
         parts.append(f"{n} of {len(c.loads)} rounds under a shared load ({busy})")
+    if c.turns_split:
+        parts.append(f"{c.turns_split} of {c.turns_seen} turn pairs split by a load change")
     if c.tainted:
         n = len(c.tainted)
         parts.append(f"{n} round{'s' if n > 1 else ''} left out: {_reasons(c.left_out)}")
@@ -179,14 +181,17 @@ def short_budget_words(
 
 def round_load_words(runs: Sequence[rounds.SideRun]) -> str:
     """A round's pairs under a shared load and those left out, for its progress line."""
-    judged = [(rounds.unshared(a, b), a, b) for _, a, b in rounds.pairs_of(runs)]
-    whys = [why for why, _, _ in judged if why]
-    busy = [rounds.shared_load(a, b) for why, a, b in judged if not why]
+    values = [v for _, _, v in rounds.round_pairs(runs)]
+    whys = [v.left_out for v in values if v.left_out]
+    busy = [v.load for v in values if not v.left_out]
+    split = sum(v.split for v in values if not v.left_out)
     parts = []
     shared = load_range(busy)
     if shared:
         n = sum(1 for x in busy if x > rounds.LOAD_MATCH_CORES)
         parts.append(f"{_n(n, 'pair')} under a shared load ({shared}), kept")
+    if split:
+        parts.append(f"{_n(split, 'turn pair')} split by a load change, left out")
     if whys:
         parts.append(f"{len(whys)} left out: {_reasons(whys)}")
     return "".join(f"; {p}" for p in parts)
@@ -203,6 +208,13 @@ def load_line(checks: Sequence[CheckVerdict]) -> str:
         parts.append(
             f"{n} of {len(loads)} pairs judged under a foreign load both readings shared "
             f"({busy}; it cancels in B/A)"
+        )
+    split = sum(c.turns_split for c in checks)
+    if split:
+        seen = sum(c.turns_seen for c in checks)
+        parts.append(
+            f"{split} of {seen} turn pairs left out of the rounds judged by turn pairs, a load "
+            "having started or stopped between their two turns"
         )
     if whys:
         parts.append(f"{len(whys)} left out: {_reasons(whys)}")
