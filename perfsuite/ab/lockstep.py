@@ -60,12 +60,8 @@ def foreign_meter() -> tuple[float, float]:
     The host's busy time and steal less this process's tree's (both sides are in it; the
     side waiting for its turn is blocked and idle), as the noise guard counts them.
     """
-    import psutil
-
-    times = psutil.cpu_times()
-    busy = sum(getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq"))
-    own = noise.own_cpu_seconds(os.getpid())
-    return time.monotonic(), busy + getattr(times, "steal", 0.0) - own
+    busy, steal = noise.cpu_accounting()
+    return time.monotonic(), busy + steal - noise.own_cpu_seconds(os.getpid())
 
 
 def _sample(key: str) -> int:
@@ -90,8 +86,8 @@ class Broker:
     holder: str = ""
     checks: int = 0  # checks both sides started together so far
     granted: list[tuple[str, str]] = field(default_factory=list)  # (side, node id), in order
-    # Each granted turn's foreign CPU seconds and wall seconds, where the runner measured
-    # them (None: the side ended without saying the turn was done).
+    # Each granted turn's foreign CPU seconds and wall seconds, as long as ``granted``
+    # (None: not measured, or the side ended without saying the turn was done).
     loads: list[tuple[float, float] | None] = field(default_factory=list)
 
     def want(self, side: str, nodeid: str) -> None:
@@ -155,7 +151,7 @@ class Broker:
             base = key.rpartition("#")[0] if _sample(key) > 1 else key
             if base not in paired or other == side or next_key != key:
                 continue
-            first, second = self._load(j), self._load(j + 1)
+            first, second = self.loads[j], self.loads[j + 1]
             if first is None or second is None:
                 broken.add(base)
                 continue
@@ -169,9 +165,6 @@ class Broker:
             for base, pairs in found.items()
             if base not in broken and sorted(pairs) == list(range(1, len(pairs) + 1))
         }
-
-    def _load(self, j: int) -> tuple[float, float] | None:
-        return self.loads[j] if j < len(self.loads) else None
 
     def turn_pairs(self) -> tuple[str, ...]:
         """The checks whose every sample ran a turn apart from the other side's same sample.

@@ -185,12 +185,17 @@ def unshared(a: Reading, b: Reading) -> str:
     two readings (their loads differ by more than :data:`LOAD_MATCH_CORES`) does not cancel,
     nor does a state such as a throttled GPU, whose degree is not measured.
     """
-    states = tuple(dict.fromkeys(a.states + b.states))
-    if states:
-        return states[0]
+    state = first_state(a, b)
+    if state:
+        return state
     if a.load is None or b.load is None:
         return LOAD_UNKNOWN if a.flags or b.flags else ""
     return LOAD_CHANGED if abs(a.load - b.load) > LOAD_MATCH_CORES else ""
+
+
+def first_state(a: Reading, b: Reading) -> str:
+    """The first state either reading saw that is not a load (a throttled GPU), or ""."""
+    return next(iter(a.states + b.states), "")
 
 
 def shared_load(a: Reading, b: Reading) -> float:
@@ -315,9 +320,9 @@ def pair_value(
     by_turns = paired and pairable(a, b)
     loaded = a.load is not None and b.load is not None
     if by_turns and loaded and loads is not None and len(loads) == len(a.samples):
-        states = tuple(dict.fromkeys(a.states + b.states))
-        if states:
-            return PairValue(states[0])
+        state = first_state(a, b)
+        if state:
+            return PairValue(state)
         kept = [i for i, t in enumerate(loads) if not t.split]
         split = len(loads) - len(kept)
         if len(kept) < 2:

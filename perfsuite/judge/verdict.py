@@ -327,7 +327,7 @@ class Judge:
         plan: Plan,
         *,
         floor_fraction: float | None = None,
-        noise: NoiseReading | Mapping[str, Any] | None = None,
+        noise: Mapping[str, Any] | None = None,
         machine: MachineReading | Mapping[str, Any] | None = None,
         policy: Policy | None = None,
         framework_warnings: Sequence[str] = (),
@@ -342,7 +342,7 @@ class Judge:
         session's by default.
         """
         policy = policy or self.settings.policy
-        guard = dict(noise) if isinstance(noise, Mapping) else {}
+        guard = dict(noise or {})
         values = measurement.values
         best = stats.best(values, workload.higher_is_better)
         entry = self._entry(node_id, workload)
@@ -350,8 +350,7 @@ class Judge:
         bare = BareReference.read(measurement.bare)
         # The guard's flags become the result's typed ``noise_flags``; its figures a reading.
         measured_flags = tuple(guard.pop("flags", ()))
-        reading = noise if isinstance(noise, NoiseReading) else NoiseReading.read(guard)
-        reading = replace(reading, cv=summary.cv)
+        reading = replace(NoiseReading.read(guard), cv=summary.cv)
         unlike = against.timer_unlike(measurement.timer, entry)  # judged, not saved, as unlike
         recorded_machine = None
         machine = MachineReading.read(machine)

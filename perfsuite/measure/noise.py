@@ -64,19 +64,27 @@ class Snapshot:
     gpus: list[dict[str, Any]] = field(default_factory=list)
 
 
-def snapshot(with_gpus: bool = True) -> Snapshot:
-    """Read the host's CPU accounting and (where NVML works) the GPUs' clocks."""
+def cpu_accounting() -> tuple[float, float]:
+    """The host's busy CPU seconds and its hypervisor steal so far, over every CPU."""
     import psutil
 
     times = psutil.cpu_times()
     busy = sum(getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq"))
+    return busy, getattr(times, "steal", 0.0)
+
+
+def snapshot(with_gpus: bool = True) -> Snapshot:
+    """Read the host's CPU accounting and (where NVML works) the GPUs' clocks."""
+    import psutil
+
+    busy, steal = cpu_accounting()
     own = own_cpu_seconds()
     freq = psutil.cpu_freq()
     gpus = environment.gpus() if with_gpus else []
     return Snapshot(
         wall=time.monotonic(),
         busy=busy,
-        steal=getattr(times, "steal", 0.0),
+        steal=steal,
         own=own,
         load=tuple(os.getloadavg()) if hasattr(os, "getloadavg") else (),
         cpu_mhz=freq.current if freq else None,

@@ -244,6 +244,11 @@ def _number(value: Any) -> float | None:
     return value
 
 
+def _whole(value: Any) -> int | None:
+    """A stored whole number (an index, a bit mask); None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _numbers(value: Any) -> tuple[float | None, ...]:
     return tuple(_number(v) for v in value) if isinstance(value, list | tuple) else ()
 
@@ -277,14 +282,11 @@ class GpuState:
         """From its stored form (None for anything else)."""
         if not isinstance(data, Mapping):
             return None
-        index, masks = data.get("index"), data.get("throttle_reasons")
+        masks = data.get("throttle_reasons")
         return cls(
-            index if isinstance(index, int) and not isinstance(index, bool) else None,
+            _whole(data.get("index")),
             _numbers(data.get("sm_clock_mhz")),
-            tuple(
-                m if isinstance(m, int) and not isinstance(m, bool) else None
-                for m in (masks if isinstance(masks, list | tuple) else ())
-            ),
+            tuple(map(_whole, masks if isinstance(masks, list | tuple) else ())),
             _words(data.get("throttled")),
             _words(data.get("info")),
         )
