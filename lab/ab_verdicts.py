@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lab.best_of_passes import slowed_record
 from lab.verdicts import asv_rule, pytest_benchmark_rule
 from perfsuite.ab import rounds
-from perfsuite.judge import stats
 from perfsuite.judge.compare import compare_runs
+from perfsuite.judge.family import SampleCheck, judge_samples
 from perfsuite.model import RunRecord
 from perfsuite.store.records import load_record
 
@@ -160,7 +160,7 @@ def materiality(
 ) -> None:
     """The stored-baseline verdict with and without its materiality rule, same comparisons.
 
-    With the rule (``family.decide_family``), a shift no larger than the baseline's own run-to-run
+    With the rule (``judge_samples``), a shift no larger than the baseline's own run-to-run
     spread is not a regression; without it, a significant shift beyond the tolerance is.
     Both use the two-level test, the prior fitted across checks and BH over the family.
     """
@@ -179,21 +179,14 @@ def materiality(
                 for r in after.results
                 if all(r.id in run for run in before)
             ]
-            prior = stats.fit_prior(
-                [stats.run_variance(runs, r.higher_is_better) for r, runs in family],
-                [len(runs) - 1 for _, runs in family],
-            )
-            comparisons = [
-                stats.compare(r.samples, runs, higher_is_better=r.higher_is_better, prior=prior)
-                for r, runs in family
-            ]
             tolerances = [r.baseline.tolerance or 0.05 for r, _ in family]
-            decided = family.decide_family(
-                [family.Member(c, tol) for c, tol in zip(comparisons, tolerances, strict=True)]
+            judged = judge_samples(
+                [
+                    SampleCheck(r.samples, runs, r.higher_is_better, tol)
+                    for (r, runs), tol in zip(family, tolerances, strict=True)
+                ]
             )
-            for (r, _), c, tol, (decision, sig) in zip(
-                family, comparisons, tolerances, decided, strict=True
-            ):
+            for (r, _), tol, (c, decision, sig) in zip(family, tolerances, judged, strict=True):
                 total += 1
                 with_rule += decision.verdict == "regressed"
                 worse = c.ratio < 1 if r.higher_is_better else c.ratio > 1

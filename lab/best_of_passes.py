@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfsuite.errors import PerfsuiteError
-from perfsuite.judge import stats
 from perfsuite.judge.compare import compare_runs, fastest_passes
+from perfsuite.judge.family import SampleCheck, judge_samples
 from perfsuite.model import RunRecord
 from perfsuite.store.records import load_record
 
@@ -82,16 +82,8 @@ def two_level(
     The plugin's two-level test, the run-to-run prior fitted across the family, and the
     family corrected at once (no probe, no guard).
     """
-    prior = stats.fit_prior(
-        [stats.run_variance(runs, higher) for _, runs, higher in family],
-        [len(runs) - 1 for _, runs, _ in family],
-    )
-    comparisons = [
-        stats.compare(now, runs, higher_is_better=higher, prior=prior)
-        for now, runs, higher in family
-    ]
-    decided = family.decide_family([family.Member(c, tol) for c in comparisons])
-    return Counter(decision.verdict for decision, _ in decided)
+    judged = judge_samples([SampleCheck(now, runs, higher, tol) for now, runs, higher in family])
+    return Counter(decision.verdict for _, decision, _ in judged)
 
 
 def judge(kept: list[RunRecord], i: int, slowdown: float, tol: float, rule: str) -> Counter[str]:

@@ -39,7 +39,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge import family, speed, stats
+from perfsuite.judge import family, speed
+from perfsuite.judge.family import SampleCheck
 from perfsuite.measure import readings
 from perfsuite.measure import readings as probe_readings
 from perfsuite.model import upgraded
@@ -141,24 +142,15 @@ def replay(
             entry, flag = link_selected(r, entry, rule, readings)
             link_flags[r["id"]] = [flag] if flag else []
             judged[r["id"]] = (r, entry, *judged_runs(r, entry, rule, readings))
-    many = [(e, runs) for (_, e, _, runs, _) in judged.values() if len(runs) > 1]
-    prior = stats.fit_prior(
-        [stats.run_variance(runs, e.higher_is_better) for e, runs in many],
-        [len(runs) - 1 for _, runs in many],
-    )
-    rows = []
+    checks = []
     for r, entry, current, runs, change in judged.values():
         flags = list(r.get("noise", {}).get("flags", [])) + link_flags[r["id"]]
         tol = float(r["baseline"].get("tolerance") or 0.05)
         raw = speed.raw_ratio(r["samples"], entry.run_samples, bool(r["higher_is_better"]))
         flag = speed.guard(change, tol, raw)
         flags += [flag] if flag else []
-        comparison = stats.compare(
-            current, runs, higher_is_better=bool(r["higher_is_better"]), prior=prior
-        )
-        rows.append((comparison, tol, flags))
-    decided = family.decide_family([family.Member(c, tol, g) for c, tol, g in rows])
-    return Counter(decision.verdict for decision, _ in decided)
+        checks.append(SampleCheck(current, runs, bool(r["higher_is_better"]), tol, flags))
+    return Counter(decision.verdict for _, decision, _ in family.judge_samples(checks))
 
 
 def main() -> None:

@@ -24,7 +24,9 @@ from perfsuite.judge.stats import (
     Prior,
     compare,
     detectable,
+    fit_prior,
     levels,
+    run_variance,
 )
 from perfsuite.model import BaselineVerdict, Because, NoiseFlag, Why
 
@@ -242,6 +244,46 @@ def decide_family(
         )
         for m, sig in zip(members, significant, strict=True)
     ]
+
+
+@dataclass(frozen=True)
+class SampleCheck:
+    """One check of a family given by its samples alone: now, and each baseline run's."""
+
+    now: Sequence[float]
+    runs: Sequence[Sequence[float]]
+    higher_is_better: bool
+    tolerance: float
+    noise_flags: Sequence[NoiseFlag] = ()
+
+
+def judge_samples(
+    checks: Sequence[SampleCheck],
+    *,
+    alpha: float = ALPHA,
+    correction: str = DEFAULT_CORRECTION,
+) -> list[tuple[Comparison, Decision, bool]]:
+    """A family judged by its samples alone, through :func:`decide_family`.
+
+    The two-level test of each check against its baseline runs, with the run-to-run prior
+    fitted across the family, then the family corrected and decided at once.  No machine
+    reading, load plan or link state enters: the rule a study replays on recorded samples
+    (the session and ``compare`` add those before the same decision).  Each check's
+    comparison, decision and significance, in order.
+    """
+    prior = fit_prior(
+        [run_variance(c.runs, c.higher_is_better) for c in checks],
+        [len(c.runs) - 1 for c in checks],
+    )
+    comparisons = [
+        compare(c.now, c.runs, higher_is_better=c.higher_is_better, prior=prior) for c in checks
+    ]
+    members = [
+        Member(comparison, c.tolerance, c.noise_flags)
+        for comparison, c in zip(comparisons, checks, strict=True)
+    ]
+    decided = decide_family(members, alpha=alpha, correction=correction)
+    return [(c, d, sig) for c, (d, sig) in zip(comparisons, decided, strict=True)]
 
 
 def baseline_verdict(
