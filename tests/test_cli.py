@@ -186,12 +186,12 @@ def test_a_usage_error_exits_with_the_tables_usage_status(
 def test_a_defect_is_an_internal_error_never_a_regression(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from perfsuite.cli import app as cli
+    from perfsuite.cli import profiles
 
     def broken(args: object) -> int:
         raise ZeroDivisionError("a defect")
 
-    monkeypatch.setattr(cli, "backends_command", broken)
+    monkeypatch.setattr(profiles, "backends_command", broken)
     assert main(["backends"]) == outcome.EXIT_INTERNAL == pytest.ExitCode.INTERNAL_ERROR
     err = capsys.readouterr().err
     assert "ZeroDivisionError: a defect" in err and "internal error" in err

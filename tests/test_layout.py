@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "perfsuite"
 MODULE_LINES = 600
 FUNCTION_LINES = 80
 # Declarative argument parsers: one add_argument after another, read as a table.
-PARSERS = {"build_parser", "add_fleet_parser"}
+PARSERS = {"add_history_parser", "add_fleet_parser"}
 
 
 def _modules() -> list[Path]:

@@ -6,15 +6,21 @@ import argparse
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
-from perfsuite.judge import outcome
-from perfsuite.judge.compare import (
-    compare_runs,
-    compared_record,
-    environment_diff,
-    sessions,
+from perfsuite.cli.args import (
+    a_page,
+    add_family_options,
+    distinct_inputs,
+    duration_arg,
+    fraction,
+    not_an_input,
+    outcomes_fail_on,
+    path_arg,
+    positive,
 )
+from perfsuite.judge import outcome, stats
+from perfsuite.judge.compare import compare_runs, compared_record, environment_diff, sessions
 from perfsuite.model import Result, RunRecord
 from perfsuite.report.compare_text import (
     counts_lines,
@@ -111,3 +117,62 @@ def _write_html(
         compared_with=[a.run_id for a in before],
     )
     write_text_atomic(path, html)
+
+
+def add_compare_parser(sub: Any) -> None:
+    """The ``compare`` command's arguments."""
+    comp = sub.add_parser(
+        "compare",
+        help="compare run records: one or more before (A), the last one after (B)",
+        description=(
+            "Compare the last run record (B) against the ones before it (A). Several A runs "
+            f"act as a multi-run baseline. Exit status: {outcome.EXIT_OK} no regression, "
+            f"{outcome.EXIT_REGRESSED} a regression (or what --fail-on names), "
+            f"{outcome.EXIT_USAGE} usage error, {outcome.EXIT_INCONCLUSIVE} undecided (noisy "
+            "checks and nothing that --fail-on fails, nothing compared, or B interrupted); "
+            "the table below."
+        ),
+    )
+    comp.add_argument(
+        "runs", metavar="RUN.json", type=path_arg, nargs="+", help="A run(s) ..., then B"
+    )
+    comp.add_argument(
+        "--store",
+        type=path_arg,
+        default=None,
+        metavar="PATH",
+        help="read the runs from this results store: give run ids instead of files "
+        "(default: none, the runs are record files)",
+    )
+    comp.add_argument(
+        "--tolerance",
+        type=fraction,
+        default=None,
+        help="override the tolerance B was judged with (a fraction between 0 and 1; "
+        "default: each check's own, as B was judged)",
+    )
+    add_family_options(comp, "significance level", outcomes_fail_on, ", ".join(outcome.CHOOSABLE))
+    comp.add_argument(
+        "--passes",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="every N consecutive records are passes of one session (the last N are B): each "
+        "check is judged by its fastest pass, before and after alike (default 1)",
+    )
+    comp.add_argument(
+        "--baseline-window",
+        type=duration_arg,
+        default=stats.BACK_TO_BACK_S,
+        metavar="DURATION",
+        help="A runs created within this time of each other (30m, 1800s, 1h) count as one "
+        f"session; with runs from fewer than {stats.MIN_RUNS} sessions A is judged with a "
+        "cautious run-to-run spread; 0 counts each run as its own (default: 30m)",
+    )
+    comp.add_argument(
+        "--html",
+        type=path_arg,
+        metavar="FILE",
+        help="also write the A/B view as an HTML report to FILE (default: none)",
+    )
+    comp.set_defaults(func=compare_command)

@@ -6,7 +6,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from perfsuite.cli.args import (
+    add_family_options,
+    fraction,
+    only_checks,
+    path_arg,
+    positive,
+    verdicts_fail_on,
+)
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import ProfileRegistry, did_you_mean
@@ -132,3 +141,89 @@ def _write_site(
         write_site(Path(args.html), report_dir, current, settings, load, known)
     else:
         write_site(Path(args.html), report_dir, current, settings)
+
+
+def add_history_parser(sub: Any) -> None:
+    """The ``history`` command's arguments."""
+    histp = sub.add_parser(
+        "history",
+        help="each check's trend over the run records, with change points",
+        description=(
+            "Read a profile's run records under --report-dir, oldest first, and show each "
+            "check's trend with its change points: a level that moved by at least "
+            "--min-effect, significant over every check of the profile (the run verdict's "
+            "correction), with what changed in the recorded stack that night and the "
+            "perfsuite bisect command to run next. One bad night is an outlier, not a "
+            "change. Run numbers count the profile's runs. A corrupt record is named and "
+            f"skipped. Exit status: {outcome.EXIT_OK} no regression (improvements too, unless "
+            f"--fail-on improved), {outcome.EXIT_REGRESSED} a regression (or what --fail-on "
+            f"names), {outcome.EXIT_USAGE} usage error (the table below). See docs/history.md."
+        ),
+    )
+    histp.add_argument(
+        "--report-dir",
+        type=path_arg,
+        default="reports",
+        metavar="DIR",
+        help="where the run records are (default: reports)",
+    )
+    histp.add_argument(
+        "--store",
+        type=path_arg,
+        default=None,
+        metavar="PATH",
+        help="read the runs from this results store instead of --report-dir's record files "
+        "(default: none; sessions write one at REPORT_DIR/_store)",
+    )
+    histp.add_argument(
+        "--profile",
+        default=None,
+        help="the hardware profile whose runs to read (default: this machine's, or the only "
+        "one with run records); any case",
+    )
+    only_checks(histp)
+    histp.add_argument(
+        "--min-effect",
+        "--tolerance",
+        dest="min_effect",
+        type=fraction,
+        metavar="FRACTION",
+        default=hist.DEFAULT_MIN_EFFECT,
+        help="smallest level change reported as a change point, a fraction between 0 and 1 "
+        f"(default {hist.DEFAULT_MIN_EFFECT})",
+    )
+    add_family_options(
+        histp,
+        "significance over the profile's checks",
+        verdicts_fail_on,
+        "regressed, improved, unknown (too few runs to judge)",
+    )
+    histp.add_argument(
+        "--last",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="only the last N runs of the profile, numbered as among all (default: all)",
+    )
+    histp.add_argument(
+        "--since",
+        type=hist.since_arg,
+        default=None,
+        metavar="DATE",
+        help="only runs created on or after DATE, ISO 8601: 2026-11-30 or "
+        "2026-11-30T06:00, UTC unless it says (default: all)",
+    )
+    histp.add_argument(
+        "--json",
+        action="store_true",
+        help="print the history as JSON (schema in docs/history.md) instead of the table "
+        "(default: the table)",
+    )
+    histp.add_argument(
+        "--html",
+        type=path_arg,
+        metavar="DIR",
+        help="also write the history site to DIR: an index and one self-contained page per "
+        "profile under --report-dir (default: none)",
+    )
+    histp.set_defaults(func=history_command)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
+from perfsuite.cli.args import path_arg
 from perfsuite.errors import PerfsuiteError
 from perfsuite.hardware.detect import resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
@@ -59,3 +61,49 @@ def backends_command(args: argparse.Namespace) -> int:
     ]
     print("\n".join(format_table(rows)))
     return outcome.EXIT_OK
+
+
+def add_profiles_parsers(sub: Any) -> None:
+    """The ``profiles`` and ``backends`` commands' arguments."""
+    profiles = sub.add_parser(
+        "profiles",
+        help="list hardware profiles, or show one",
+        description=(
+            "List the hardware profiles perfsuite knows (built in, and those in --profile-dir), "
+            "with their memory bandwidth and fp32 peak, and what 'auto' resolves to on this "
+            "machine; or print one profile's figures as TOML. Exit status: "
+            f"{outcome.EXIT_OK} listed, {outcome.EXIT_USAGE} usage error (a bad or unknown "
+            "profile; the table below)."
+        ),
+    )
+    profiles.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "show"],
+        default="list",
+        help="list every profile (the default), or show one profile's figures",
+    )
+    profiles.add_argument(
+        "name", nargs="?", help="with show: a profile name, or 'auto' for this host"
+    )
+    profiles.add_argument(
+        "--profile-dir",
+        type=path_arg,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an extra directory of profile TOML files; repeat for more (default: none)",
+    )
+    profiles.set_defaults(func=profiles_command)
+
+    backends = sub.add_parser(
+        "backends",
+        help="list the backends --perf-backend accepts, and which are installed",
+        description=(
+            "List every framework backend --perf-backend accepts and every collective library "
+            "the allreduce checks launch ranks with, whether each is installed here, and how "
+            f"to install the missing ones. Exit status: {outcome.EXIT_OK} listed (the table "
+            "below)."
+        ),
+    )
+    backends.set_defaults(func=backends_command)

@@ -5,21 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from perfsuite.cli.args import a_page, distinct_inputs, not_an_input
+from perfsuite.cli.args import (
+    a_page,
+    distinct_inputs,
+    not_an_input,
+    only_checks,
+    path_arg,
+    window_arg,
+)
 from perfsuite.errors import PerfsuiteError, StorageError
 from perfsuite.judge import outcome
-from perfsuite.judge.compare import (
-    comparable,
-)
+from perfsuite.judge.compare import comparable
 from perfsuite.model import READABLE_VERSIONS, RunRecord
+from perfsuite.model.baseline import DEFAULT_WINDOW, MAX_WINDOW, MIN_WINDOW
 from perfsuite.report.terminal import short_id
 from perfsuite.store import records
-from perfsuite.store.baseline import (
-    BaselineStore,
-    safe_profile_name,
-)
+from perfsuite.store.baseline import BaselineStore, safe_profile_name
 from perfsuite.store.files import (
     check_schema_version,
     check_target,
@@ -122,3 +125,77 @@ def accept_command(args: argparse.Namespace) -> int:
     if kept:
         print(f"previous baseline kept as {kept[-1]}")
     return outcome.EXIT_OK
+
+
+def add_report_parser(sub: Any) -> None:
+    """The ``report`` command's arguments."""
+    rep = sub.add_parser(
+        "report",
+        help="render a run record as a self-contained HTML report",
+        description=(
+            "Render one run record as a self-contained HTML page: each check's verdicts, "
+            "samples and explanation, with sparklines from the profile's earlier runs under "
+            "--report-dir, and, with --baseline, another run of the same profile as ghosts and "
+            "an environment diff. Given the record of a perfsuite ab (its ab.json), render the "
+            f"A/B's page again, as the A/B wrote it. Exit status: {outcome.EXIT_OK} written, "
+            f"{outcome.EXIT_USAGE} usage error (the table below)."
+        ),
+    )
+    rep.add_argument(
+        "run", metavar="RUN.json", type=path_arg, help="the run record (or ab.json) to render"
+    )
+    rep.add_argument(
+        "--baseline",
+        type=path_arg,
+        metavar="RUN.json",
+        help="another run of the same profile: ghosts and environment diff (default: none)",
+    )
+    rep.add_argument(
+        "--report-dir",
+        type=path_arg,
+        default="reports",
+        metavar="DIR",
+        help="the run records whose history draws the sparklines (default: reports)",
+    )
+    rep.add_argument(
+        "-o",
+        "--output",
+        type=path_arg,
+        metavar="FILE",
+        help="the page to write (default: RUN.html beside RUN.json)",
+    )
+    rep.set_defaults(func=report_command)
+
+
+def add_baseline_parser(sub: Any) -> None:
+    """The ``baseline accept`` command's arguments."""
+    base = sub.add_parser("baseline", help="manage baselines")
+    base_sub = base.add_subparsers(dest="baseline_command", required=True)
+    accept = base_sub.add_parser(
+        "accept",
+        help="promote a run record to its profile's baseline",
+        description=(
+            "Add a run's results to the baseline of the hardware profile it ran on, keeping "
+            "the last K accepted runs of each check; the previous baseline file is kept beside "
+            f"it. Exit status: {outcome.EXIT_OK} accepted, {outcome.EXIT_USAGE} usage error "
+            "(the table below)."
+        ),
+    )
+    accept.add_argument("run", metavar="RUN.json", type=path_arg, help="the run record to accept")
+    only_checks(accept)
+    accept.add_argument(
+        "--baseline-dir",
+        type=path_arg,
+        default="baselines",
+        metavar="DIR",
+        help="where baselines are kept, one folder per profile (default: baselines)",
+    )
+    accept.add_argument(
+        "--runs",
+        type=window_arg,
+        default=None,
+        metavar="K",
+        help=f"accepted runs kept per check, {MIN_WINDOW} to {MAX_WINDOW} (default: the "
+        f"window the baseline was written with, {DEFAULT_WINDOW} for a new one)",
+    )
+    accept.set_defaults(func=accept_command)
