@@ -388,9 +388,7 @@ def test_an_interrupt_keeps_the_rounds_so_far_and_marks_the_session_incomplete()
 def _loaded_run(
     rnd: int, side: str, value: float, load: float = 0.0, states: tuple[str, ...] = ()
 ) -> rounds.SideRun:
-    flags = (
-        (f"under foreign load ({load:.2f} cores of other work or steal)",) if load > 0.25 else ()
-    )
+    flags = ("foreign-load",) if load > 0.25 else ()
     reading = rounds.Reading("GB/s", True, 0.05, (value,) * 3, "pass", flags, load, states)
     return rounds.SideRun(rnd, side, 0, 1.0, 0, "", {"c": reading})
 
@@ -990,7 +988,7 @@ def test_the_page_draws_the_forest_and_the_rounds(tmp_path: Path) -> None:
 
 
 def test_a_floor_missed_under_foreign_load_says_nothing_about_the_node() -> None:
-    load = ("under foreign load (1.00 cores of other work or steal)",)
+    load = ("foreign-load",)
     failing = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "fail", load)
     passing = rounds.Reading("GB/s", True, 0.05, (1.0,) * 3, "pass")
     runs = [
@@ -1228,3 +1226,33 @@ def test_a_device_check_the_host_load_could_not_reach_is_judged_whatever_the_loa
     a = rounds.readings_of(record(0.1))["t.py::test[gpu]"]
     b = rounds.readings_of(record(1.9))["t.py::test[gpu]"]
     assert a.load is None and rounds.unshared(a, b) == ""
+
+
+def test_a_readings_flags_are_recorded_as_their_kinds_not_in_words() -> None:
+    from perfsuite.model import (
+        BaselineVerdict,
+        FlagKind,
+        FloorVerdict,
+        NoiseFlag,
+        NoiseReading,
+        Result,
+        RunRecord,
+        Summary,
+        Work,
+    )  # fmt: skip
+
+    result = Result(
+        id="t.py::test[gpu]", check="gemm", params={}, metric="m", unit="TFLOP/s",
+        higher_is_better=True, samples=(1.0, 1.0, 1.0), seconds=(1.0,) * 3,
+        summary=Summary(1.0, 1.0, 1.0, 1.0, 3, None), work=Work(1.0, "FLOP"),
+        floor=FloorVerdict("no-reference"), baseline=BaselineVerdict("new"),
+        noise=NoiseReading(foreign_cores=0.9),
+        noise_flags=(
+            NoiseFlag(FlagKind.FOREIGN_LOAD, cores=0.9),
+            NoiseFlag(FlagKind.GPU_THROTTLED, gpu=0, throttled=("hw_slowdown",)),
+        ),
+    )  # fmt: skip
+    reading = rounds.readings_of(RunRecord("r", "2026-12-02T00:00:00+00:00", {}, {}, (result,)))
+    assert reading["t.py::test[gpu]"].flags == ("foreign-load", "gpu-throttled")
+    assert reading["t.py::test[gpu]"].states == ("gpu-throttled",)
+    assert reading["t.py::test[gpu]"].load == 0.9

@@ -22,7 +22,6 @@ from perfsuite.ab import paired
 from perfsuite.judge import stats
 from perfsuite.measure.noise import FOREIGN_LOAD_CORES, FOREIGN_MIN_SECONDS
 from perfsuite.model import FlagKind, RunRecord
-from perfsuite.report.explain import flag_words
 from perfsuite.settings import DEFAULT_TOLERANCE
 
 SIDES = ("A", "B")
@@ -73,7 +72,9 @@ class Reading:
     tolerance: float
     samples: tuple[float, ...]
     floor: str  # the floor verdict in that run: pass, fail, no-reference
-    # The noise guard's flags (foreign load, throttling), in words, as the record keeps them.
+    # The kinds of the noise guard's flags (``foreign-load``, ``gpu-throttled``, ...; see
+    # ``FlagKind``).  Older records hold the flags' words; only whether there are any is
+    # read.
     flags: tuple[str, ...] = ()
     # The foreign load the noise guard measured beside it, in cores (None: not recorded).  A
     # load both readings of a pair share cancels in B/A; a load only one saw does not.
@@ -170,7 +171,7 @@ def readings_of(record: RunRecord) -> dict[str, Reading]:
             float(tolerance),
             tuple(result.samples),
             result.floor.verdict,
-            tuple(flag_words(f) for f in result.noise_flags),
+            tuple(str(f.kind) for f in result.noise_flags),
             float(load) if isinstance(load, int | float) and math.isfinite(load) else None,
             tuple(str(f.kind) for f in result.noise_flags if f.kind is not FlagKind.FOREIGN_LOAD),
         )
