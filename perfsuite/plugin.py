@@ -26,15 +26,17 @@ from perfsuite.fixture import RESULT_KEY, Perf
 from perfsuite.judge import outcome, tolerances
 from perfsuite.measure import allocator, environment, noise
 from perfsuite.model import Crash, Result
+from perfsuite.model.finished import Finished
 from perfsuite.report.terminal import (
     baseline_lines,
+    empty_line,
     progress_line,
     skip_warning_lines,
     summary_lines,
     verdict_lines,
 )
 from perfsuite.selection import beyond_mode, outside
-from perfsuite.session import Finished, PerfSession, finish
+from perfsuite.session import PerfSession, finish
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 FINISHED_KEY = pytest.StashKey[Finished]()
@@ -192,7 +194,11 @@ def pytest_runtest_makereport(
     if call.when == "setup" and _is_perf(item):
         report.user_properties.append((SELECTED_PROPERTY, item.nodeid))
     if call.when == "call" and RESULT_KEY in item.stash:
-        report.user_properties.append((RESULT_PROPERTY, item.stash[RESULT_KEY].to_dict()))
+        # An xdist worker's report crosses to the controller as JSON-ready data; in one
+        # process the result itself travels, with no round trip.
+        result = item.stash[RESULT_KEY]
+        payload = result.to_dict() if _is_worker(item.config) else result
+        report.user_properties.append((RESULT_PROPERTY, payload))
     return report
 
 
@@ -261,7 +267,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.section("perfsuite")
     perf_session = config.stash[SESSION_KEY]
-    for line, markup in summary_lines(perf_session, config.stash[FINISHED_KEY]):
+    for line, markup in summary_lines(
+        perf_session.profile,
+        perf_session.seam,
+        config.stash[FINISHED_KEY],
+        save_baseline=perf_session.settings.save_baseline,
+    ):
         terminalreporter.write_line(line, **markup)
 
 
@@ -322,13 +333,7 @@ def _verdict(terminalreporter: Any, config: pytest.Config) -> None:
     for line, markup in warnings:
         terminalreporter.write_line(line, **markup)
     if EMPTY_KEY in config.stash:
-        terminalreporter.write_line(
-            f"perfsuite: FAILED: {config.stash[EMPTY_KEY]} perf check(s) were selected but none "
-            "measured anything (pytest -rs lists the skip reasons); --perf-allow-empty lets "
-            "such a session pass",
-            red=True,
-            bold=True,
-        )
+        terminalreporter.write_line(empty_line(config.stash[EMPTY_KEY]), red=True, bold=True)
     elif FINISHED_KEY in config.stash:
         perf_session = config.stash[SESSION_KEY]
         for line, markup in verdict_lines(
@@ -366,7 +371,10 @@ class ResultCollector:
                 self._config.stash[SKIP_WARNINGS_KEY][warning] += 1
         perf_session = self._config.stash[SESSION_KEY]
         payload = [value for name, value in report.user_properties if name == RESULT_PROPERTY]
-        results = [Result.from_dict(cast("dict[str, Any]", data)) for data in payload]
+        results = [
+            data if isinstance(data, Result) else Result.from_dict(cast("dict[str, Any]", data))
+            for data in payload
+        ]
         if report.when == "call" and payload:
             report.user_properties = [p for p in report.user_properties if p[0] != RESULT_PROPERTY]
             for result in results:

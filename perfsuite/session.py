@@ -26,17 +26,19 @@ from perfsuite import sections
 from perfsuite.errors import ProfileError, StorageError
 from perfsuite.hardware.detect import gpu_facts, resolve
 from perfsuite.hardware.profile import HardwareProfile, ProfileRegistry
-from perfsuite.judge import outcome
+from perfsuite.judge.admission import not_saved, refusals
 from perfsuite.judge.verdict import Judge, finalize
-from perfsuite.model import Crash, FlagKind, Result, RunRecord
-from perfsuite.model.baseline import Baseline, paired_ratios
-from perfsuite.report.explain import FLAG_REFUSALS, explained, flags_words
+from perfsuite.model import Crash, Result, RunRecord
+from perfsuite.model.baseline import Baseline
+from perfsuite.model.finished import Finished, NotSaved, Refusal
+from perfsuite.report.explain import explained
+from perfsuite.report.terminal import baseline_notice
 from perfsuite.settings import DEFAULT_TOLERANCE, Settings
 from perfsuite.store import rules
 from perfsuite.store.baseline import BaselineStore
 from perfsuite.store.files import check_writable, same_file, write_json_atomic, write_text_atomic
 
-__all__ = ["DEFAULT_TOLERANCE", "PerfSession", "Settings", "refusals"]
+__all__ = ["DEFAULT_TOLERANCE", "Finished", "PerfSession", "Settings"]
 
 HISTORY_RUNS = 30  # past run records a report draws its sparklines from
 
@@ -44,29 +46,6 @@ HISTORY_RUNS = 30  # past run records a report draws its sparklines from
 def _new_run_id(now: datetime) -> str:
     host = re.sub(r"[^A-Za-z0-9]+", "-", socket.gethostname()).strip("-")[:32] or "host"
     return f"{now:%Y%m%dT%H%M%S}{now.microsecond // 1000:03d}Z-{host}-{secrets.token_hex(2)}"
-
-
-def refusals(result: Result, quick: bool) -> list[str]:
-    """Why a result should not become part of a baseline (empty when it may)."""
-    why = []
-    kind = outcome.of(result)
-    if kind == "fail":
-        why.append("failed")
-    # A waived regression is still one: taken in, it would become the baseline it is judged by.
-    if result.baseline.verdict == "regressed":
-        why.append("regressed (waived)" if kind == "waived" else "regressed")
-    paired = bool(paired_ratios(result.bare_reference, len(result.samples)))
-    for flag in result.noise_flags:
-        # A load the check shared with its bare reference, pair by pair, cancels in their
-        # ratios: kept, with its load, for the verdict that judges by those ratios.
-        if paired and flag.kind is FlagKind.FOREIGN_LOAD:
-            continue
-        reason = FLAG_REFUSALS.get(flag.kind, "measured " + flags_words((flag,)))
-        if reason not in why:
-            why.append(reason)
-    if quick:
-        why.append("quick mode")
-    return why
 
 
 @dataclass
@@ -197,16 +176,9 @@ class PerfSession:
         if crash.id not in {c.id for c in self.crashed}:
             self.crashed.append(crash)
 
-    def why_not_saved(self) -> str:
-        """Why this run saves no baseline at all, whatever its results; empty when it may."""
-        if self.incomplete:
-            return f"the run is incomplete ({self.incomplete}); an incomplete run never saves one"
-        if self.crashed and not self.settings.force_baseline:
-            return (
-                f"{len(self.crashed)} selected check(s) crashed, so the run is not a whole "
-                "baseline; --perf-force-baseline saves the checks that measured"
-            )
-        return ""
+    def not_saved(self) -> NotSaved | None:
+        """Why this run saves no baseline at all, whatever its results (None: it may)."""
+        return not_saved(self.incomplete, len(self.crashed), self.settings.force_baseline)
 
     def finalize(self) -> list[str]:
         """Decide every result's significance over the whole family (all xdist workers').
@@ -264,14 +236,14 @@ class PerfSession:
 
     def save_baseline(
         self, environment: Mapping[str, Any] | None = None
-    ) -> tuple[Path | None, int, dict[str, list[str]]]:
+    ) -> tuple[Path | None, int, dict[str, list[Refusal]]]:
         """Add this run to the profile's baseline; refuse results a baseline must not hold.
 
         Failed or regressed results, results measured under foreign load or throttling, and
         quick-mode results are refused unless the settings force them.  Returns the path
         (None when nothing was saved), the number of entries saved and the refusals.
         """
-        refused = {}
+        refused: dict[str, list[Refusal]] = {}
         accepted = []
         for r in self.results:
             why = refusals(r, self.settings.quick)
@@ -317,36 +289,6 @@ class PerfSession:
         return path
 
 
-@dataclass
-class Finished:
-    """What the end of a run wrote, and what went wrong while writing it."""
-
-    record: RunRecord
-    record_path: Path | None = None
-    html_path: Path | None = None
-    baseline_path: Path | None = None
-    saved: int = 0
-    refused: dict[str, list[str]] = field(default_factory=dict)
-    not_saved: str = ""  # why no baseline was saved at all, when one was asked for
-    asked: bool = False  # --perf-save-baseline was given
-    errors: list[str] = field(default_factory=list)
-    late: list[str] = field(default_factory=list)  # outcomes changed by the whole family
-
-    @property
-    def save_failed(self) -> bool:
-        """A baseline was asked for and not saved whole: the run must not exit 0."""
-        return self.asked and bool(self.not_saved or self.refused or not self.baseline_path)
-
-
-def baseline_notice(done: Finished, results: list[Result]) -> str:
-    """The reports' line on a baseline that was asked for and not saved whole ("" otherwise)."""
-    from perfsuite.report.terminal import baseline_lines
-
-    if not done.save_failed:
-        return ""
-    return baseline_lines(done, results)[0][0].removeprefix("perfsuite: ")
-
-
 def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
     """Write the run record, then the baseline if asked, then the HTML and Markdown reports.
 
@@ -372,8 +314,8 @@ def finish(session: PerfSession, environment: Mapping[str, Any]) -> Finished:
     # The baseline before the reports, so they say what became of it; its failure is
     # collected like theirs, and the record is already written.
     done.asked = settings.save_baseline
-    if settings.save_baseline and session.why_not_saved():
-        done.not_saved = session.why_not_saved()
+    if settings.save_baseline and session.not_saved():
+        done.not_saved = session.not_saved()
     elif settings.save_baseline:
         try:
             done.baseline_path, done.saved, done.refused = session.save_baseline(environment)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite.judge import outcome
+from perfsuite.judge.admission import not_saved, refusals
 from perfsuite.measure import noise
 from perfsuite.model import (
     BareReference,
@@ -26,10 +27,10 @@ from perfsuite.model import (
     Summary,
     Work,
 )
+from perfsuite.model.finished import Finished, NotSaved, Refusal, Refused
 from perfsuite.report.headline import floor_label, headline
 from perfsuite.report.notes import verdict_advice
-from perfsuite.report.terminal import baseline_lines, no_floor_lines
-from perfsuite.session import Finished, refusals
+from perfsuite.report.terminal import baseline_lines, no_floor_lines, refusal_words
 
 
 def _result(name: str, load: float | None = None, **kw: object) -> Result:
@@ -111,8 +112,32 @@ def test_inconclusive_advice_under_load_names_the_load_and_perfsuite_ab() -> Non
 
 
 def test_a_refusal_is_counted_by_its_reason_not_by_its_figure() -> None:
-    assert refusals(_result("a", 0.95), quick=False) == ["measured under foreign load"]
-    assert refusals(_result("b", 0.31), quick=False) == ["measured under foreign load"]
+    assert refusal_words(refusals(_result("a", 0.95), quick=False)) == [
+        "measured under foreign load"
+    ]
+    assert refusal_words(refusals(_result("b", 0.31), quick=False)) == [
+        "measured under foreign load"
+    ]
+
+
+def test_refusals_are_typed_and_a_load_paired_with_its_reference_is_kept() -> None:
+    loaded = _result("a", 0.95)
+    (refusal,) = refusals(loaded, quick=True)[:1]
+    assert refusal == Refusal(Refused.FLAGGED, loaded.noise_flags[0])
+    assert [r.why for r in refusals(loaded, quick=True)] == [Refused.FLAGGED, Refused.QUICK]
+    bare = BareReference(paired=True, pair_ratios=(1.0, 1.01))
+    assert refusals(replace(loaded, bare_reference=bare), quick=False) == []
+    assert refusal_words([Refusal(Refused.REGRESSED_WAIVED), Refusal(Refused.QUICK)]) == [
+        "regressed (waived)",
+        "quick mode",
+    ]
+
+
+def test_a_run_saves_no_baseline_when_incomplete_or_crashed_unless_forced() -> None:
+    assert not_saved("interrupted", 0, force=True) is NotSaved.INCOMPLETE
+    assert not_saved("", 2, force=False) is NotSaved.CRASHED
+    assert not_saved("", 2, force=True) is None
+    assert not_saved("", 0, force=False) is None
 
 
 def _finished(results: list[Result], saved: bool) -> Finished:

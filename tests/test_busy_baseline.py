@@ -144,7 +144,7 @@ def test_under_load_an_unchanged_check_is_ok_and_a_slower_one_regressed_by_its_r
     result = _judged(busy, monkeypatch, 1.0)
     assert result["baseline"]["verdict"] == "ok"
     assert result["noise"]["flags"]  # the load is kept in the record
-    assert result["context"]["load_cancelled"]["baseline_runs"] == 3
+    assert result["facts"]["load_cancelled"]["baseline_runs"] == 3
     slower = _run(busy, monkeypatch, 1.0, "--perf-fidelity", slower=0.2)
     assert slower.ret == 1, slower.stdout.str()[-1500:]
     result = _last(busy)
@@ -168,7 +168,7 @@ def test_a_quiet_run_against_a_baseline_saved_under_load_is_judged_by_the_ratio_
     result = _judged(busy, monkeypatch, 0.0)
     # The raw samples run about 1.6 times as fast as the loaded baseline's; the ratio is same.
     assert result["baseline"]["verdict"] == "ok"
-    assert result["context"]["load_cancelled"]["cores"] == pytest.approx(1.0)
+    assert result["facts"]["load_cancelled"]["cores"] == pytest.approx(1.0)
 
 
 def test_what_a_ratio_verdict_cannot_detect_is_told_from_the_ratios(

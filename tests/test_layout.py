@@ -45,3 +45,20 @@ def test_the_parsers_let_off_are_still_there() -> None:
         if isinstance(node, ast.FunctionDef)
     }
     assert names >= PARSERS
+
+
+def test_the_report_names_neither_the_session_nor_the_commands_even_for_types() -> None:
+    """import-linter leaves out imports made only for type checking; this counts them."""
+    named = {}
+    for path in sorted((PACKAGE / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.startswith(("perfsuite.session", "perfsuite.cli", "perfsuite.plugin")):
+                    named[f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"] = module
+    assert not named, f"the report imports upward: {named}"

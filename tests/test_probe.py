@@ -277,14 +277,14 @@ def test_without_the_probe_the_same_baseline_cannot_see_that_slowdown(tmp_path: 
     judged = judge_once(tmp_path, drop=0.2, machine_drop=0.0, probed=False)
     assert judged.baseline.verdict != "regressed", judged.message
     assert judged.facts.machine_change is None
-    assert "machine_change" not in judged.to_dict()["context"]
+    assert "machine_change" not in judged.to_dict()["facts"]
 
 
 def test_a_check_that_slowed_with_the_machine_has_not_changed(tmp_path: Path) -> None:
     judged = judge_once(tmp_path, drop=0.3, machine_drop=0.3)
     assert judged.baseline.verdict == "ok", judged.message
     assert judged.baseline.ratio == pytest.approx(1.0, rel=0.02), "adjusted, it did not move"
-    assert judged.to_dict()["context"]["machine_change"]["ratio"] == pytest.approx(0.7)
+    assert judged.to_dict()["facts"]["machine_change"]["ratio"] == pytest.approx(0.7)
 
 
 def test_beyond_the_guard_a_change_is_noisy_not_a_regression(tmp_path: Path) -> None:
@@ -478,7 +478,7 @@ def test_host_stream_measured_across_link_states_is_judged_against_its_slowest_s
     assert "against the baseline runs that bound it" in scattered.baseline.reason
     older = judged(20.0, 6.0, before=25.0, kind=True)  # no direction: as before
     assert older.baseline.verdict == "noisy", older.message
-    assert "bound" not in older.to_dict()["context"].get("link_state", {})
+    assert "bound" not in older.to_dict()["facts"].get("link_state", {})
 
 
 def collective(samples: list[float], link: float) -> Result:
@@ -519,7 +519,7 @@ def test_a_collective_is_compared_with_the_runs_of_its_link_state(tmp_path: Path
 
     slower = judged(30.0, 25.0)
     assert slower.baseline.verdict == "regressed", slower.message
-    assert slower.to_dict()["context"]["link_state"] == {"baseline_runs": 3, "of": 5}
+    assert slower.to_dict()["facts"]["link_state"] == {"baseline_runs": 3, "of": 5}
     assert "3 of 5 baseline runs measured with the CPUs' link" in slower.message
     assert slower.baseline.baseline_median == pytest.approx(25.0, rel=0.02)
     assert judged(55.0, 6.0).baseline.verdict == "ok"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from perfsuite.hardware.profile import HardwareProfile
@@ -17,6 +18,8 @@ from perfsuite.measure.loop import Expectation, Measurement, Workload
 from perfsuite.model import (
     SCHEMA_VERSION,
     BareReference,
+    BaselineFacts,
+    LoadCancelled,
     MachineReading,
     MeasuringPolicy,
     Result,
@@ -63,6 +66,24 @@ def test_a_check_s_precision_policy_survives_into_the_record(tmp_path: Path) -> 
     again = Result.from_dict(data)
     assert again.context["policy"] == "mixed_float16"
     assert isinstance(again.policy, MeasuringPolicy) and again.policy == result.policy
+
+
+def test_a_check_s_own_context_key_never_collides_with_the_verdict_s_facts(
+    tmp_path: Path,
+) -> None:
+    """The facts a comparison rested on are a field of their own, not keys of ``context``."""
+    result = _judged(tmp_path, {"passes": 4, "load_cancelled": "the check's own words"})
+    facts = BaselineFacts(baseline_span_s=0.0, load_cancelled=LoadCancelled(0.9, 3, 3))
+    data = json.loads(json.dumps(replace(result, facts=facts).to_dict()))
+    assert data["context"] == {"passes": 4, "load_cancelled": "the check's own words"}
+    assert data["facts"]["load_cancelled"]["cores"] == 0.9
+    again = Result.from_dict(data)
+    assert again.context["passes"] == 4 and again.facts == facts
+    # A record written before the field kept the facts in ``context``: still read.
+    old = {**data, "context": {"layers": 3, **data["facts"]}}
+    del old["facts"]
+    before = Result.from_dict(old)
+    assert before.context == {"layers": 3} and before.facts == facts
 
 
 def test_the_judge_fills_the_typed_fields(tmp_path: Path) -> None:

@@ -408,8 +408,8 @@ def test_fastest_passes_orients_latency_and_says_which_pass(tmp_path: Path) -> N
     passes = result.facts.passes
     assert passes is not None and passes.kept == "s-1"
     assert [run for run, _ in passes.medians] == ["s-0", "s-1", "s-2"]
-    # In the record it is the context's "passes", and it reads back typed.
-    stored = result.to_dict()["context"]["passes"]
+    # In the record it is the facts' "passes", and it reads back typed.
+    stored = result.to_dict()["facts"]["passes"]
     assert stored["kept"] == "s-1" and sorted(stored["medians"]) == ["s-0", "s-1", "s-2"]
     assert Result.from_dict(result.to_dict()).facts.passes == passes
     assert merged.run_id == "s-0+s-1+s-2"
@@ -840,12 +840,17 @@ def test_a_failure_is_judged_noisy_by_its_recorded_outcome_never_by_its_text(
 def test_a_waiver_follows_the_verdict_decided_again() -> None:
     """Session end and perfsuite compare decide a verdict again; the waiver follows it."""
     from perfsuite.judge.waivers import rejudged
+    from perfsuite.model.rules import WaiverState
 
-    waiver = {"test": "t", "reason": "known", "expires": None, "status": "stale"}
-    assert rejudged(waiver, "regressed") == {**waiver, "status": "applied"}
-    assert rejudged({**waiver, "status": "applied"}, "ok") == waiver
-    assert rejudged({**waiver, "status": "expired"}, "regressed")["status"] == "expired"  # type: ignore[index]
+    waiver = WaiverState("t", "known", "stale")
+    assert rejudged(waiver, "regressed") == replace(waiver, status="applied")
+    assert rejudged(replace(waiver, status="applied"), "ok") == waiver
+    expired = replace(waiver, status="expired")
+    assert rejudged(expired, "regressed") == expired
     assert rejudged(None, "regressed") is None
+    # In the record it is the object it always was, and it reads back typed.
+    stored = {"test": "t", "reason": "known", "expires": None, "status": "stale"}
+    assert waiver.to_dict() == stored and WaiverState.read(stored) == waiver
 
 
 def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> None:
@@ -855,7 +860,7 @@ def test_a_baseline_taken_back_to_back_is_named(project: pytest.Pytester) -> Non
     result = project.runpytest("-k", "fast or other", "--perf-fail-on=fail")
     result.stdout.fnmatch_lines(["baseline: 2 check(s) have runs from 1 session(s) of the 3*"])
     record = last_record(project)
-    assert all(r["context"]["baseline_span_s"] == 0 for r in record["results"])
+    assert all(r["facts"]["baseline_span_s"] == 0 for r in record["results"])
     html = next((project.path / "reports" / "slowgpu").glob("*.html")).read_text()
     assert 'id="baseline-note"' in html and "runs from 1 session(s)" in html
     # Judged with their own spread all the same (the window closed), the runs are named.
@@ -868,15 +873,9 @@ def test_a_baseline_spread_over_hours_needs_no_note() -> None:
     from perfsuite.report.notes import baseline_note
 
     record = RunRecord.from_dict(json.loads((FIXTURES / "report-run.json").read_text()))
-    hours = [
-        r.__class__.from_dict({**r.to_dict(), "context": {**r.context, "baseline_span_s": 7200}})
-        for r in record.results
-    ]
+    hours = [replace(r, facts=replace(r.facts, baseline_span_s=7200)) for r in record.results]
     assert baseline_note(hours) == ""
-    minutes = [
-        r.__class__.from_dict({**r.to_dict(), "context": {**r.context, "baseline_span_s": 180}})
-        for r in record.results
-    ]
+    minutes = [replace(r, facts=replace(r.facts, baseline_span_s=180)) for r in record.results]
     assert "within 3 min" in baseline_note(minutes)
 
 

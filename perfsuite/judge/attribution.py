@@ -3,13 +3,13 @@
 The environment of the last run before a change and of the first run after it are diffed
 with :func:`perfsuite.judge.compare.environment_diff` (the diff ``perfsuite compare`` prints), over
 the fingerprint (packages, driver, CUDA, NCCL, kernel, host, perfsuite's version) and the
-run's options (``settings``).  For each package whose version changed at a regression, the
-``perfsuite bisect`` command that finds the first bad release between the two versions.
+run's options (``settings``).  Each package whose version moved up at a regression is one to
+bisect (``perfsuite bisect`` finds the first bad release between the two versions; the
+command is worded by :mod:`perfsuite.report.history_text`).
 """
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,9 @@ class Attribution:
     before_run: str
     after_run: str
     changes: tuple[EnvChange, ...]
-    bisect: tuple[str, ...]  # ready-to-run commands, one per package that moved up
+    # The packages that moved up at a regression, each one to bisect between its versions
+    bisect: tuple[PackageMove, ...]
+    check: str = ""  # the check the change point is in (what a bisection runs)
     # Packages that moved at a regression but not up (a downgrade, or versions that do not
     # order): bisect searches an upgrade, so they get no command.
     not_bisected: tuple[PackageMove, ...] = ()
@@ -73,10 +75,10 @@ def _upgrade(old: Any, new: Any) -> bool | None:
 
 
 def attribute(before: RunRecord, after: RunRecord, *, check: str, direction: str) -> Attribution:
-    """The diff of two runs' environments and options, with bisect commands for packages."""
+    """The diff of two runs' environments and options, with the packages to bisect."""
     diff = environment_diff(_fingerprint(before), _fingerprint(after))
     changes = tuple(EnvChange(k, old, new) for k, old, new in diff)
-    commands: list[str] = []
+    moved_up: list[PackageMove] = []
     held: list[PackageMove] = []
     for c in changes:
         package = _package(c.key)
@@ -87,8 +89,12 @@ def attribute(before: RunRecord, after: RunRecord, *, check: str, direction: str
         if not _upgrade(c.old, c.new):
             held.append(PackageMove(package, c.old, c.new))
             continue
-        commands.append(
-            f"perfsuite bisect --package {shlex.quote(package)} --good {shlex.quote(str(c.old))} "
-            f"--bad {shlex.quote(str(c.new))} -- {shlex.quote(check)}"
-        )
-    return Attribution(before.run_id, after.run_id, changes, tuple(commands), tuple(held))
+        moved_up.append(PackageMove(package, c.old, c.new))
+    return Attribution(
+        before.run_id,
+        after.run_id,
+        changes,
+        tuple(moved_up),
+        check=check,
+        not_bisected=tuple(held),
+    )

@@ -50,7 +50,8 @@ def of(result: Result) -> str:
     if any(not e.passed for e in result.expectations):
         return "fail"
     if base.verdict == "regressed":
-        return "waived" if (result.waiver or {}).get("status") == "applied" else "regressed"
+        applied = result.waiver is not None and result.waiver.status == "applied"
+        return "waived" if applied else "regressed"
     if base.verdict == "noisy" or floor_missed(result):  # a floor missed under load
         return "noisy"
     if floor.verdict == "fail":

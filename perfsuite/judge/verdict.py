@@ -36,7 +36,7 @@ from perfsuite.model import (
     Why,
 )
 from perfsuite.model.baseline import Baseline, BaselineEntry, paired_ratios, same_direction
-from perfsuite.model.rules import Tolerances, Waiver
+from perfsuite.model.rules import Tolerances, Waiver, WaiverState
 
 if TYPE_CHECKING:  # types only: the judge is handed both, and reads no file
     from perfsuite.hardware.profile import HardwareProfile
@@ -310,14 +310,14 @@ class Judge:
             plan, needed=needed, limited_by=limited_by, baseline_scatter=math.sqrt(lv.within_var)
         )
 
-    def _waiver(self, node_id: str, baseline: BaselineVerdict) -> dict[str, Any] | None:
+    def _waiver(self, node_id: str, baseline: BaselineVerdict) -> WaiverState | None:
         """The waiver that covers a check, with how it applies: applied, stale or expired."""
         waiver = waivers.find(self.waivers, node_id)
         if waiver is None:
             return None
         if waiver.expired(self.today):
-            return waiver.to_dict("expired")
-        return waiver.to_dict("applied" if baseline.verdict == "regressed" else "stale")
+            return waiver.applied("expired")
+        return waiver.applied("applied" if baseline.verdict == "regressed" else "stale")
 
     def judge(
         self,
@@ -376,8 +376,8 @@ class Judge:
             metric=workload.metric,
             unit=workload.unit,
             higher_is_better=workload.higher_is_better,
-            samples=values,
-            seconds=measurement.seconds,
+            samples=tuple(float(v) for v in values),  # as a record reads them back
+            seconds=tuple(float(s) for s in measurement.seconds),
             summary=summary,
             work=workload.work,
             floor=self.floor(workload, summary.median if workload.ratio else best, floor_fraction),

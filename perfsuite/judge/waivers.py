@@ -16,24 +16,21 @@ does not apply and is reported as expired.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import replace
 from fnmatch import fnmatchcase
-from typing import Any
 
-from perfsuite.model.rules import Waiver
+from perfsuite.model.rules import Waiver, WaiverState
 
 
-def rejudged(waiver: Mapping[str, Any] | None, verdict: str) -> dict[str, Any] | None:
+def rejudged(waiver: WaiverState | None, verdict: str) -> WaiverState | None:
     """A recorded waiver's status once its check's baseline verdict is decided again.
 
     A waiver that was in force (applied or stale) applies to a regression and is stale
     otherwise; an expired one stays expired.
     """
-    if not waiver:
-        return None
-    if waiver.get("status") not in ("applied", "stale"):
-        return dict(waiver)
-    return {**waiver, "status": "applied" if verdict == "regressed" else "stale"}
+    if waiver is None or waiver.status not in ("applied", "stale"):
+        return waiver
+    return replace(waiver, status="applied" if verdict == "regressed" else "stale")
 
 
 def find(waivers: list[Waiver], node_id: str) -> Waiver | None:

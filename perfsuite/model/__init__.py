@@ -1,7 +1,8 @@
 """The data perfsuite measures, judges and stores: the contract between its rooms.
 
-Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that it can cross
-process boundaries (pytest-xdist workers) and land in JSON files.  The run record layout
+What crosses process boundaries (pytest-xdist workers) or lands in JSON files is a frozen
+dataclass with ``to_dict``/``from_dict``; :mod:`perfsuite.model.finished` holds what the end
+of a run wrote, within the run's own process.  The run record layout
 is a public contract: fields may be added; renaming one takes a new ``SCHEMA_VERSION``, and
 the records of earlier versions stay readable.  :mod:`perfsuite.model.result` holds a result
 and a run record, :mod:`perfsuite.model.verdicts` their typed verdicts and flags, and

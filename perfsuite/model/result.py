@@ -20,6 +20,7 @@ from perfsuite.model.measured import (
     MeasuringPolicy,
     NoiseReading,
 )
+from perfsuite.model.rules import WaiverState
 from perfsuite.model.verdicts import (
     BaselineFacts,
     BaselineLimit,
@@ -149,6 +150,24 @@ def noise_flags(data: Any) -> tuple[NoiseFlag, ...]:
     return tuple(NoiseFlag.read(f) if isinstance(f, Mapping) else f for f in items)
 
 
+def _facts(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where a stored result keeps what its comparison rested on.
+
+    Its own ``facts`` field; records written before it kept them in ``context``, under
+    :attr:`BaselineFacts.NAMES`.  Malformed facts are left out.
+    """
+    facts = data.get("facts", data.get("context"))
+    return facts if isinstance(facts, Mapping) else {}
+
+
+def _own_context(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The check's own description (a record without ``facts`` kept the facts among it)."""
+    context = dict(data.get("context", {}))
+    if "facts" in data:
+        return context
+    return {k: v for k, v in context.items() if k not in BaselineFacts.NAMES}
+
+
 def _why(data: Mapping[str, Any]) -> Why:
     return Why(**{**_known(Why, data), "because": Because(data["because"])})
 
@@ -180,13 +199,13 @@ class Result:
     message: str = ""
     context: Mapping[str, Any] = field(default_factory=dict)  # the check's own facts
     noise: NoiseReading = field(default_factory=NoiseReading)  # load, clocks, dispersion
-    waiver: Mapping[str, Any] | None = None  # pattern, reason, expires, status
+    waiver: WaiverState | None = None  # the waiver that covers it, and how it applied
     source: Mapping[str, Any] = field(default_factory=dict)  # where the samples came from
     # Where the check's time went, in seconds: build, probe, noise, warmup, samples,
     # waiting (for ``perfsuite ab``'s other side), reference_and_overhead, judge
     # (see lab/phases.py).
     phases: Mapping[str, float] = field(default_factory=dict)
-    facts: BaselineFacts = field(default_factory=BaselineFacts)  # in the record's context
+    facts: BaselineFacts = field(default_factory=BaselineFacts)  # what its comparison rested on
     # What the noise guard flagged while the check measured (stored as the noise's ``flags``).
     noise_flags: tuple[NoiseFlag, ...] = ()
     # How it was measured (:mod:`perfsuite.model.measured`): the clock or event that timed
@@ -222,11 +241,12 @@ class Result:
         b = self.baseline
         data["baseline"]["noise_flags"] = [f.to_dict() for f in b.noise_flags]
         data["baseline"]["bound_because"] = b.bound_because and b.bound_because.to_dict()
-        data["context"] = {**self.context, **self.facts.to_context()}
+        data["context"] = dict(self.context)
+        data["facts"] = self.facts.to_context()
         data["noise"] = self.noise.to_dict()
         if self.noise or self.noise_flags:
             data["noise"]["flags"] = [f.to_dict() for f in self.noise_flags]
-        data["waiver"] = dict(self.waiver) if self.waiver is not None else None
+        data["waiver"] = self.waiver.to_dict() if self.waiver is not None else None
         data["source"] = dict(self.source)
         data["phases"] = dict(self.phases)
         data["direction"] = self.direction
@@ -252,16 +272,12 @@ class Result:
             baseline=_baseline_verdict(data["baseline"]),
             outcome=data.get("outcome", ""),
             message=data.get("message", ""),
-            context={
-                k: v
-                for k, v in dict(data.get("context", {})).items()
-                if k not in BaselineFacts.NAMES
-            },
+            context=_own_context(data),
             noise=NoiseReading.read(data.get("noise")),
-            waiver=data.get("waiver"),
+            waiver=WaiverState.read(data.get("waiver")),
             source=dict(data.get("source", {})),
             phases=dict(data.get("phases", {})),
-            facts=BaselineFacts.from_context(dict(data.get("context", {}))),
+            facts=BaselineFacts.from_context(_facts(data)),
             noise_flags=noise_flags(dict(data.get("noise", {})).get("flags", ())),
             timer=str(data.get("timer") or ""),
             tolerance_from=str(data.get("tolerance_from") or ""),

@@ -7,6 +7,7 @@ which tolerance a check gets and which waiver covers it is :mod:`perfsuite.judge
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,40 @@ class Waiver:
         """Whether the expiry date has been reached."""
         return self.expires is not None and today >= self.expires
 
-    def to_dict(self, status: str) -> dict[str, Any]:
-        """JSON-ready, with how it was applied: applied, stale or expired."""
+    def applied(self, status: str) -> WaiverState:
+        """The waiver as it applied to one check: ``applied``, ``stale`` or ``expired``."""
+        expires = self.expires.isoformat() if self.expires else None
+        return WaiverState(self.test, self.reason, status, expires)
+
+
+@dataclass(frozen=True)
+class WaiverState:
+    """A waiver as it applied to one check, recorded with the check's result."""
+
+    test: str = ""  # the waiver's pattern
+    reason: str = ""
+    # applied (a regression, waived), stale (it no longer regresses) or expired
+    status: str = ""
+    expires: str | None = None  # ISO date, or None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's form."""
         return {
             "test": self.test,
             "reason": self.reason,
-            "expires": self.expires.isoformat() if self.expires else None,
-            "status": status,
+            "expires": self.expires,
+            "status": self.status,
         }
+
+    @classmethod
+    def read(cls, data: Any) -> WaiverState | None:
+        """A stored waiver (the loader checked its fields' kinds); None where there is none."""
+        if not isinstance(data, Mapping):
+            return None
+        expires = data.get("expires")
+        return cls(
+            str(data.get("test", "")),
+            str(data.get("reason", "")),
+            str(data.get("status", "")),
+            str(expires) if expires is not None else None,
+        )

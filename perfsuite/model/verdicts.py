@@ -414,8 +414,8 @@ class ModeDifference:
 class BaselineFacts:
     """What a comparison with the baseline rested on, beyond its verdict.
 
-    Stored in the record's ``context`` under these names (the record's layout is unchanged);
-    read from it into typed fields.
+    Stored in the result's ``facts`` field under these names, and read from it into typed
+    fields (records written before that field kept them in ``context``).
     """
 
     machine_change: MachineChange | None = None
@@ -451,7 +451,10 @@ class BaselineFacts:
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> BaselineFacts:
-        """The facts found in a record's ``context``; malformed ones are left out."""
+        """The facts found in a stored mapping (``facts``, or an older ``context``).
+
+        Malformed ones are left out.
+        """
         return cls(
             machine_change=MachineChange.read(context.get("machine_change")),
             link_state=LinkSubset.read(context.get("link_state")),

@@ -332,7 +332,7 @@ def explain(result: Result, profile: str = "") -> str:
     if blind:
         parts.append(blind)
     if kind == "waived":
-        parts.append(f"waived: {(result.waiver or {}).get('reason', '')}")
+        parts.append(f"waived: {result.waiver.reason if result.waiver else ''}")
     return "; ".join(parts)
 
 

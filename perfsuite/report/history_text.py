@@ -7,6 +7,7 @@ typed from :mod:`perfsuite.judge.trends`; every sentence about them is written h
 from __future__ import annotations
 
 import itertools
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite.judge import changepoints as cps
-from perfsuite.judge.attribution import Attribution
+from perfsuite.judge.attribution import Attribution, PackageMove
 from perfsuite.judge.trends import NIGHTS_STEPS, Found, Settings, Trend
 from perfsuite.model import RunRecord
 from perfsuite.report.terminal import format_table, printable, short_id
@@ -183,7 +184,7 @@ def _found_json(f: Found) -> dict[str, Any]:
             "after_run_id": a.after_run,
             "nothing_changed": not a.changes,
             "changes": [{"key": e.key, "old": e.old, "new": e.new} for e in a.changes],
-            "bisect": list(a.bisect),
+            "bisect": bisect_commands(a),
             "notes": attribution_notes(a),
         },
     }
@@ -194,7 +195,21 @@ def attribution_lines(a: Attribution) -> list[str]:
     if not a.changes:
         return [f"{NOTHING_CHANGED} ({a.before_run} -> {a.after_run})"]
     out = [f"{c.key}: {c.old!r} -> {c.new!r}" for c in a.changes]
-    return out + [f"next: {cmd}" for cmd in a.bisect] + attribution_notes(a)
+    return out + [f"next: {cmd}" for cmd in bisect_commands(a)] + attribution_notes(a)
+
+
+def bisect_commands(a: Attribution) -> list[str]:
+    """The ``perfsuite bisect`` command for each package that moved up at a regression."""
+    return [bisect_command(m, a.check) for m in a.bisect]
+
+
+def bisect_command(move: PackageMove, check: str) -> str:
+    """The command that finds the first release of ``move.package`` that slowed ``check``."""
+    return (
+        f"perfsuite bisect --package {shlex.quote(move.package)} "
+        f"--good {shlex.quote(str(move.old))} --bad {shlex.quote(str(move.new))} "
+        f"-- {shlex.quote(check)}"
+    )
 
 
 def attribution_notes(a: Attribution) -> list[str]:

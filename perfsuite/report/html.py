@@ -87,7 +87,7 @@ def _row(r: Result, history: Sequence[float]) -> dict[str, Any]:
         if b.ci_low is None or b.ci_high is None
         else f"[{_pct(b.ci_low - 1, True)}, {_pct(b.ci_high - 1, True)}]"
     )
-    waiver = (r.waiver or {}).get("status", "")
+    waiver = r.waiver.status if r.waiver else ""
     params = ", ".join(f"{k}={v}" for k, v in r.params.items())
     name = r.id.rsplit("::", 1)[-1]
     return {

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perfsuite.hardware.profile import HardwareProfile
 from perfsuite.judge import outcome, stats
 from perfsuite.model import Crash, FlagKind, Result
+from perfsuite.model.finished import Finished, NotSaved, Refusal, Refused
 from perfsuite.report import of_reference
 from perfsuite.report.explain import (
     FLAG_REFUSALS,
     cannot_detect_note,
     flag_words,
+    flags_words,
     floor_reason,
     load_tag,
     mode_tag,
@@ -31,9 +33,6 @@ from perfsuite.report.notes import (
     verdict_advice,
     young_baseline_note,
 )
-
-if TYPE_CHECKING:
-    from perfsuite.session import Finished, PerfSession
 
 Line = tuple[str, dict[str, Any]]
 # Regressed (or improved) checks named one per line; the rest are counted.
@@ -118,7 +117,7 @@ def format_result_lines(profile: HardwareProfile, results: Iterable[Result]) -> 
         )
     ]
     for r in outcome.worst_first(results):
-        status = (r.waiver or {}).get("status")
+        status = r.waiver.status if r.waiver else ""
         base = f"{r.baseline.verdict} (waiver {status})" if status else r.baseline.verdict
         rows.append(
             (
@@ -214,6 +213,57 @@ def verdict_lines(
     return lines
 
 
+REFUSAL_WORDS = {
+    Refused.FAILED: "failed",
+    Refused.REGRESSED: "regressed",
+    Refused.REGRESSED_WAIVED: "regressed (waived)",
+    Refused.QUICK: "quick mode",
+}
+
+
+def refusal_words(refusals: Iterable[Refusal]) -> list[str]:
+    """Why a result was kept out of a baseline: each reason once, in words, in order."""
+    out: list[str] = []
+    for refusal in refusals:
+        flag = refusal.flag
+        if flag is None:
+            words = REFUSAL_WORDS.get(refusal.why, str(refusal.why))
+        else:
+            words = FLAG_REFUSALS.get(flag.kind, "measured " + flags_words((flag,)))
+        if words not in out:
+            out.append(words)
+    return out
+
+
+def not_saved_words(done: Finished) -> str:
+    """Why a run saved no baseline at all ("" when nothing stopped it)."""
+    if done.not_saved is NotSaved.INCOMPLETE:
+        return (
+            f"the run is incomplete ({done.record.incomplete}); an incomplete run never saves one"
+        )
+    if done.not_saved is NotSaved.CRASHED:
+        return (
+            f"{len(done.record.crashed)} selected check(s) crashed, so the run is not a whole "
+            "baseline; --perf-force-baseline saves the checks that measured"
+        )
+    return ""
+
+
+def baseline_notice(done: Finished, results: Sequence[Result]) -> str:
+    """The reports' line on a baseline that was asked for and not saved whole ("" otherwise)."""
+    if not done.save_failed:
+        return ""
+    return baseline_lines(done, results)[0][0].removeprefix("perfsuite: ")
+
+
+def empty_line(selected: int) -> str:
+    """The verdict of a session whose selected perf checks all skipped: a failure."""
+    return (
+        f"perfsuite: FAILED: {selected} perf check(s) were selected but none measured anything "
+        "(pytest -rs lists the skip reasons); --perf-allow-empty lets such a session pass"
+    )
+
+
 def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
     """The last line of a run asked to save a baseline: saved, or NOT saved and why.
 
@@ -223,31 +273,33 @@ def baseline_lines(done: Finished, results: Sequence[Result]) -> list[Line]:
     if not done.asked:
         return []
     if done.not_saved:
-        return [(f"perfsuite: baseline NOT saved: {done.not_saved}", {"red": True, "bold": True})]
+        return [
+            (f"perfsuite: baseline NOT saved: {not_saved_words(done)}", {"red": True, "bold": True})
+        ]
     if not done.refused:
         if not done.baseline_path:
             why = "see the error above" if done.errors else "no check measured anything"
             return [(f"perfsuite: baseline NOT saved ({why})", {"red": True, "bold": True})]
         return [(f"perfsuite: baseline saved: {done.saved} entries", {"green": True})]
-    reasons = Counter(why for whys in done.refused.values() for why in whys)
+    refused = {i: refusal_words(r) for i, r in done.refused.items()}
+    reasons = Counter(why for whys in refused.values() for why in whys)
     load = FLAG_REFUSALS[FlagKind.FOREIGN_LOAD]
     loads = [
         cores
         for r in results
-        if load in done.refused.get(r.id, ()) and (cores := r.noise.foreign_cores) is not None
+        if load in refused.get(r.id, ()) and (cores := r.noise.foreign_cores) is not None
     ]
 
     def shown(why: str, n: int) -> str:
         return f"{n} {why} ({cores_span(loads)})" if why == load and loads else f"{n} {why}"
 
     total = len(results)
-    refused = len(done.refused)
     head = (
-        f"baseline NOT saved for {refused} of {total} checks"
+        f"baseline NOT saved for {len(refused)} of {total} checks"
         if done.baseline_path
-        else f"baseline NOT saved: {refused} of {total} checks refused"
+        else f"baseline NOT saved: {len(refused)} of {total} checks refused"
     )
-    remedy = load_remedy([r for r in results if load in done.refused.get(r.id, ())], saving=True)
+    remedy = load_remedy([r for r in results if load in refused.get(r.id, ())], saving=True)
     advice = (
         f"{remedy}; --perf-force-baseline saves them anyway, and their load widens the baseline"
     )
@@ -265,15 +317,15 @@ def note_lines(results: Sequence[Result]) -> list[str]:
     """Waiver notes, then noise, noisy and blind checks grouped into one line each."""
     notes = []
     for r in results:
-        waiver = r.waiver or {}
-        if waiver.get("status") == "stale":
+        waiver = r.waiver
+        if waiver is not None and waiver.status == "stale":
             notes.append(
                 f"stale waiver: {short_id(r.id)} no longer regresses "
-                f"(waiver {waiver['test']!r}: {waiver['reason']})"
+                f"(waiver {waiver.test!r}: {waiver.reason})"
             )
-        elif waiver.get("status") == "expired":
+        elif waiver is not None and waiver.status == "expired":
             notes.append(
-                f"expired waiver: {waiver['test']!r} expired on {waiver['expires']}; "
+                f"expired waiver: {waiver.test!r} expired on {waiver.expires}; "
                 f"{short_id(r.id)} was judged without it"
             )
     loaded = [r for r in results if r.noise_flags]
@@ -344,18 +396,21 @@ def short_reason(reason: str) -> str:
     return reason.partition(": ")[0].strip() or reason
 
 
-def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
+def summary_lines(
+    profile: HardwareProfile, seam: Sequence[str], done: Finished, *, save_baseline: bool
+) -> list[Line]:
     """The perfsuite section of the terminal summary, up to the verdict lines.
 
-    :func:`verdict_lines` come last, after pytest's own short summary.
+    ``seam``: the plugins that replaced machine readings or samples.  :func:`verdict_lines`
+    come last, after pytest's own short summary.
     """
-    results = session.results
-    lines: list[Line] = [(line, {}) for line in format_result_lines(session.profile, results)]
-    if session.seam:
+    results = done.record.results
+    lines: list[Line] = [(line, {}) for line in format_result_lines(profile, results)]
+    if seam:
         lines.append(
             (
                 "measurement seam: readings or samples replaced by "
-                + ", ".join(session.seam)
+                + ", ".join(seam)
                 + " (perfsuite's hooks); the figures are not this machine's alone",
                 {"yellow": True},
             )
@@ -365,13 +420,14 @@ def summary_lines(session: PerfSession, done: Finished) -> list[Line]:
         lines.append((f"run record: {done.record_path}", {}))
     if done.html_path:
         lines.append((f"HTML report: {done.html_path}", {}))
-    if session.settings.save_baseline:
+    if save_baseline:
         if done.baseline_path:
             lines.append((f"baseline saved: {done.saved} entries into {done.baseline_path}", {}))
         if done.refused:
             names = sorted(done.refused)
             shown = ", ".join(
-                f"{short_id(n)} ({'; '.join(done.refused[n])})" for n in names[:REFUSED_NAMED]
+                f"{short_id(n)} ({'; '.join(refusal_words(done.refused[n]))})"
+                for n in names[:REFUSED_NAMED]
             )
             more = f", and {len(names) - REFUSED_NAMED} more" if len(names) > REFUSED_NAMED else ""
             lines.append((f"baseline: refused {shown}{more}", {"yellow": True}))

@@ -34,6 +34,7 @@ from typing import Any
 
 from perfsuite.errors import StorageError
 from perfsuite.model.measured import MachineReading
+from perfsuite.model.verdicts import BaselineFacts
 
 MAX_DEPTH = 48  # nesting of objects and arrays; perfsuite writes at most about 10
 MAX_INT_DIGITS = 24  # an integer longer than this is no count or size perfsuite writes
@@ -200,6 +201,9 @@ def check_value(value: Any, hint: Any, where: str) -> None:
                 check_value(item, args[1], f"{where}.{key}")
         return
     if hint is MachineReading:  # stored flat, its rates beside its source: read by its ``read``
+        check_value(value, Mapping[str, Any], where)
+        return
+    if hint is BaselineFacts:  # each fact read by its own ``read``, a malformed one left out
         check_value(value, Mapping[str, Any], where)
         return
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
