@@ -1,9 +1,10 @@
 """What ``compare``, ``report``, ``history`` and ``fleet report`` make of the golden records.
 
 The golden set (``records/``): CPU run records, the committed H100 and H200 records, A/B
-records and a synthetic 12-node fleet (``lab/fleet_scale.py``, seed 1).  Refactoring the
-tree must not change what the commands print or write from it, apart from paths; a change
-meant to change the output regenerates ``expected/`` with
+records and a synthetic 12-node fleet (``lab/fleet_scale.py``, seed 1); ``report`` renders a
+run and an A/B's record.  Refactoring the tree must not change what the commands print or
+write from it, apart from paths; a change meant to change the output regenerates
+``expected/`` with
 
     python -m tests.golden.outputs            # rewrites tests/golden/expected/
 
@@ -43,6 +44,8 @@ def commands(out: Path, records: Path) -> dict[str, list[str]]:
                        "-o", str(out / "report-cpu.html")],
         "report-h100": ["report", str(h100[0]), "--report-dir", str(records),
                         "-o", str(out / "report-h100.html")],
+        "report-ab": ["report", str(records / "h200" / "ab-5pct-20261128T191652Z.json"),
+                      "-o", str(out / "report-ab.html")],
         "history-h100": ["history", "--report-dir", str(records), "--profile", "h100-sxm"],
         "history-h200": ["history", "--report-dir", str(records), "--profile", "h200"],
         "history-cpu": ["history", "--report-dir", str(records), "--profile", "cpu-amd-epyc-2c"],
